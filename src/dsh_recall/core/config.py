@@ -1,0 +1,210 @@
+"""Validated configuration: TOML file(s), then environment variables, then flags.
+
+Precedence (later wins): built-in defaults, `<recall home>/config.toml`, the workspace's
+`.dsh-recall.toml`, an explicit `--config FILE` / `$DSH_RECALL_CONFIG`, environment variables
+`DSH_RECALL_<KEY>` (top level) or `DSH_RECALL_<SECTION>__<KEY>`, then command-line flags.
+An unknown key anywhere is an error naming the key and the valid ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .paths import recall_home
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EmbedderConfig(_Section):
+    """Which embedder turns text into vectors; see dsh_recall.embedders.registry."""
+
+    name: str = "minilm"  # minilm (shipped ONNX) | onnx (a local folder) | http | fake
+    model_dir: str | None = None  # for name = "onnx": folder with model.onnx + tokenizer.json
+    pooling: Literal["mean", "cls"] = "mean"
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    max_tokens: int = Field(256, ge=8, le=8192)
+    url: str | None = None  # for name = "http"
+    api: Literal["ollama", "openai"] = "ollama"
+    model: str | None = None  # model name sent to an http endpoint
+    timeout_s: float = Field(10.0, gt=0)
+    batch_size: int = Field(32, ge=1, le=1024)
+    concurrency: int = Field(2, ge=1, le=16)
+    dim: int = Field(64, ge=2, le=8192)  # for name = "fake"
+    threads: int = Field(0, ge=0, le=64)  # onnxruntime intra-op threads; 0 = runtime default
+
+
+class HistoryConfig(_Section):
+    coverage_gate: float = Field(0.9, ge=0, le=1)
+    result_block_chars: int = Field(4000, ge=100)
+    event_gap: int = Field(5, ge=0)
+    events_per_session: int = Field(3, ge=1)
+    max_sessions: int = Field(10, ge=1)
+    coarse_budget_tokens: int = Field(800, ge=50)
+    rrf_k: int = Field(60, ge=1)
+    candidate_pool: int = Field(100, ge=1)
+
+
+class ObjectsConfig(_Section):
+    threshold_chars: int = Field(2500, ge=1)
+    head_chars: int = Field(600, ge=0)
+    tail_chars: int = Field(240, ge=0)
+    spill_notice_chars: int = Field(600, ge=0)
+    keep: int = Field(2, ge=0)
+    budget_tokens: int | None = None
+    max_age_days: float | None = None
+    max_bytes: int | None = None
+
+
+class NotesConfig(_Section):
+    roots: list[str] = []
+    exclude: list[str] = []
+    weights: dict[str, float] = {}  # glob -> multiplier
+    levels: dict[str, Literal["public", "personal"]] = {"public.md": "public"}
+    default_level: Literal["public", "personal"] = "personal"
+    session_map: str | None = None  # JSON file: session key -> session id
+    owner_ids: list[str] = []
+    rrf_k: int = Field(60, ge=1)
+    candidate_pool: int = Field(50, ge=1)
+    max_entry_chars: int = Field(1200, ge=100)
+    auto_recall_limit: int = Field(4, ge=1)
+    auto_recall_budget_chars: int = Field(1600, ge=100)
+
+
+class McpConfig(_Section):
+    token_budget: int = Field(6000, ge=200)
+    host: str = "127.0.0.1"
+
+
+class Config(_Section):
+    """Top-level settings are those of code recall; other sources have their own section."""
+
+    source_roots: list[str] = []
+    focus_markers: list[str] = [
+        "pyproject.toml", "setup.py", "package.json", "go.mod", "Cargo.toml",
+        "pom.xml", "build.gradle", "build.gradle.kts", "CMakeLists.txt", ".dsh-recall-scope",
+    ]
+    ignore: list[str] = []  # extra gitignore-style patterns
+    max_file_bytes: int = Field(1_000_000, ge=1)
+    excerpt_lines: int = Field(40, ge=1, le=400)
+    limit: int = Field(8, ge=1, le=200)
+    candidate_pool: int = Field(200, ge=1)
+    rrf_k: int = Field(60, ge=1)
+    lexical_weight: float = Field(1.0, ge=0)
+    vector_weight: float = Field(1.0, ge=0)
+    embed_budget_s: float = Field(2.0, ge=0)  # cold start: embed what fits, then answer
+    search_deadline_s: float = Field(4.0, gt=0)
+    weak_score: float = Field(0.5, ge=0)  # a best result under this inside a focus scope is "weak"
+    embedder: EmbedderConfig = EmbedderConfig()
+    history: HistoryConfig = HistoryConfig()
+    objects: ObjectsConfig = ObjectsConfig()
+    notes: NotesConfig = NotesConfig()
+    mcp: McpConfig = McpConfig()
+
+
+_SECTIONS = {"embedder", "history", "objects", "notes", "mcp"}
+_RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG"}
+
+
+def _valid_keys(model: type[BaseModel]) -> list[str]:
+    return sorted(model.model_fields)
+
+
+def _check_keys(data: dict[str, Any], model: type[BaseModel], where: str, prefix: str = "") -> None:
+    for key, value in data.items():
+        if key not in model.model_fields:
+            raise ConfigError(
+                f"unknown config key '{prefix}{key}' in {where}; valid keys: "
+                + ", ".join(_valid_keys(model))
+            )
+        ann = model.model_fields[key].annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key '{prefix}{key}' in {where} must be a table")
+            _check_keys(value, ann, where, f"{prefix}{key}.")
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k in _SECTIONS:
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path} is not valid TOML: {e}") from e
+    _check_keys(data, Config, str(path))
+    return data
+
+
+def _env_value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _from_env(environ: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith("DSH_RECALL_") or name in _RESERVED_ENV:
+            continue
+        rest = name[len("DSH_RECALL_"):].lower()
+        section, _, key = rest.partition("__")
+        if key:
+            out.setdefault(section, {})[key] = _env_value(raw)
+        else:
+            out[section] = _env_value(raw)
+    _check_keys(out, Config, "environment (DSH_RECALL_*)")
+    return out
+
+
+def load_config(
+    workspace: Path | None = None,
+    config_file: Path | str | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
+    """Build the effective config; raises ConfigError on unknown keys or bad values."""
+    environ = dict(os.environ if environ is None else environ)
+    data: dict[str, Any] = {}
+    candidates: list[Path] = [recall_home() / "config.toml"]
+    if workspace is not None:
+        candidates.append(Path(workspace) / ".dsh-recall.toml")
+    explicit = config_file or environ.get("DSH_RECALL_CONFIG")
+    for path in candidates:
+        if path.is_file():
+            data = _merge(data, _read_toml(path))
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        data = _merge(data, _read_toml(path))
+    data = _merge(data, _from_env(environ))
+    if overrides:
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        _check_keys(clean, Config, "flags")
+        data = _merge(data, clean)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"invalid config value for '{loc}': {first['msg']}") from e

@@ -1,0 +1,34 @@
+"""A deterministic embedder for tests: hashed bag of code tokens. No model, no network.
+
+Texts sharing words get similar vectors, so ranking tests behave sensibly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..core.text import code_tokens
+from .base import Embedder
+
+
+class FakeEmbedder(Embedder):
+    name = "fake"
+    version = "1"
+
+    def __init__(self, dim: int = 64, batch_size: int = 64):
+        self.dim = dim
+        self.batch_size = batch_size
+        self.calls = 0  # number of texts embedded, for tests
+
+    def _embed_batch(self, texts: list[str], *, query: bool) -> np.ndarray:
+        self.calls += len(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for tok in code_tokens(text) or [text]:
+                h = hashlib.blake2b(tok.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+                idx = int.from_bytes(h[:4], "little") % self.dim
+                sign = 1.0 if h[4] & 1 else -1.0
+                out[row, idx] += sign
+        return out

@@ -1,0 +1,1 @@
+"""Front ends: parse arguments and format answers. No ranking, no SQL here."""

@@ -1,0 +1,1 @@
+"""Ranking building blocks: pure functions over plain data (no SQL, no I/O)."""
