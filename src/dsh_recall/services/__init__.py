@@ -1,0 +1,1 @@
+"""Services: see docs/ARCHITECTURE.md."""

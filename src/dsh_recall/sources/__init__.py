@@ -1,0 +1,1 @@
+"""Sources: see docs/ARCHITECTURE.md."""

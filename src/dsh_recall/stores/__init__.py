@@ -1,0 +1,1 @@
+"""Stores: see docs/ARCHITECTURE.md."""
