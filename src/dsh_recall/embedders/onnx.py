@@ -1,0 +1,291 @@
+"""A local ONNX transformer embedder: the shipped MiniLM model or a user-supplied folder.
+
+A model folder holds `model.onnx` (a BERT-style encoder whose first output is the
+last hidden state), `tokenizer.json` (Hugging Face `tokenizers` format), and optionally
+`config.json` (pooling, max_tokens, dim, prefixes) and `SHA256SUMS`. The shipped folder
+always has SHA256SUMS and it is verified before the model is trusted.
+
+Loading is lazy: constructing the embedder reads nothing heavy, the first `embed`
+verifies, loads the tokenizer and starts an onnxruntime session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.config import EmbedderConfig
+from ..core.errors import EmbedderError, MissingExtraError, RecallError
+from .base import Embedder
+
+# Padded tokens per onnxruntime call. Activations grow with rows x length (and the
+# attention with length squared); a cap keeps one call to a few hundred MB however large
+# the caller's batch is.
+MAX_BATCH_TOKENS = 8192
+# The fingerprint hashes this much of model.onnx (plus its size): enough to tell two
+# models apart without reading a large file on every start.
+_ID_PREFIX_BYTES = 1 << 20
+
+
+class _MissingRuntime(MissingExtraError):
+    """onnxruntime / tokenizers are regular dependencies; say how to bring them back."""
+
+    def __init__(self, module: str):
+        RecallError.__init__(
+            self,
+            f"{module} is not installed, and the local embedder needs it; install it with "
+            f"`pip install {module}` (or reinstall dsh-recall), or set embedder.name = 'http'",
+        )
+
+
+def shipped_model_dir(name: str) -> Path:
+    """The folder of a model shipped inside the package (`embedders/models/<name>`)."""
+    return Path(__file__).resolve().parent / "models" / name
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_checksums(model_dir: Path, required: bool) -> None:
+    """Check every file listed in SHA256SUMS; raise EmbedderError on a mismatch or a gap."""
+    sums = model_dir / "SHA256SUMS"
+    if not sums.is_file():
+        if required:
+            raise EmbedderError(
+                f"model folder {model_dir} has no SHA256SUMS; the installation is incomplete, "
+                "reinstall dsh-recall"
+            )
+        return
+    for lineno, line in enumerate(sums.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(maxsplit=1)
+        if len(parts) != 2:
+            raise EmbedderError(f"{sums}: line {lineno} is not '<sha256>  <file>'")
+        digest, fname = parts[0].lower(), parts[1].strip().lstrip("*")
+        path = model_dir / fname
+        if not path.is_file():
+            raise EmbedderError(
+                f"model file {path} is missing (listed in SHA256SUMS); reinstall dsh-recall "
+                "or restore the folder"
+            )
+        actual = _sha256(path)
+        if actual != digest:
+            raise EmbedderError(
+                f"model file {path} does not match SHA256SUMS (expected {digest[:12]}..., "
+                f"got {actual[:12]}...); the file is damaged: reinstall dsh-recall or "
+                "restore the folder"
+            )
+
+
+class OnnxEmbedder(Embedder):
+    """Sentence embeddings from an ONNX encoder: tokenise, run, pool, normalise."""
+
+    version = "1"
+
+    def __init__(self, model_dir: str | Path, cfg: EmbedderConfig, name: str = "minilm"):
+        self.name = name
+        self.model_dir = Path(model_dir).expanduser()
+        self.cfg = cfg
+        self.batch_size = cfg.batch_size
+        # The shipped folder must verify; a user's own folder may go without SHA256SUMS.
+        self._checksums_required = name != "onnx"
+        self._meta_cache: dict[str, Any] | None = None
+        self._model_id: str | None = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._input_names: list[str] = []
+        self._lock = threading.Lock()
+
+    # -- metadata (cheap, no model load) ------------------------------------------------
+
+    def _meta(self) -> dict[str, Any]:
+        if self._meta_cache is None:
+            if not (self.model_dir / "model.onnx").is_file():
+                raise EmbedderError(
+                    f"no model.onnx in {self.model_dir}; embedder.model_dir must be a folder "
+                    "with model.onnx and tokenizer.json"
+                )
+            path = self.model_dir / "config.json"
+            meta: dict[str, Any] = {}
+            if path.is_file():
+                try:
+                    meta = json.loads(path.read_text(encoding="utf-8"))
+                except (OSError, ValueError) as e:
+                    raise EmbedderError(f"cannot read {path}: {e}") from e
+                if not isinstance(meta, dict):
+                    raise EmbedderError(f"{path} must hold a JSON object")
+            self._meta_cache = meta
+        return self._meta_cache
+
+    def _setting(self, key: str, default: Any) -> Any:
+        """An explicitly set config value wins over the model folder's config.json."""
+        if key in self.cfg.model_fields_set:
+            return getattr(self.cfg, key)
+        return self._meta().get(key, default)
+
+    @property
+    def pooling(self) -> str:
+        pooling = self._setting("pooling", self.cfg.pooling)
+        if pooling not in ("mean", "cls"):
+            raise EmbedderError(f"unknown pooling '{pooling}' in {self.model_dir}; use mean or cls")
+        return pooling
+
+    @property
+    def max_tokens(self) -> int:
+        limit = int(self._meta().get("max_positions", 512))
+        return max(8, min(int(self._setting("max_tokens", self.cfg.max_tokens)), limit))
+
+    def prefix(self, query: bool) -> str:
+        return str(self._setting("query_prefix" if query else "doc_prefix", ""))
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        meta_dim = self._meta().get("dim")
+        if meta_dim:
+            return int(meta_dim)
+        self._load()  # no config.json: ask the model itself
+        return int(self._meta_cache["dim"])  # type: ignore[index]
+
+    @property
+    def model_id(self) -> str:
+        """Short identity of model.onnx: sha256 of its size and first MiB."""
+        if self._model_id is None:
+            path = self.model_dir / "model.onnx"
+            self._meta()  # clear error if the file is missing
+            h = hashlib.sha256(str(path.stat().st_size).encode())
+            with path.open("rb") as f:
+                h.update(f.read(_ID_PREFIX_BYTES))
+            self._model_id = h.hexdigest()[:12]
+        return self._model_id
+
+    @property
+    def fingerprint(self) -> str:
+        # Model identity, pooling and prefixes all change the vector space.
+        prefixes = self.prefix(True) + "\x00" + self.prefix(False)
+        extra = ""
+        if prefixes != "\x00":
+            extra = ":" + hashlib.sha256(prefixes.encode()).hexdigest()[:8]
+        return f"{self.name}:{self.version}:{self.model_id}:{self.pooling}{extra}:{self.dim}"
+
+    # -- loading -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            try:
+                import onnxruntime as ort
+            except ImportError:
+                raise _MissingRuntime("onnxruntime") from None
+            try:
+                from tokenizers import Tokenizer
+            except ImportError:
+                raise _MissingRuntime("tokenizers") from None
+            meta = self._meta()
+            verify_checksums(self.model_dir, self._checksums_required)
+            tok_path = self.model_dir / "tokenizer.json"
+            if not tok_path.is_file():
+                raise EmbedderError(f"no tokenizer.json in {self.model_dir}")
+            try:
+                tokenizer = Tokenizer.from_file(str(tok_path))
+            except Exception as e:  # tokenizers raises plain Exception subclasses
+                raise EmbedderError(f"cannot load {tok_path}: {e}") from e
+            # The shipped tokenizer.json pads and truncates to 128 by default; we pad
+            # per batch ourselves and truncate at the configured limit.
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(self.max_tokens)
+
+            opts = ort.SessionOptions()
+            # The arena keeps the peak of every batch shape it has seen (2-8 GB on big
+            # batches); without it memory goes back after each call.
+            opts.enable_cpu_mem_arena = False
+            opts.enable_mem_pattern = False
+            opts.log_severity_level = 3
+            if self.cfg.threads:
+                opts.intra_op_num_threads = self.cfg.threads
+            try:
+                session = ort.InferenceSession(
+                    str(self.model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"]
+                )
+            except Exception as e:  # onnxruntime raises its own untyped errors
+                raise EmbedderError(f"cannot load {self.model_dir / 'model.onnx'}: {e}") from e
+            self._input_names = [i.name for i in session.get_inputs()]
+            if "input_ids" not in self._input_names:
+                raise EmbedderError(
+                    f"{self.model_dir / 'model.onnx'} has inputs {self._input_names}; "
+                    "expected a BERT-style encoder with input_ids and attention_mask"
+                )
+            out_shape = session.get_outputs()[0].shape
+            model_dim = out_shape[-1] if out_shape and isinstance(out_shape[-1], int) else None
+            if model_dim is None:
+                model_dim = self._run(session, tokenizer, ["dimension probe"]).shape[1]
+            if meta.get("dim") and int(meta["dim"]) != int(model_dim):
+                raise EmbedderError(
+                    f"{self.model_dir}/config.json says dim {meta['dim']} but the model "
+                    f"outputs {model_dim}; fix config.json"
+                )
+            meta["dim"] = int(model_dim)
+            self._tokenizer, self._session = tokenizer, session
+
+    # -- inference -----------------------------------------------------------------------
+
+    def _run(self, session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
+        """Tokenise, run in token-capped sub-batches sorted by length, pool; input order kept."""
+        names = [i.name for i in session.get_inputs()]
+        encs = tokenizer.encode_batch(texts)
+        lengths = [max(1, len(e.ids)) for e in encs]
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        out: np.ndarray | None = None
+        start = 0
+        while start < len(order):
+            # Ascending lengths: grow the sub-batch while rows x longest fits the cap.
+            end = start + 1
+            while end < len(order) and (end + 1 - start) * lengths[order[end]] <= MAX_BATCH_TOKENS:
+                end += 1
+            idx = order[start:end]
+            width = lengths[idx[-1]]
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                n = len(encs[i].ids)
+                ids[row, :n] = encs[i].ids
+                mask[row, :n] = 1
+            inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            feeds = {name: inputs[name] for name in names if name in inputs}
+            try:
+                hidden = session.run(None, feeds)[0]
+            except Exception as e:  # onnxruntime raises its own untyped errors
+                raise EmbedderError(f"model {self.name} failed on a batch: {e}") from e
+            pooled = self._pool(np.asarray(hidden, dtype=np.float32), mask)
+            if out is None:
+                out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
+            out[idx] = pooled
+            start = end
+        assert out is not None
+        return out
+
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if hidden.ndim == 2:  # the model pooled already
+            return hidden
+        if self.pooling == "cls":
+            return hidden[:, 0, :]
+        m = mask[:, :, None].astype(np.float32)
+        return (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+
+    def _embed_batch(self, texts: list[str], *, query: bool) -> np.ndarray:
+        self._load()
+        prefix = self.prefix(query)
+        if prefix:
+            texts = [prefix + t for t in texts]
+        return self._run(self._session, self._tokenizer, texts)
