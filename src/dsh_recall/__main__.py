@@ -1,0 +1,5 @@
+"""`python -m dsh_recall` runs the CLI (used to start background index jobs)."""
+
+from .frontends.cli import main
+
+main()

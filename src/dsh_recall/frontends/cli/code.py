@@ -1,0 +1,156 @@
+"""`dsh-recall search | index | status`: code recall from the command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ...services.code import CodeService
+from .common import emit, get_config, handle_errors, json_option
+
+
+def _workspace(ws: str | None) -> Path:
+    return Path(ws or os.getcwd()).resolve()
+
+
+def _service(ctx: click.Context, ws: Path, **overrides: Any) -> CodeService:
+    return CodeService(ws, get_config(ctx, ws, **overrides))
+
+
+def render_search(data: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for r in data["results"]:
+        sym = f"  [{', '.join(r['symbols'][:4])}]" if r["symbols"] else ""
+        stale = "  (stale: file changed since indexed)" if r["stale"] else ""
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}  score {r['score']}{sym}{stale}")
+        if "ranks" in r:
+            ranks = ", ".join(f"{k} #{v}" for k, v in r["ranks"].items())
+            lines.append(f"   ranks: {ranks}")
+        lines.append(r["excerpt"])
+        lines.append("")
+    if not data["results"]:
+        lines.append("no results")
+    lines.append(f"-- layers: {', '.join(data['layers']) or 'none'}; pending vectors: "
+                 f"{data['pending']}; returned {data['returned_chars']} chars of "
+                 f"{data['source_chars']} in the source files")
+    for n in data["notes"]:
+        lines.append(f"-- note: {n}")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("query", nargs=-1)
+@click.option("--workspace", "ws", type=click.Path(file_okay=False), help="Workspace root (default: cwd).")
+@click.option("--path", "path", help="Only results under this directory.")
+@click.option("--focus", "focus", help="Search inside this scope (default: nearest marker dir of cwd).")
+@click.option("--limit", "-n", type=int, default=None, help="Number of results.")
+@click.option("--files", is_flag=True, help="Rank distinct files (best chunk each).")
+@click.option("--explain", is_flag=True, help="Show each ranker's rank per result.")
+@click.option("--lexical-only", is_flag=True, help="Skip the vector layer.")
+@json_option
+@click.pass_context
+@handle_errors
+def search(ctx: click.Context, query: tuple[str, ...], ws: str | None, path: str | None,
+           focus: str | None, limit: int | None, files: bool, explain: bool,
+           lexical_only: bool, as_json: bool) -> None:
+    """Search code: ranked, bounded excerpts (path, lines, <= 40 lines each)."""
+    svc = _service(ctx, _workspace(ws))
+    layers = ("lexical",) if lexical_only else ("lexical", "vector")
+    data = svc.search(" ".join(query), limit=limit, path=path, focus=focus, files=files,
+                      explain=explain, cwd=Path.cwd(), layers=layers)
+    emit(data, as_json, render_search)
+
+
+def _progress_bar():
+    """A progress callback drawing on stderr when it is a terminal, else None."""
+    if not sys.stderr.isatty():
+        return None, None
+    state: dict[str, Any] = {}
+
+    def cb(phase: str, done: int, total: int) -> None:
+        bar = state.get(phase)
+        if bar is None:
+            for other in state.values():
+                other.__exit__(None, None, None)
+            state.clear()
+            bar = click.progressbar(length=total, label=phase, file=sys.stderr)
+            bar.__enter__()
+            state[phase] = bar
+        bar.update(done - bar.pos)
+
+    def close() -> None:
+        for b in state.values():
+            b.__exit__(None, None, None)
+
+    return cb, close
+
+
+@click.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--wait", is_flag=True, help="Run in the foreground until done.")
+@click.option("--lexical-only", is_flag=True, help="Skip embedding.")
+@json_option
+@click.pass_context
+@handle_errors
+def index(ctx: click.Context, directory: str | None, wait: bool, lexical_only: bool,
+          as_json: bool) -> None:
+    """Index a workspace: lexical first, then vectors. In the background unless --wait."""
+    ws = _workspace(directory)
+    svc = _service(ctx, ws)
+    if not wait:
+        log = svc.dir / "index.log"
+        cmd = [sys.executable, "-m", "dsh_recall", "index", str(ws), "--wait", "--json"]
+        cfg_file = ctx.find_root().params.get("config_file")
+        if cfg_file:
+            cmd[3:3] = ["--config", str(Path(cfg_file).resolve())]
+        if lexical_only:
+            cmd.append("--lexical-only")
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        emit({"background": True, "pid": proc.pid, "log": str(log), "workspace": str(ws)}, as_json,
+             lambda d: f"indexing {d['workspace']} in the background (pid {d['pid']}); "
+                       f"`dsh-recall status` shows progress, log: {d['log']}")
+        return
+    cb, close = _progress_bar() if not as_json else (None, None)
+    try:
+        rep = svc.index(embed=not lexical_only, progress=cb)
+    finally:
+        if close:
+            close()
+    emit(rep.as_dict(), as_json, lambda d: (
+        f"{d['files']} files ({d['indexed']} indexed, {d['unchanged']} unchanged, "
+        f"{d['deleted']} deleted), {d['chunks']} chunks, {d['embedded']} embedded, "
+        f"{d['pending']} pending, {d['seconds']} s"
+        + "".join(f"\nnote: {n}" for n in (d['notes'] or []) + (d['problems'] or []))))
+
+
+def render_status(d: dict[str, Any]) -> str:
+    lines = [f"workspace  {d['workspace']}", f"database   {d['database']} ({d['index_bytes']} bytes)",
+             f"files      {d['files']}   chunks {d['chunks']}   vectors {d['vectors']}   pending {d['pending']}",
+             f"embedder   {d['embedder']}", f"fingerprint {d['fingerprint']}",
+             "roots      " + ", ".join(f"{r['label'] or '.'}={r['path']}" for r in d["roots"]),
+             "scopes     " + (", ".join(d["scopes"]) or "(none)")]
+    if d["skipped"]:
+        lines.append("skipped    " + ", ".join(f"{k}: {v}" for k, v in sorted(d["skipped"].items())))
+    lines += [f"problem    {p}" for p in d["problems"]]
+    if not d["indexed"]:
+        lines.append("not indexed yet: run `dsh-recall index` (or just search)")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--workspace", "ws", type=click.Path(file_okay=False), help="Workspace root (default: cwd).")
+@click.option("--no-probe", is_flag=True, help="Do not probe a remote embedding endpoint.")
+@json_option
+@click.pass_context
+@handle_errors
+def status(ctx: click.Context, ws: str | None, no_probe: bool, as_json: bool) -> None:
+    """Index status: files, chunks, pending vectors, size, fingerprint, roots, scopes."""
+    svc = _service(ctx, _workspace(ws))
+    emit(svc.status(probe=not no_probe), as_json, render_status)

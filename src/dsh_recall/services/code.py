@@ -1,0 +1,486 @@
+"""Code recall: index a workspace (plus extra source roots) and answer "where is X handled?"
+with ranked, bounded excerpts. Policy lives here; SQL lives in the store; ranking math in
+dsh_recall.search.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .. import chunkers
+from ..core.config import Config
+from ..core.errors import InputError, RecallError
+from ..core.paths import ensure_dir, recall_home, workspace_dir
+from ..core.text import code_tokens, index_text, safe_decode
+from ..embedders import Embedder, create as create_embedder
+from ..search import excerpt as excerpt_mod
+from ..search import lexical as lex
+from ..search.fuse import rrf
+from ..search.vector import top_k
+from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
+                                 parse_source_roots, walk)
+from ..stores.base import FileRow, IndexedChunk
+from ..stores.sqlite import EmbedCache, SqliteChunkStore
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+EMBED_BATCH = 32
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def embed_text(path: str, symbols: tuple[str, ...], text: str) -> str:
+    """What the embedder sees for a chunk: where it lives, what it declares, then the code."""
+    head = path + (" :: " + ", ".join(symbols) if symbols else "")
+    return head + "\n" + text
+
+
+@dataclass
+class IndexReport:
+    files: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    pending: int = 0
+    skipped: dict[str, int] | None = None
+    problems: list[str] | None = None
+    notes: list[str] | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+class CodeService:
+    """One workspace's code index. Cheap to create; the embedder loads on first use."""
+
+    def __init__(self, workspace: Path, cfg: Config, home: Path | None = None):
+        self.workspace = Path(workspace).resolve()
+        if not self.workspace.is_dir():
+            raise InputError(f"workspace {workspace} is not a directory")
+        self.cfg = cfg
+        self.home = home or recall_home()
+        self.dir = ensure_dir(workspace_dir(self.workspace, self.home))
+        self.store = SqliteChunkStore(self.dir / "index.sqlite")
+        self._embedder: Embedder | None = None
+        self._embedder_error: str | None = None
+        self._matrix_key: tuple | None = None
+        self._matrix: tuple | None = None
+        self._lock = threading.Lock()
+        if self.store.get_meta("workspace") is None:
+            self.store.set_meta("workspace", str(self.workspace))
+
+    # -- embedder -------------------------------------------------------------
+    def embedder(self) -> Embedder | None:
+        """The configured embedder, or None (with the reason kept) when it cannot load."""
+        if self._embedder is None and self._embedder_error is None:
+            try:
+                self._embedder = create_embedder(self.cfg.embedder)
+            except (RecallError, ImportError, OSError) as e:
+                self._embedder_error = str(e)
+        return self._embedder
+
+    # -- locking --------------------------------------------------------------
+    @contextmanager
+    def _index_lock(self, timeout_s: float | None) -> Iterator[bool]:
+        """An exclusive lock per workspace so two indexers never interleave their work.
+
+        Yields False when the lock could not be had within timeout_s (None waits forever).
+        """
+        fd = os.open(self.dir / "index.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        got = False
+        try:
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    got = True
+                    break
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.05)
+            yield got
+        finally:
+            if got:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # -- indexing -------------------------------------------------------------
+    def _check_fingerprints(self, notes: list[str]) -> None:
+        if self.store.get_meta("chunker") != chunkers.CHUNKER_VERSION:
+            if self.store.get_meta("chunker") is not None:
+                notes.append(f"chunker changed ({self.store.get_meta('chunker')} -> "
+                             f"{chunkers.CHUNKER_VERSION}): every file is re-chunked")
+            self.store.clear()
+            self.store.set_meta("chunker", chunkers.CHUNKER_VERSION)
+        emb = self.embedder()
+        if emb is not None:
+            old = self.store.get_meta("embedder")
+            if old != emb.fingerprint:
+                if old is not None:
+                    notes.append(f"embedder changed ({old} -> {emb.fingerprint}): "
+                                 "old vectors discarded, re-embedding")
+                self.store.clear_vectors()
+                self.store.set_meta("embedder", emb.fingerprint)
+
+    def _walk(self) -> WalkReport:
+        return walk(self.workspace, self.cfg.source_roots, max_file_bytes=self.cfg.max_file_bytes,
+                    extra_ignore=self.cfg.ignore)
+
+    def index_lexical(self, progress: Progress | None = None) -> IndexReport:
+        """Bring files and chunks up to date (no embedding). Caller holds the lock."""
+        t0 = time.monotonic()
+        notes: list[str] = []
+        self._check_fingerprints(notes)
+        report = self._walk()
+        known = self.store.files()
+        seen: set[str] = set()
+        rep = IndexReport(files=0, skipped=dict(report.skipped), problems=list(report.problems),
+                          notes=notes)
+        total = len(report.files)
+        for n, sf in enumerate(report.files, 1):
+            if progress and (n % 50 == 0 or n == total):
+                progress("scan", n, total)
+            old = known.get(sf.path)
+            if old and old.size == sf.size and old.mtime_ns == sf.mtime_ns:
+                seen.add(sf.path)
+                rep.unchanged += 1
+                continue
+            try:
+                with open(sf.abs_path, "rb") as f:
+                    data = f.read(self.cfg.max_file_bytes + 1)
+            except OSError:
+                rep.skipped["unreadable"] = rep.skipped.get("unreadable", 0) + 1
+                continue
+            reason = content_skip_reason(data)
+            if reason:
+                rep.skipped[reason] = rep.skipped.get(reason, 0) + 1
+                continue
+            seen.add(sf.path)
+            digest = _sha(data)
+            if old and old.hash == digest:
+                self.store.update_stat(sf.path, sf.size, sf.mtime_ns)
+                rep.unchanged += 1
+                continue
+            text = safe_decode(data)
+            chunks = chunkers.chunk_file(sf.path, text, max_lines=self.cfg.excerpt_lines)
+            path_lex = index_text(sf.path.replace("/", " ").replace(".", " "))
+            items = []
+            for c in chunks:
+                et = embed_text(sf.path, c.symbols, c.text)
+                items.append(IndexedChunk(c, index_text(c.text), index_text(" ".join(c.symbols)),
+                                          path_lex, et, _sha(et.encode("utf-8", "surrogatepass"))[:32]))
+            self.store.replace_file(
+                FileRow(sf.path, sf.abs_path, sf.root, digest, sf.size, sf.mtime_ns, len(text)), items)
+            rep.indexed += 1
+        gone = [p for p in known if p not in seen]
+        if gone:
+            self.store.delete_files(gone)
+        rep.deleted = len(gone)
+        rep.files = self.store.file_count()
+        rep.chunks = self.store.chunk_count()
+        rep.pending = self.store.pending_count()
+        rep.seconds = round(time.monotonic() - t0, 3)
+        self.store.set_meta("last_index", json.dumps({
+            "time": time.time(), "skipped": rep.skipped, "problems": rep.problems}))
+        return rep
+
+    def embed_pending(self, budget_s: float | None = None, progress: Progress | None = None,
+                      store: SqliteChunkStore | None = None) -> int:
+        """Embed chunks that have no vector yet, until done or the budget runs out."""
+        emb = self.embedder()
+        if emb is None:
+            return 0
+        store = store or self.store
+        if store.get_meta("embedder") != emb.fingerprint:
+            store.clear_vectors()
+            store.set_meta("embedder", emb.fingerprint)
+        cache = EmbedCache(self.home / "embed-cache.sqlite")
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        done = 0
+        total = store.pending_count()
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                batch = store.pending(256 if deadline is None else EMBED_BATCH)
+                if not batch:
+                    break
+                hashes = [h for h, _ in batch]
+                cached = cache.get(emb.fingerprint, hashes)
+                if cached:
+                    store.put_vectors(list(cached.items()))
+                missing = [(h, cid) for h, cid in batch if h not in cached]
+                if missing:
+                    rows = store.chunks_by_id([cid for _, cid in missing])
+                    texts = [embed_text(rows[cid].path, rows[cid].symbols, rows[cid].text)
+                             for _, cid in missing]
+                    vecs = emb.embed(texts)
+                    items = [(h, vecs[i]) for i, (h, _) in enumerate(missing)]
+                    store.put_vectors(items)
+                    cache.put(emb.fingerprint, items)
+                done += len(batch)
+                if progress:
+                    progress("embed", done, total)
+        finally:
+            cache.close()
+        return done
+
+    def index(self, *, embed: bool = True, progress: Progress | None = None,
+              lock_timeout_s: float | None = None) -> IndexReport:
+        """The full job: lexical first, then every pending vector."""
+        with self._index_lock(lock_timeout_s) as got:
+            if not got:
+                raise RecallError("another indexer holds this workspace; try again later")
+            rep = self.index_lexical(progress)
+            if embed:
+                t0 = time.monotonic()
+                try:
+                    rep.embedded = self.embed_pending(None, progress)
+                except RecallError as e:
+                    (rep.notes or []).append(f"embedding stopped: {e}")
+                rep.seconds = round(rep.seconds + time.monotonic() - t0, 3)
+                self.store.prune_vectors()
+            if self._embedder_error:
+                (rep.notes or []).append(f"vectors unavailable: {self._embedder_error}")
+            rep.pending = self.store.pending_count()
+        return rep
+
+    # -- searching ------------------------------------------------------------
+    def _vectors(self, store: SqliteChunkStore, prefix: str | None):
+        """The (ids, matrix) pair, cached while the index generation stays the same."""
+        key = (store.get_meta("generation"), store.vector_count(), prefix)
+        with self._lock:
+            if self._matrix_key != key:
+                self._matrix = store.vector_matrix(prefix)
+                self._matrix_key = key
+            return self._matrix
+
+    def _resolve_scope(self, path: str | None, focus: str | None, cwd: Path | None) -> tuple[str | None, str | None]:
+        """(path prefix filter, focus label) from --path, --focus or the cwd's nearest marker."""
+        def rel(p: str) -> str:
+            pp = Path(p)
+            if not pp.is_absolute():
+                pp = (cwd or self.workspace) / pp
+            pp = pp.resolve()
+            try:
+                r = pp.relative_to(self.workspace).as_posix()
+            except ValueError:
+                roots, _ = parse_source_roots(self.cfg.source_roots, self.workspace)
+                for root in roots:
+                    try:
+                        return f"{root.label}/{pp.relative_to(root.path).as_posix()}".rstrip("/.")
+                    except ValueError:
+                        continue
+                raise InputError(f"{p} is outside the workspace {self.workspace} and its source roots")
+            return "" if r == "." else r
+
+        if focus:
+            return rel(focus) or None, rel(focus) or "."
+        if path:
+            return rel(path) or None, None
+        if cwd is not None:
+            try:
+                cur = Path(cwd).resolve()
+                cur.relative_to(self.workspace)
+            except ValueError:
+                return None, None
+            while cur != self.workspace:
+                if any((cur / m).exists() for m in self.cfg.focus_markers):
+                    r = cur.relative_to(self.workspace).as_posix()
+                    return r, r
+                cur = cur.parent
+        return None, None
+
+    def _is_stale(self, path: str, cache: dict[str, bool]) -> bool:
+        if path in cache:
+            return cache[path]
+        row = self.store.file(path)
+        stale = True
+        if row is not None:
+            try:
+                st = os.stat(row.abs_path, follow_symlinks=False)
+                if st.st_size == row.size and st.st_mtime_ns == row.mtime_ns:
+                    stale = False
+                else:
+                    with open(row.abs_path, "rb") as f:
+                        stale = _sha(f.read()) != row.hash
+            except OSError:
+                stale = True
+        cache[path] = stale
+        return stale
+
+    def search(self, query: str, *, limit: int | None = None, path: str | None = None,
+               focus: str | None = None, files: bool = False, explain: bool = False,
+               cwd: Path | None = None, layers: tuple[str, ...] = ("lexical", "vector")) -> dict[str, Any]:
+        """Ranked, bounded excerpts for a free-text query. Never raises on query syntax."""
+        t0 = time.monotonic()
+        cfg = self.cfg
+        limit = limit or cfg.limit
+        deadline = t0 + cfg.search_deadline_s
+        notes: list[str] = []
+        prefix, focus_label = self._resolve_scope(path, focus, cwd)
+        if self.store.get_meta("last_index") is None:
+            # Cold start: the lexical index is fast; build it before answering.
+            with self._index_lock(cfg.search_deadline_s) as got:
+                if got:
+                    rep = self.index_lexical()
+                    notes.extend(rep.notes or [])
+                else:
+                    notes.append("another process is indexing; answering from what is indexed")
+        terms = lex.query_terms(query)
+        total_docs = self.store.chunk_count()
+        chosen = lex.select_terms(terms, self.store.doc_freqs, total_docs)
+        pool = max(cfg.candidate_pool, limit * 4)
+        rankings: dict[str, list[int]] = {}
+        used: list[str] = []
+        lex_scores: dict[int, float] = {}
+        if "lexical" in layers and chosen:
+            hits = self.store.lexical(lex.match_expression(chosen), pool, prefix)
+            rankings["lexical"] = [i for i, _ in hits]
+            lex_scores = dict(hits)
+            used.append("lexical")
+        elif "lexical" in layers:
+            used.append("lexical")
+        vec_scores: dict[int, float] = {}
+        if "vector" in layers and query.strip() and cfg.vector_weight > 0:
+            vec = self._vector_ranking(query, pool, prefix, deadline, t0, notes)
+            if vec is not None:
+                rankings["vector"] = [i for i, _ in vec]
+                vec_scores = dict(vec)
+                used.append("vector")
+        weights = {"lexical": cfg.lexical_weight, "vector": cfg.vector_weight}
+        fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
+        norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
+        rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool]])
+        results: list[dict[str, Any]] = []
+        seen_files: set[str] = set()
+        stale_cache: dict[str, bool] = {}
+        for item, score, ranks in fused:
+            row = rows.get(item)
+            if row is None:
+                continue
+            if files:
+                if row.path in seen_files:
+                    continue
+                seen_files.add(row.path)
+            text, s, e = excerpt_mod.bound_excerpt(row.text, row.start_line, chosen or terms,
+                                                   cfg.excerpt_lines)
+            res = {
+                "path": row.path, "source_path": row.abs_path, "start_line": s, "end_line": e,
+                "score": round(score * norm, 4), "symbols": list(row.symbols), "excerpt": text,
+                "language": row.language, "stale": self._is_stale(row.path, stale_cache),
+            }
+            if explain:
+                res["ranks"] = ranks
+                res["lexical_score"] = round(lex_scores.get(item, 0.0), 4)
+                res["vector_score"] = round(vec_scores.get(item, 0.0), 4)
+            results.append(res)
+            if len(results) >= limit:
+                break
+        if focus_label is not None:
+            if not results or self._weak(results[0], terms, vec_scores):
+                notes.append(f"weak match inside focus scope '{focus_label}'; "
+                             "try searching the whole workspace (omit --focus / --path)")
+        returned = sum(len(r["excerpt"]) for r in results)
+        file_rows = self.store.files()
+        source = sum(file_rows[p].chars for p in {r["path"] for r in results} if p in file_rows)
+        last = json.loads(self.store.get_meta("last_index") or "{}")
+        problems = last.get("problems") or []
+        out = {
+            "query": query[:200], "results": results, "pending": self.store.pending_count(),
+            "layers": used, "returned_chars": returned, "source_chars": source,
+            "scope": focus_label or prefix or ".", "notes": notes + problems,
+            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1),
+        }
+        if explain:
+            out["terms"] = chosen
+        return out
+
+    def _weak(self, best: dict[str, Any], terms: list[str], vec_scores: dict[int, float]) -> bool:
+        """Weak: the best excerpt holds under `weak_score` of the query's terms."""
+        if not terms:
+            return False
+        have = set(code_tokens(best["excerpt"] + " " + best["path"]))
+        return sum(1 for t in terms if t in have) / len(terms) < self.cfg.weak_score
+
+    def _vector_ranking(self, query: str, pool: int, prefix: str | None, deadline: float,
+                        t0: float, notes: list[str]) -> list[tuple[int, float]] | None:
+        """Vector ranking within the search deadline; None when the layer is unavailable."""
+        emb = self.embedder()
+        if emb is None:
+            notes.append(f"vector layer unavailable: {self._embedder_error}")
+            return None
+
+        def work() -> list[tuple[int, float]]:
+            # Its own connection: if the deadline passes, this thread may outlive the answer.
+            store = SqliteChunkStore(self.store.path)
+            try:
+                if not emb.remote and self.cfg.embed_budget_s > 0 and store.pending_count():
+                    # First searches fill in vectors within a small budget; `index` does the rest.
+                    with self._index_lock(0) as got:
+                        if got:
+                            self.embed_pending(self.cfg.embed_budget_s, store=store)
+                q = emb.embed_query(query[:4000])
+                ids, mat = self._vectors(store, prefix)
+                return top_k(ids, mat, q, pool)
+            finally:
+                store.close()
+
+        ex = cf.ThreadPoolExecutor(max_workers=1)
+        fut = ex.submit(work)
+        ex.shutdown(wait=False)
+        try:
+            return fut.result(timeout=max(0.05, deadline - time.monotonic()))
+        except cf.TimeoutError:
+            notes.append("vector layer did not answer within the search deadline; lexical only")
+        except (RecallError, OSError, ValueError) as e:
+            notes.append(f"vector layer failed: {e}; lexical only")
+        return None
+
+    # -- status ---------------------------------------------------------------
+    def status(self, probe: bool = True) -> dict[str, Any]:
+        last = json.loads(self.store.get_meta("last_index") or "{}")
+        roots, problems = parse_source_roots(self.cfg.source_roots, self.workspace)
+        paths = list(self.store.files())
+        scopes = sorted(d or "." for d in iter_marker_dirs(paths, self.cfg.focus_markers))
+        chunks = self.store.chunk_count()
+        pending = self.store.pending_count()
+        out: dict[str, Any] = {
+            "workspace": str(self.workspace), "database": str(self.store.path),
+            "indexed": bool(last), "last_indexed": last.get("time"),
+            "files": len(paths), "chunks": chunks, "vectors": chunks - pending, "pending": pending,
+            "index_bytes": self.store.size_bytes(),
+            "fingerprint": {"embedder": self.store.get_meta("embedder"),
+                            "chunker": self.store.get_meta("chunker")},
+            "embedder": {"name": self.cfg.embedder.name},
+            "roots": [{"label": "", "path": str(self.workspace), "ok": True}]
+                     + [{"label": r.label, "path": str(r.path), "ok": True} for r in roots],
+            "problems": problems, "skipped": last.get("skipped", {}), "scopes": scopes,
+        }
+        emb = self.embedder()
+        if emb is None:
+            out["embedder"]["error"] = self._embedder_error
+        else:
+            out["embedder"]["fingerprint"] = emb.fingerprint
+            if emb.remote and probe:
+                ok, msg = emb.probe(min(10.0, self.cfg.embedder.timeout_s))
+                out["embedder"]["endpoint_ok"] = ok
+                out["embedder"]["endpoint"] = msg
+        return out
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,71 @@
+"""The chunk-store contract shared by the embedded SQLite store and the PostgreSQL one.
+
+A store keeps files, their chunks, a lexical index over the chunks and vectors keyed by the
+hash of the text that was embedded. It knows SQL, not ranking policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence
+
+import numpy as np
+
+from ..core.types import Chunk
+
+
+@dataclass(frozen=True)
+class FileRow:
+    path: str
+    abs_path: str
+    root: str
+    hash: str
+    size: int
+    mtime_ns: int
+    chars: int
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    path: str
+    abs_path: str
+    start_line: int
+    end_line: int
+    text: str
+    language: str
+    symbols: tuple[str, ...]
+    embed_hash: str
+
+
+@dataclass(frozen=True)
+class IndexedChunk:
+    """A chunk plus what the store needs to index it."""
+
+    chunk: Chunk
+    lexical: str  # the token string for the lexical index
+    symbols_lexical: str
+    path_lexical: str
+    embed_text: str
+    embed_hash: str
+
+
+class ChunkStore(Protocol):
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+    def files(self) -> dict[str, FileRow]: ...
+    def replace_file(self, row: FileRow, chunks: Sequence[IndexedChunk]) -> None: ...
+    def update_stat(self, path: str, size: int, mtime_ns: int) -> None: ...
+    def delete_files(self, paths: Iterable[str]) -> None: ...
+    def clear(self) -> None: ...
+    def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]: ...
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]: ...
+    def chunk_count(self) -> int: ...
+    def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
+    def pending(self, limit: int) -> list[tuple[str, str]]: ...
+    def pending_count(self) -> int: ...
+    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None: ...
+    def clear_vectors(self) -> None: ...
+    def vector_matrix(self, path_prefix: str | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+    def size_bytes(self) -> int: ...
+    def close(self) -> None: ...

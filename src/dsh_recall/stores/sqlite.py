@@ -1,0 +1,314 @@
+"""The embedded default chunk store: one SQLite file per workspace, FTS5 for lexical search,
+vectors as float32 blobs keyed by the hash of the embedded text. WAL + busy timeout so two
+processes can share it; every file is replaced in one transaction, so a kill -9 leaves the
+previous state or the new one, never half of a file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..core.errors import StoreError
+from .base import ChunkRow, FileRow, IndexedChunk
+
+APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
+SCHEMA_VERSION = "1"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+  id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, abs_path TEXT NOT NULL,
+  root TEXT NOT NULL, hash TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+  chars INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (
+  id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+  start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, language TEXT NOT NULL,
+  symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
+CREATE INDEX IF NOT EXISTS chunks_embed ON chunks(embed_hash);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+  body, symbols, path, tokenize = "unicode61 remove_diacritics 2 tokenchars '_'");
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row);
+CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
+"""
+
+# SQL is built here, apart from running it, so it can be read and tested on its own.
+BM25_WEIGHTS = (1.0, 4.0, 2.0)  # body, symbols, path
+
+
+def lexical_sql(with_prefix: bool) -> str:
+    w = ", ".join(str(x) for x in BM25_WEIGHTS)
+    where = " AND f.path >= ? AND f.path < ?" if with_prefix else ""
+    return (
+        f"SELECT chunks_fts.rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
+        f"JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
+        f"WHERE chunks_fts MATCH ?{where} ORDER BY s LIMIT ?"
+    )
+
+
+def prefix_bounds(prefix: str) -> tuple[str, str]:
+    """Range [lo, hi) of paths under a directory prefix (uses the unique index on path)."""
+    p = prefix.rstrip("/") + "/"
+    return p, p[:-1] + chr(ord("/") + 1)
+
+
+def connect(path: Path, application_id: int) -> sqlite3.Connection:
+    """Open (creating if needed) a SQLite file we own; refuse a foreign one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and re-index") from e
+    if app != application_id and (app != 0 or tables):
+        conn.close()
+        raise StoreError(f"{path} is not a dsh-recall database of this kind; refusing to write to it")
+    if app == 0:
+        conn.execute(f"PRAGMA application_id = {application_id}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class SqliteChunkStore:
+    """Chunk store over one SQLite file (see stores.base.ChunkStore)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.conn = connect(self.path, APPLICATION_ID)
+        self._init_schema()
+
+    def _init_schema(self) -> None:
+        try:
+            self.conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"cannot initialise {self.path}: {e}") from e
+        if self.get_meta("schema") is None:
+            self.set_meta("schema", SCHEMA_VERSION)
+
+    class _Tx:
+        def __init__(self, conn: sqlite3.Connection):
+            self.conn = conn
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return self.conn
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def _tx(self) -> "_Tx":
+        return SqliteChunkStore._Tx(self.conn)
+
+    # -- meta ---------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
+                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+    # -- files --------------------------------------------------------------
+    def files(self) -> dict[str, FileRow]:
+        rows = self.conn.execute(
+            "SELECT path, abs_path, root, hash, size, mtime_ns, chars FROM files").fetchall()
+        return {r[0]: FileRow(*r) for r in rows}
+
+    def file(self, path: str) -> FileRow | None:
+        r = self.conn.execute("SELECT path, abs_path, root, hash, size, mtime_ns, chars "
+                              "FROM files WHERE path = ?", (path,)).fetchone()
+        return FileRow(*r) if r else None
+
+    def _delete_file_rows(self, conn: sqlite3.Connection, path: str) -> None:
+        conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT c.id FROM chunks c "
+                     "JOIN files f ON f.id = c.file_id WHERE f.path = ?)", (path,))
+        conn.execute("DELETE FROM files WHERE path = ?", (path,))  # cascades to chunks
+
+    def replace_file(self, row: FileRow, chunks: Sequence[IndexedChunk]) -> None:
+        with self._tx() as conn:
+            self._delete_file_rows(conn, row.path)
+            cur = conn.execute(
+                "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
+                "VALUES(?,?,?,?,?,?,?)",
+                (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns, row.chars))
+            file_id = cur.lastrowid
+            for ic in chunks:
+                c = ic.chunk
+                cid = conn.execute(
+                    "INSERT INTO chunks(file_id, start_line, end_line, language, symbols, text, "
+                    "embed_hash) VALUES(?,?,?,?,?,?,?)",
+                    (file_id, c.start_line, c.end_line, c.language, json.dumps(list(c.symbols)),
+                     c.text, ic.embed_hash)).lastrowid
+                conn.execute("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
+                             (cid, ic.lexical, ic.symbols_lexical, ic.path_lexical))
+            self._bump(conn)
+
+    def update_stat(self, path: str, size: int, mtime_ns: int) -> None:
+        self.conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
+                          (size, mtime_ns, path))
+
+    def delete_files(self, paths: Iterable[str]) -> None:
+        with self._tx() as conn:
+            for p in paths:
+                self._delete_file_rows(conn, p)
+            self._bump(conn)
+
+    def clear(self) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM chunks_fts")
+            conn.execute("DELETE FROM chunks")
+            conn.execute("DELETE FROM files")
+            self._bump(conn)
+
+    def _bump(self, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO meta(key, value) VALUES('generation', '1') ON CONFLICT(key) "
+                     "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    # -- lexical ------------------------------------------------------------
+    def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]:
+        params: list = [match]
+        if path_prefix:
+            params.extend(prefix_bounds(path_prefix))
+        params.append(limit)
+        rows = self.conn.execute(lexical_sql(bool(path_prefix)), params).fetchall()
+        return [(r[0], -r[1]) for r in rows]  # bm25() is lower-is-better; flip it
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        if not terms:
+            return {}
+        out: dict[str, int] = {}
+        for i in range(0, len(terms), 500):
+            part = list(terms[i:i + 500])
+            q = ",".join("?" * len(part))
+            for term, doc in self.conn.execute(
+                    f"SELECT term, doc FROM chunks_vocab WHERE term IN ({q})", part):
+                out[term] = doc
+        return out
+
+    def chunk_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+
+    def file_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
+
+    def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        out: dict[int, ChunkRow] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            q = ",".join("?" * len(part))
+            for r in self.conn.execute(
+                    "SELECT c.id, f.path, f.abs_path, c.start_line, c.end_line, c.text, "
+                    f"c.language, c.symbols, c.embed_hash FROM chunks c JOIN files f "
+                    f"ON f.id = c.file_id WHERE c.id IN ({q})", part):
+                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                                     tuple(json.loads(r[7])), r[8])
+        return out
+
+    def chunk_ids_for_paths(self, paths: Sequence[str]) -> list[int]:
+        out: list[int] = []
+        for i in range(0, len(paths), 500):
+            part = list(paths[i:i + 500])
+            q = ",".join("?" * len(part))
+            out += [r[0] for r in self.conn.execute(
+                f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path IN ({q})",
+                part)]
+        return out
+
+    # -- vectors ------------------------------------------------------------
+    def pending(self, limit: int) -> list[tuple[str, int]]:
+        """(embed_hash, one chunk id carrying it) for chunks whose vector is missing."""
+        return self.conn.execute(
+            "SELECT c.embed_hash, min(c.id) FROM chunks c LEFT JOIN vectors v "
+            "ON v.hash = c.embed_hash WHERE v.hash IS NULL GROUP BY c.embed_hash "
+            "ORDER BY min(c.id) LIMIT ?", (limit,)).fetchall()
+
+    def pending_count(self) -> int:
+        return self.conn.execute(
+            "SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.hash = c.embed_hash "
+            "WHERE v.hash IS NULL").fetchone()[0]
+
+    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        with self._tx() as conn:
+            conn.executemany("INSERT OR REPLACE INTO vectors(hash, vec) VALUES(?, ?)",
+                             [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
+
+    def clear_vectors(self) -> None:
+        self.conn.execute("DELETE FROM vectors")
+
+    def prune_vectors(self) -> None:
+        """Drop vectors no chunk refers to any more."""
+        self.conn.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT embed_hash FROM chunks)")
+
+    def vector_matrix(self, path_prefix: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, matrix of unit vectors) for every chunk that has a vector."""
+        sql = ("SELECT c.id, v.vec FROM chunks c JOIN vectors v ON v.hash = c.embed_hash "
+               "JOIN files f ON f.id = c.file_id")
+        params: list = []
+        if path_prefix:
+            sql += " WHERE f.path >= ? AND f.path < ?"
+            params.extend(prefix_bounds(path_prefix))
+        rows = self.conn.execute(sql, params).fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        return ids, mat
+
+    def vector_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class EmbedCache:
+    """Vectors shared by every workspace of a user, keyed by (fingerprint, text hash), so a
+    second checkout, a branch switch or a re-index never pays for the same embedding twice."""
+
+    def __init__(self, path: Path):
+        self.conn = connect(Path(path), APPLICATION_ID + 1)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS cache (fp TEXT NOT NULL, hash TEXT NOT NULL, "
+                          "vec BLOB NOT NULL, PRIMARY KEY(fp, hash)) WITHOUT ROWID")
+
+    def get(self, fp: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        hashes = list(hashes)
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            q = ",".join("?" * len(part))
+            for h, v in self.conn.execute(
+                    f"SELECT hash, vec FROM cache WHERE fp = ? AND hash IN ({q})", [fp, *part]):
+                out[h] = np.frombuffer(v, dtype=np.float32)
+        return out
+
+    def put(self, fp: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.executemany("INSERT OR REPLACE INTO cache(fp, hash, vec) VALUES(?,?,?)",
+                                  [(fp, h, np.asarray(v, np.float32).tobytes()) for h, v in items])
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
