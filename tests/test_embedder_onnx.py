@@ -1,0 +1,125 @@
+"""The shipped MiniLM ONNX model and user-supplied ONNX folders (real model, small inputs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from dsh_recall.core.config import EmbedderConfig
+from dsh_recall.core.errors import ConfigError, EmbedderError
+from dsh_recall.embedders.onnx import OnnxEmbedder, shipped_model_dir
+from dsh_recall.embedders.registry import create
+
+SHIPPED = shipped_model_dir("minilm-l6-v2-int8")
+TEXTS = [
+    "How do I open a SQLite database in write-ahead logging mode?",
+    "Enable WAL journal mode on the sqlite connection.",
+    "The recipe needs two eggs and a cup of flour.",
+    "def add(a, b):\n    return a + b",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return create(EmbedderConfig(name="minilm"))
+
+
+def test_shipped_model_loads_and_embeds(minilm):
+    vecs = minilm.embed(TEXTS)
+    assert vecs.shape == (len(TEXTS), 384) and vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    sims = vecs @ vecs.T
+    # Two phrasings of the same question beat an unrelated sentence by a wide margin.
+    assert sims[0, 1] > sims[0, 2] + 0.2
+    assert sims[1, 0] > sims[1, 3]
+
+
+def test_order_kept_when_sorting_by_length(minilm):
+    long = "word " * 300  # longer than max_tokens: truncated, not an error
+    texts = [long, TEXTS[0], "", TEXTS[2]]
+    together = minilm.embed(texts)
+    for i, text in enumerate(texts):
+        alone = minilm.embed([text])[0]
+        # int8 activations are quantized per batch, so companions shift a row slightly;
+        # a row landing in another row's slot would score far lower.
+        assert float(alone @ together[i]) > 0.97
+
+
+def test_fingerprint_names_model(minilm):
+    fp = minilm.fingerprint
+    assert fp.startswith("minilm:") and fp.endswith(":384")
+    assert minilm.dim == 384
+
+
+def test_checksum_mismatch_detected(tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(SHIPPED, folder)
+    data = bytearray((folder / "model.onnx").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / "model.onnx").write_bytes(bytes(data))
+    emb = OnnxEmbedder(folder, EmbedderConfig(), name="minilm")
+    with pytest.raises(EmbedderError, match="does not match SHA256SUMS"):
+        emb.embed(["hello"])
+
+
+def test_missing_listed_file_detected(tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(SHIPPED, folder)
+    (folder / "NOTICE").unlink()
+    with pytest.raises(EmbedderError, match="missing"):
+        OnnxEmbedder(folder, EmbedderConfig(), name="minilm").embed(["hello"])
+
+
+def test_user_folder_loads_via_onnx_name(tmp_path, minilm):
+    folder = tmp_path / "mymodel"
+    shutil.copytree(SHIPPED, folder)
+    (folder / "SHA256SUMS").unlink()  # optional for a user's own folder
+    emb = create(EmbedderConfig(name="onnx", model_dir=str(folder)))
+    vecs = emb.embed(TEXTS[:2])
+    np.testing.assert_allclose(vecs, minilm.embed(TEXTS[:2]), atol=1e-5)
+    # Same weights, so same model identity; the name keeps the spaces apart anyway.
+    assert emb.fingerprint.split(":")[2] == minilm.fingerprint.split(":")[2]
+    assert emb.fingerprint != minilm.fingerprint
+
+
+def test_user_folder_without_config_learns_dim(tmp_path):
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copy(SHIPPED / name, folder / name)
+    emb = create(EmbedderConfig(name="onnx", model_dir=str(folder), pooling="cls"))
+    assert emb.dim == 384
+    assert ":cls:" in emb.fingerprint
+    assert emb.embed(["x"]).shape == (1, 384)
+
+
+def test_config_json_prefix_and_pooling(tmp_path, minilm):
+    folder = tmp_path / "prefixed"
+    shutil.copytree(SHIPPED, folder)
+    (folder / "SHA256SUMS").unlink()
+    meta = json.loads((folder / "config.json").read_text())
+    meta["query_prefix"] = "query: "
+    (folder / "config.json").write_text(json.dumps(meta))
+    emb = create(EmbedderConfig(name="onnx", model_dir=str(folder)))
+    q = emb.embed_query("sqlite wal")
+    np.testing.assert_allclose(q, minilm.embed(["query: sqlite wal"])[0], atol=1e-5)
+    assert emb.fingerprint.count(":") == minilm.fingerprint.count(":") + 1  # prefix hash
+
+
+def test_onnx_needs_model_dir():
+    with pytest.raises(ConfigError, match="model_dir"):
+        create(EmbedderConfig(name="onnx"))
+
+
+def test_missing_model_file_is_clear(tmp_path):
+    emb = create(EmbedderConfig(name="onnx", model_dir=str(tmp_path)))
+    with pytest.raises(EmbedderError, match="no model.onnx"):
+        emb.embed(["x"])
+
+
+def test_import_is_lazy():
+    emb = OnnxEmbedder(SHIPPED, EmbedderConfig())
+    assert emb._session is None  # nothing loaded until the first embed
