@@ -1,0 +1,26 @@
+# Two entry points (see README): `make run` and `make test`. Both set everything up.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+$(BIN)/dsh-recall: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.test-deps: $(BIN)/dsh-recall
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: run test bench
+# Index the current directory (embedded SQLite + shipped model) and search it.
+run: $(BIN)/dsh-recall
+	$(BIN)/dsh-recall index --wait "$(CURDIR)"
+	$(BIN)/dsh-recall search --workspace "$(CURDIR)" $(or $(Q),"where is the search query turned into ranked excerpts")
+
+test: $(VENV)/.test-deps
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.test-deps
+	$(BIN)/python bench/code_swebench.py
