@@ -1,0 +1,60 @@
+"""`dsh-recall hook <harness> <event>`: harness hooks reading a JSON payload on stdin.
+
+A hook must never break the harness: on any failure it prints nothing and exits 0, so the
+harness carries on with its original data. Add an event by writing a handler
+`(payload, config) -> answer | None` and one command that calls `run_hook` with it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from ...core.config import Config, load_config
+
+Handler = Callable[[dict[str, Any], Config], "dict[str, Any] | None"]
+
+
+def run_hook(ctx: click.Context, handler: Handler) -> None:
+    """Read the payload, load config for its cwd, run `handler`, print its JSON answer."""
+    try:
+        raw = sys.stdin.buffer.read()
+        payload = json.loads(raw.decode("utf-8", errors="surrogatepass"))
+        if not isinstance(payload, dict):
+            return
+        cwd = payload.get("cwd")
+        workspace = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None
+        root = ctx.find_root()
+        cfg_file = root.params.get("config_file") if root.params else None
+        cfg = load_config(workspace=workspace, config_file=cfg_file)
+        answer = handler(payload, cfg)
+        if answer is not None:
+            # ASCII JSON: lone surrogates from the payload stay escaped, stdout never fails.
+            out = json.dumps(answer, ensure_ascii=True)
+            sys.stdout.write(out + "\n")
+            sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - a hook must never break the harness
+        return
+
+
+@click.group("hook")
+def hook() -> None:
+    """Harness hooks (read the hook payload on stdin, answer on stdout)."""
+
+
+@hook.group("claude-code")
+def claude_code() -> None:
+    """Claude Code hooks; see docs/objects.md for the settings.json entries."""
+
+
+@claude_code.command("post-tool-use")
+@click.pass_context
+def post_tool_use_cmd(ctx: click.Context) -> None:
+    """PostToolUse: offload a big tool result, leaving head + note + tail."""
+    from ..hooks.claude_code import handle_post_tool_use
+
+    run_hook(ctx, handle_post_tool_use)

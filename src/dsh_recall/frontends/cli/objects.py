@@ -1,0 +1,152 @@
+"""`dsh-recall object put|get|search|stats|gc`: offloaded tool results from the shell."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ...services.objects import ObjectService
+from .common import emit, get_config, handle_errors, json_option
+
+
+def _service(ctx: click.Context) -> ObjectService:
+    return ObjectService(get_config(ctx).objects)
+
+
+@click.group("object")
+def object_group() -> None:
+    """Offloaded tool results: put one, get it back by range or search, stats, gc."""
+
+
+@object_group.command("put")
+@click.argument("file", required=False, default="-")
+@click.option("--session", default=None, help="Session the result belongs to (default: cli).")
+@click.option("--seq", type=int, default=None,
+              help="Position of the result in its session; a repeat is not stored twice.")
+@click.option("--tool", default=None, help="Name of the tool that produced the result.")
+@json_option
+@click.pass_context
+@handle_errors
+def put_cmd(ctx: click.Context, file: str, session: str | None, seq: int | None,
+            tool: str | None, as_json: bool) -> None:
+    """Offload FILE (or stdin) if it is big; print what stays inline."""
+    if file == "-":
+        raw = sys.stdin.buffer.read()
+    else:
+        with open(file, "rb") as fh:
+            raw = fh.read()
+    text = raw.decode("utf-8", errors="replace")
+    with _service(ctx) as svc:
+        res = svc.put(text, session=session, seq=seq, tool=tool)
+    emit(res.to_dict(), as_json, lambda d: d["inline"])
+
+
+@object_group.command("get")
+@click.argument("obj_id", metavar="ID")
+@click.option("--start", type=int, default=None, help="First code point (default 0).")
+@click.option("--count", type=int, default=None,
+              help="How many code points (default 8,000, at most 24,000).")
+@json_option
+@click.pass_context
+@handle_errors
+def get_cmd(ctx: click.Context, obj_id: str, start: int | None, count: int | None,
+            as_json: bool) -> None:
+    """Print a range of object ID."""
+    with _service(ctx) as svc:
+        res = svc.get(obj_id, start, count)
+
+    def human(d: dict[str, Any]) -> str:
+        end = d["start"] + len(d["text"])
+        more = f"\n[chars {d['start']}-{end} of {d['total']}]" if end < d["total"] or d["start"] else ""
+        return d["text"] + more
+
+    emit(res.to_dict(), as_json, human)
+
+
+@object_group.command("search")
+@click.argument("obj_id", metavar="ID")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(1, 20), default=20, help="At most this many lines.")
+@json_option
+@click.pass_context
+@handle_errors
+def search_cmd(ctx: click.Context, obj_id: str, query: str, limit: int, as_json: bool) -> None:
+    """Lines of object ID matching QUERY, with line numbers and offsets."""
+    with _service(ctx) as svc:
+        res = svc.search(obj_id, query, limit)
+
+    def human(d: dict[str, Any]) -> str:
+        if not d["matches"]:
+            return f"no line of {d['id']} matches"
+        return "\n".join(f"{m['line']}:@{m['offset']}: {m['text']}" for m in d["matches"])
+
+    emit(res.to_dict(), as_json, human)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _age(s: float) -> str:
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= span:
+            return f"{s / span:.0f}{unit}"
+    return f"{s:.0f}s"
+
+
+def _human_stats(d: dict[str, Any]) -> str:
+    lines = [
+        f"object store {d['path']}",
+        f"offloaded {d['offloaded']} results ({d['live']} live, {d['evicted']} evicted); "
+        f"kept out {d['chars_kept_out']:,} chars ~ {d['tokens_kept_out']:,} tokens",
+        f"recalls {d['recalls']} (ratio {d['recall_ratio']}: near 0 nothing was needed, "
+        "near 1 the head is too small)",
+        f"disk {_size(d['disk_bytes'])} for {_size(d['raw_bytes'])} raw "
+        f"({d['blobs']} distinct payloads, {_size(d['stored_bytes'])} compressed)",
+    ]
+    if d["recent"]:
+        lines.append("last offloads:")
+        for r in d["recent"]:
+            state = " (evicted)" if r["evicted"] else ""
+            lines.append(f"  {r['id']}  {r['tool'] or '-':<20} {r['chars']:>10,} chars  "
+                         f"{_age(r['age_s'])} ago{state}")
+    return "\n".join(lines)
+
+
+@object_group.command("stats")
+@json_option
+@click.pass_context
+@handle_errors
+def stats_cmd(ctx: click.Context, as_json: bool) -> None:
+    """What was offloaded, kept out, recalled, and what it costs on disk."""
+    with _service(ctx) as svc:
+        emit(svc.stats(), as_json, _human_stats)
+
+
+@object_group.command("gc")
+@click.option("--max-age-days", type=float, default=None,
+              help="Evict objects older than this (default: objects.max_age_days).")
+@click.option("--max-bytes", type=int, default=None,
+              help="Evict oldest until payloads fit (default: objects.max_bytes).")
+@json_option
+@click.pass_context
+@handle_errors
+def gc_cmd(ctx: click.Context, max_age_days: float | None, max_bytes: int | None,
+           as_json: bool) -> None:
+    """Apply retention: evict oldest first, drop unreferenced payloads, give pages back."""
+    with _service(ctx) as svc:
+        res = svc.gc(max_age_days=max_age_days, max_bytes=max_bytes)
+
+    def human(d: dict[str, Any]) -> str:
+        if d["max_age_days"] is None and d["max_bytes"] is None:
+            return ("retention is off (objects.max_age_days and objects.max_bytes unset): "
+                    "nothing evicted")
+        return f"evicted {d['evicted']} objects; payloads now {_size(d['stored_bytes'])}"
+
+    emit(res, as_json, human)
