@@ -1,0 +1,38 @@
+"""Chunkers: pure functions that cut one file's text into line-range chunks.
+
+    chunk_file(path, text, max_lines=60) -> list[Chunk]
+
+Code is cut at declarations (tree-sitter), markdown at headings, anything else at blank
+lines. Chunks are in order, contiguous and cover every line of the file, except chunks
+that would hold only blank lines. A chunk's text is its lines joined by "\\n".
+"""
+
+from __future__ import annotations
+
+from ..core.types import Chunk
+from .base import split_lines, to_chunks
+from .languages import language_for, refine_language
+from .registry import chunker_name, get
+
+# Goes into the index fingerprint: bump whenever the cut rules change.
+CHUNKER_VERSION = "1"
+
+__all__ = ["CHUNKER_VERSION", "chunk_file", "language_for"]
+
+
+def chunk_file(path: str, text: str, *, max_lines: int = 60) -> list[Chunk]:
+    """Cut a file's text into chunks of at most about max_lines lines.
+
+    The language comes from the path (`language_for`). Never raises on odd input: a
+    grammar that cannot load or parse falls back to the text chunker.
+    """
+    max_lines = max(1, int(max_lines))
+    lines = split_lines(text)
+    if not lines:
+        return []
+    language = refine_language(language_for(path), path, text)
+    name = chunker_name(language)
+    spans = get(name)(lines, text, language, max_lines)
+    if spans is None:
+        spans = get("text")(lines, text, language, max_lines)
+    return to_chunks(path, lines, spans, language)

@@ -1,0 +1,113 @@
+"""Transcript events -> indexable blocks. Pure: no I/O.
+
+Each piece of an event (text, reasoning, tool call, tool result, summary) becomes one or
+more blocks of at most `block_chars` characters, cut at a line break when one is near. A
+tool result keeps at most `max_result_blocks` blocks (its head and its last block), so a
+10 MB result costs a bounded number of index rows; its full text stays in the event table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence
+
+CHUNKER_VERSION = "transcript-1"
+MAX_RESULT_BLOCKS = 8
+MAX_TEXT_BLOCKS = 32
+_PLAIN_ROLES = {"user", "assistant", "tool", "summary", "system"}
+
+
+class _PieceLike(Protocol):
+    kind: str
+    text: str
+    tool: str | None
+
+
+class _EventLike(Protocol):
+    session: str
+    seq: int
+    role: str
+    pieces: Sequence[_PieceLike]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One row of the history index: part `part` of event (session, seq)."""
+
+    session: str
+    seq: int
+    part: int
+    role: str
+    kind: str
+    tool: str | None
+    text: str
+
+    @property
+    def hash(self) -> str:
+        return text_hash(self.text)
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def split_text(text: str, block_chars: int, max_blocks: int) -> list[str]:
+    """Cut into pieces of <= block_chars, preferring line breaks; keep head and last piece."""
+    if len(text) <= block_chars:
+        return [text]
+    parts: list[str] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        end = min(n, pos + block_chars)
+        if end < n:
+            nl = text.rfind("\n", pos + block_chars // 2, end)
+            if nl > pos:
+                end = nl + 1
+        parts.append(text[pos:end])
+        pos = end
+        if len(parts) >= max_blocks - 1 and pos < n:
+            # Keep the tail too: results usually end with their verdict (errors, totals).
+            tail_start = max(pos, n - block_chars)
+            nl = text.find("\n", tail_start, min(n, tail_start + block_chars // 2))
+            if nl >= 0 and nl + 1 < n:
+                tail_start = nl + 1
+            skipped = tail_start - pos
+            tail = text[tail_start:]
+            if skipped > 0:
+                tail = f"[... {skipped} chars not indexed ...]\n" + tail
+            parts.append(tail)
+            break
+    return parts
+
+
+def _label(role: str, kind: str, tool: str | None) -> str:
+    """A short prefix so words like the tool name or a speaker's name are searchable."""
+    if kind == "tool_result":
+        return f"[{tool or 'tool'} result] "
+    if kind == "summary":
+        return "[summary] "
+    if role not in _PLAIN_ROLES:
+        return f"{role}: "  # a speaker name (generic JSONL) is content worth matching
+    return ""
+
+
+def event_blocks(
+    events: Iterable[_EventLike],
+    block_chars: int = 4000,
+    max_result_blocks: int = MAX_RESULT_BLOCKS,
+) -> list[Block]:
+    """Blocks for events in their given order; parts are numbered per event from 0."""
+    out: list[Block] = []
+    for ev in events:
+        part = 0
+        for piece in ev.pieces:
+            if not piece.text.strip():
+                continue
+            limit = max_result_blocks if piece.kind == "tool_result" else MAX_TEXT_BLOCKS
+            for i, chunk in enumerate(split_text(piece.text, block_chars, limit)):
+                label = _label(ev.role, piece.kind, piece.tool) if i == 0 else ""
+                out.append(Block(ev.session, ev.seq, part, ev.role, piece.kind, piece.tool, label + chunk))
+                part += 1
+    return out
