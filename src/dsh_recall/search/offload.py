@@ -245,6 +245,30 @@ def _grams(word: str) -> list[str]:
     return [word] if len(word) < 4 else [word[i:i + 3] for i in range(len(word) - 2)]
 
 
+# Terminal colour / cursor sequences (CI logs are full of them): ignored by search.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> tuple[str, list[int], list[int]]:
+    """`text` without ANSI escapes, plus a map back: segment starts in the stripped text and
+    the matching offsets in `text` (escapes never hold a newline, so line numbers hold)."""
+    parts: list[str] = []
+    seg_new: list[int] = []
+    seg_old: list[int] = []
+    pos = size = 0
+    for m in _ANSI.finditer(text):
+        if m.start() > pos:
+            seg_new.append(size)
+            seg_old.append(pos)
+            parts.append(text[pos:m.start()])
+            size += m.start() - pos
+        pos = m.end()
+    seg_new.append(size)
+    seg_old.append(pos)
+    parts.append(text[pos:])
+    return "".join(parts), seg_new, seg_old
+
+
 def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
                  max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000) -> list[LineMatch]:
     """Up to `limit` lines of `text` matching `query`, best first.
@@ -252,8 +276,21 @@ def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
     Tiers: lines holding the whole query (case-insensitive substring), then lines holding
     all its words, then fuzzy lines sharing at least half of the query's trigrams. Within a
     tier, literal tiers keep file order and the fuzzy tier ranks by overlap. Each search is a
-    few C-level `str.find` scans, so megabyte objects answer in milliseconds.
+    few C-level `str.find` scans, so megabyte objects answer in milliseconds. ANSI escapes
+    are ignored and left out of the shown line; `offset` is always an offset in `text`.
     """
+    if "\x1b" not in text:
+        return _search(text, query, limit, max_line_chars, cap)
+    view, seg_new, seg_old = strip_ansi(text)
+    out = []
+    for m in _search(view, query, limit, max_line_chars, cap):
+        i = bisect.bisect_right(seg_new, m.offset) - 1
+        out.append(LineMatch(m.line, seg_old[i] + (m.offset - seg_new[i]), m.text))
+    return out
+
+
+def _search(text: str, query: str, limit: int, max_line_chars: int,
+            cap: int) -> list[LineMatch]:
     q = fold_case(query.strip())
     if not q or limit <= 0:
         return []
