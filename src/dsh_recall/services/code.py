@@ -129,7 +129,9 @@ class CodeService:
             self.store.clear()
             self.store.set_meta("chunker", chunkers.CHUNKER_VERSION)
         emb = self.embedder()
-        if emb is not None:
+        # A remote embedder's fingerprint needs a request; embed_pending checks it instead,
+        # so a slow endpoint never holds up lexical indexing.
+        if emb is not None and not emb.remote:
             old = self.store.get_meta("embedder")
             if old != emb.fingerprint:
                 if old is not None:
@@ -474,12 +476,15 @@ class CodeService:
         emb = self.embedder()
         if emb is None:
             out["embedder"]["error"] = self._embedder_error
-        else:
-            out["embedder"]["fingerprint"] = emb.fingerprint
-            if emb.remote and probe:
+        elif emb.remote:
+            if probe:
                 ok, msg = emb.probe(min(10.0, self.cfg.embedder.timeout_s))
                 out["embedder"]["endpoint_ok"] = ok
                 out["embedder"]["endpoint"] = msg
+                if ok:
+                    out["embedder"]["fingerprint"] = emb.fingerprint
+        else:
+            out["embedder"]["fingerprint"] = emb.fingerprint
         return out
 
     def close(self) -> None:

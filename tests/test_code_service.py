@@ -1,0 +1,322 @@
+"""Code recall end to end on small real trees: index, search, incremental, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsh_recall.core.config import load_config
+from dsh_recall.frontends.cli import cli
+from dsh_recall.services.code import CodeService
+
+PY_AUTH = '''\
+"""Authentication helpers."""
+import hashlib
+
+
+def hash_password(password: str, salt: str) -> str:
+    """Hash a password with a salt."""
+    return hashlib.sha256((salt + password).encode()).hexdigest()
+
+
+class SessionManager:
+    """Keeps login sessions alive."""
+
+    def refresh_token(self, token):
+        return token + "-refreshed"
+'''
+
+PY_OCC = '''\
+class OccupancyStateMachine:
+    """Decides whether a room is occupied from motion events."""
+
+    def on_motion(self, event):
+        self.state = "occupied"
+
+    def on_timeout(self):
+        self.state = "vacant"
+'''
+
+JS_UTIL = '''\
+export function parseHttpResponse(body) {
+  return JSON.parse(body);
+}
+'''
+
+
+def make_repo(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "auth.py").write_text(PY_AUTH)
+    (root / "pkg" / "occupancy.py").write_text(PY_OCC)
+    (root / "web").mkdir()
+    (root / "web" / "util.js").write_text(JS_UTIL)
+    (root / "README.md").write_text("# Demo\n\nA demo project about rooms.\n")
+    return root
+
+
+def fake_cfg(ws: Path, **over):
+    return load_config(workspace=ws, overrides={"embedder": {"name": "fake"}, **over})
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return make_repo(tmp_path / "repo")
+
+
+def test_search_finds_declaration_with_bounded_excerpt(repo):
+    svc = CodeService(repo, fake_cfg(repo))
+    svc.index()
+    out = svc.search("occupancy state machine", limit=3)
+    assert out["results"], out
+    top = out["results"][0]
+    assert top["path"] == "pkg/occupancy.py"
+    assert "OccupancyStateMachine" in top["symbols"] or any("Occupancy" in s for s in top["symbols"])
+    assert top["end_line"] - top["start_line"] + 1 <= 40
+    assert top["stale"] is False
+    assert set(out["layers"]) == {"lexical", "vector"}
+    assert out["pending"] == 0
+    assert out["source_chars"] >= out["returned_chars"] > 0
+
+
+def test_camel_and_snake_parts_match(repo):
+    svc = CodeService(repo, fake_cfg(repo))
+    svc.index()
+    out = svc.search("http response", limit=2, layers=("lexical",))
+    assert out["results"][0]["path"] == "web/util.js"
+    out = svc.search("refresh token", limit=2, layers=("lexical",))
+    assert out["results"][0]["path"] == "pkg/auth.py"
+
+
+@pytest.mark.parametrize("query", ['"foo AND (bar OR', "", "   ", "NEAR(a b)", "*", "x" * 100_000,
+                                   "col:val ^start", "')); DROP TABLE files; --"])
+def test_any_query_text_is_valid(repo, query):
+    svc = CodeService(repo, fake_cfg(repo))
+    svc.index()
+    out = svc.search(query)
+    assert isinstance(out["results"], list)
+
+
+def test_excerpt_capped_and_configurable(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    body = "\n".join(f"    x{i} = compute_value({i})" for i in range(300))
+    (ws / "big.py").write_text(f"def giant():\n{body}\n    return special_marker_value\n")
+    svc = CodeService(ws, fake_cfg(ws, excerpt_lines=12))
+    svc.index()
+    out = svc.search("special_marker_value", layers=("lexical",))
+    top = out["results"][0]
+    assert top["end_line"] - top["start_line"] + 1 <= 12
+    assert "special_marker_value" in top["excerpt"]
+    lines = (ws / "big.py").read_text().split("\n")
+    assert "\n".join(lines[top["start_line"] - 1: top["end_line"]]) == top["excerpt"]
+
+
+def test_incremental_and_deletion(repo):
+    cfg = fake_cfg(repo)
+    svc = CodeService(repo, cfg)
+    first = svc.index()
+    assert first.indexed == 4
+    emb = svc.embedder()
+    calls = emb.calls
+    again = svc.index()
+    assert again.indexed == 0 and again.unchanged == 4 and emb.calls == calls
+    (repo / "pkg" / "auth.py").write_text(PY_AUTH + "\ndef rotate_keys():\n    pass\n")
+    os.utime(repo / "web" / "util.js")  # touched, same content: not re-read into the index
+    third = svc.index()
+    assert third.indexed == 1 and third.unchanged == 3
+    assert 0 < emb.calls - calls <= 3
+    (repo / "web" / "util.js").unlink()
+    fourth = svc.index()
+    assert fourth.deleted == 1
+    assert not svc.search("parseHttpResponse", layers=("lexical",))["results"]
+
+
+def test_stale_flag(repo):
+    svc = CodeService(repo, fake_cfg(repo))
+    svc.index()
+    (repo / "pkg" / "occupancy.py").write_text(PY_OCC + "\n# edited\n")
+    out = svc.search("OccupancyStateMachine", layers=("lexical",))
+    assert out["results"][0]["stale"] is True
+
+
+def test_bad_files_are_skipped_not_fatal(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "blob.dat").write_bytes(b"\x00\x01\x02binary" * 100)
+    (ws / "huge.txt").write_bytes(b"needle line\n" * (50 * 1024 * 1024 // 12))
+    (ws / "bad.py").write_bytes(b"def broken_utf8():\n    return '\xff\xfe caf\xe9'\n")
+    (ws / "app.min.js").write_text("var a=1;" * 10000)
+    (ws / "gen.py").write_text("# Code generated by protoc. DO NOT EDIT.\nx = 1\n")
+    (ws / "long.js").write_text("x" * 30000 + "\n")
+    os.symlink(ws, ws / "loop")
+    (ws / "ok.py").write_text("def fine():\n    return 1\n")
+    svc = CodeService(ws, fake_cfg(ws))
+    rep = svc.index()
+    paths = set(svc.store.files())
+    assert paths == {"bad.py", "ok.py"}
+    assert rep.skipped["binary"] >= 1 and rep.skipped["too-large"] >= 1
+    assert rep.skipped["generated"] >= 1 and rep.skipped["symlink"] >= 1
+    assert rep.skipped.get("minified", 0) + rep.skipped.get("skip-list", 0) >= 2
+    out = svc.search("broken_utf8", layers=("lexical",))
+    assert out["results"][0]["path"] == "bad.py"
+
+
+def test_gitignore_and_skip_list(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "node_modules" / "lib").mkdir(parents=True)
+    (ws / "node_modules" / "lib" / "index.js").write_text("function hidden() {}\n")
+    (ws / "logs").mkdir()
+    (ws / "logs" / "a.py").write_text("x = 1\n")
+    (ws / ".gitignore").write_text("logs/\n")
+    (ws / "main.py").write_text("print('hi')\n")
+    svc = CodeService(ws, fake_cfg(ws))
+    svc.index()
+    assert set(svc.store.files()) == {".gitignore", "main.py"}
+
+
+def test_source_roots_labels_and_bad_entries(tmp_path):
+    ws = make_repo(tmp_path / "ws")
+    sdk = tmp_path / "ws" / "node_modules" / "sdk"
+    sdk.mkdir(parents=True)
+    (sdk / "client.js").write_text("export function connectToBroker() { return 1 }\n")
+    (sdk / "node_modules" / "dep").mkdir(parents=True)
+    (sdk / "node_modules" / "dep" / "x.js").write_text("function nested() {}\n")
+    (tmp_path / "afile").write_text("x")
+    cfg = fake_cfg(ws, source_roots=["sdk=node_modules/sdk", str(tmp_path / "missing"),
+                                     str(tmp_path / "afile"), "sdk=node_modules/sdk"])
+    svc = CodeService(ws, cfg)
+    svc.index()
+    out = svc.search("connectToBroker", layers=("lexical",))
+    top = out["results"][0]
+    assert top["path"] == "sdk/client.js"
+    assert top["source_path"] == str((sdk / "client.js").resolve())
+    assert not any(p.startswith("sdk/node_modules") for p in svc.store.files())
+    st = svc.status(probe=False)
+    assert len(st["problems"]) == 3
+    assert any("does not exist" in p for p in out["notes"])
+
+
+def test_focus_scopes(tmp_path):
+    ws = tmp_path / "mono"
+    for name, fn in (("alpha", "alpha_handler"), ("beta", "beta_handler")):
+        (ws / name).mkdir(parents=True)
+        (ws / name / "pyproject.toml").write_text("[project]\n")
+        (ws / name / "main.py").write_text(f"def {fn}():\n    return 'handled'\n")
+    svc = CodeService(ws, fake_cfg(ws))
+    svc.index()
+    assert svc.status(probe=False)["scopes"] == ["alpha", "beta"]
+    out = svc.search("handler handled", cwd=ws / "beta", layers=("lexical",))
+    assert {r["path"] for r in out["results"]} == {"beta/main.py"}
+    assert out["scope"] == "beta"
+    out = svc.search("alpha_handler", focus=str(ws / "beta"), layers=("lexical",))
+    assert any("weak match" in n for n in out["notes"])
+    out = svc.search("handled", layers=("lexical",))
+    assert len({r["path"] for r in out["results"]}) == 2
+
+
+def test_files_mode_distinct(repo):
+    svc = CodeService(repo, fake_cfg(repo))
+    svc.index()
+    out = svc.search("password session token state", files=True, limit=10)
+    paths = [r["path"] for r in out["results"]]
+    assert len(paths) == len(set(paths))
+
+
+def test_cold_start_first_search_builds_index(repo):
+    svc = CodeService(repo, fake_cfg(repo))
+    out = svc.search("hash_password")
+    assert out["results"][0]["path"] == "pkg/auth.py"
+    assert out["pending"] == 0  # the fake embedder fits the budget easily
+
+
+def test_cold_start_reports_pending_when_budget_is_zero(repo):
+    svc = CodeService(repo, fake_cfg(repo, embed_budget_s=0))
+    out = svc.search("hash_password")
+    assert out["results"] and out["pending"] == svc.store.chunk_count() > 0
+
+
+def test_fingerprint_change_discards_vectors(repo):
+    svc = CodeService(repo, fake_cfg(repo))
+    svc.index()
+    assert svc.store.vector_count() > 0
+    svc2 = CodeService(repo, load_config(workspace=repo, overrides={"embedder": {"name": "fake", "dim": 32}}))
+    rep = svc2.index(embed=False)
+    assert any("embedder changed" in n for n in rep.notes)
+    assert svc2.store.vector_count() == 0
+    svc2.index()
+    ids, mat = svc2.store.vector_matrix()
+    assert mat.shape[1] == 32
+
+
+class _Wedged:
+    """A socket that accepts connections and never answers."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.conns = []
+        self.stop = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _run(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except OSError:
+                pass
+
+
+def test_wedged_endpoint_lexical_answers_within_deadline(repo):
+    w = _Wedged()
+    try:
+        cfg = load_config(workspace=repo, overrides={
+            "embedder": {"name": "http", "url": w.url, "model": "nomic", "timeout_s": 3},
+            "search_deadline_s": 1.0})
+        svc = CodeService(repo, cfg)
+        svc.index_lexical()
+        out = svc.search("hash_password")
+        assert out["layers"] == ["lexical"]
+        assert out["results"][0]["path"] == "pkg/auth.py"
+        assert any("deadline" in n or "failed" in n for n in out["notes"])
+        st = svc.status()
+        assert st["embedder"]["endpoint_ok"] is False
+    finally:
+        w.stop = True
+
+
+def test_cli_search_json_contract(repo, monkeypatch):
+    monkeypatch.setenv("DSH_RECALL_EMBEDDER__NAME", "fake")
+    runner = CliRunner()
+    res = runner.invoke(cli, ["index", str(repo), "--wait", "--json"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, ["search", "occupancy", "--workspace", str(repo), "--json", "--explain"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert {"results", "pending", "layers", "returned_chars", "source_chars"} <= set(data)
+    r = data["results"][0]
+    assert {"path", "source_path", "start_line", "end_line", "score", "symbols", "excerpt", "stale"} <= set(r)
+    assert "lexical" in r["ranks"]
+    res = runner.invoke(cli, ["search", "nothing-matches-zzqx", "--workspace", str(repo), "--json",
+                              "--lexical-only"])
+    assert res.exit_code == 0 and json.loads(res.output)["results"] == []
+    res = runner.invoke(cli, ["status", "--workspace", str(repo), "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["files"] == 4
+
+
+def test_unknown_config_key_is_a_clear_error(repo, monkeypatch):
+    (repo / ".dsh-recall.toml").write_text("excerpt_lines = 20\nbogus_key = 1\n")
+    res = CliRunner().invoke(cli, ["search", "x", "--workspace", str(repo)])
+    assert res.exit_code == 1
+    assert "bogus_key" in res.output and "excerpt_lines" in res.output
