@@ -1,0 +1,105 @@
+"""`dsh-recall history import | search | show`: parse arguments, call the service, format."""
+
+from __future__ import annotations
+
+import click
+
+from ...services import history as svc
+from .common import emit, get_config, handle_errors, json_option
+
+
+@click.group("history")
+def history() -> None:
+    """Past agent sessions (dsh, Claude Code, Codex, generic JSONL): import, search, show."""
+
+
+def _human_import(r: dict) -> str:
+    lines = []
+    for f in r["files"]:
+        extra = f" ({'; '.join(f['notes'])})" if f.get("notes") else ""
+        lines.append(f"{f.get('status', '?'):9} {f['path']}: {f['events']} events, {f['blocks']} blocks, "
+                     f"{f['skipped']} lines skipped{extra}")
+    ix = r["index"]
+    lines.append(f"{ix['sessions']} sessions, {ix['blocks']} blocks indexed, {ix['vectors']} embedded "
+                 f"(semantic: {r['semantic']})")
+    return "\n".join(lines)
+
+
+@history.command("import")
+@click.argument("paths", nargs=-1)
+@click.option("--format", "fmt", type=click.Choice(["dsh", "claude-code", "codex", "generic"]), default=None,
+              help="Transcript format (default: detect per file).")
+@click.option("--embed", is_flag=True, help="Embed every block now (default: as many as fit in embed_budget_s).")
+@json_option
+@click.pass_context
+@handle_errors
+def import_cmd(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, embed: bool, as_json: bool) -> None:
+    """Import transcripts; with no PATH, the default locations ($DSH_HOME/sessions,
+    ~/.claude/projects, ~/.codex/sessions)."""
+    cfg = get_config(ctx)
+    emit(svc.import_paths(list(paths) or None, fmt, cfg, embed=embed), as_json, _human_import)
+
+
+def _human_search(r: dict) -> str:
+    if not r["hits"]:
+        sc = r["scope"]
+        return (f"no hits in {sc['kind']} {sc['value'] or ''} (layers: {', '.join(r['layers']) or 'none'}); "
+                "widen with --workspace NAME or --all")
+    out = []
+    sessions = r.get("sessions") or {}
+    for h in r["hits"]:
+        title = (sessions.get(h["session"]) or {}).get("title")
+        head = f"{h['session']} [{h['start_seq']}..{h['end_seq']}] {h['role']} {h['time'] or ''}"
+        out.append(head + (f"  «{title}»" if title else ""))
+        out.append("    " + h["snippet"])
+    out.append(f"layers: {', '.join(r['layers'])}")
+    return "\n".join(out)
+
+
+@history.command("search")
+@click.argument("query")
+@click.option("--session", default=None, help="Search this session (default: $DSH_RECALL_SESSION).")
+@click.option("--workspace", default=None, help="Search every session of this workspace (path or name).")
+@click.option("--all", "all_sessions", is_flag=True, help="Search every imported session.")
+@click.option("--limit", type=click.IntRange(1, 500), default=None, help="Number of hits.")
+@click.option("--layers", default=None, help="Comma list of literal,fuzzy,semantic (default: all).")
+@click.option("--detail", is_flag=True, help="Full ranked hit list, one per event, instead of the coarse answer.")
+@json_option
+@click.pass_context
+@handle_errors
+def search_cmd(ctx: click.Context, query: str, session: str | None, workspace: str | None, all_sessions: bool,
+               limit: int | None, layers: str | None, detail: bool, as_json: bool) -> None:
+    """Search past sessions. Scope: --session, else $DSH_RECALL_SESSION, else the sessions
+    whose workspace is the current directory; --workspace NAME or --all widen it."""
+    if sum(x is not None and x is not False for x in (session, workspace, all_sessions or None)) > 1:
+        raise click.UsageError("use only one of --session, --workspace, --all")
+    cfg = get_config(ctx)
+    names = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
+    r = svc.search(query, session=session, workspace=workspace, all_sessions=all_sessions, limit=limit,
+                   layers=names, detail=detail, cfg=cfg)
+    emit(r, as_json, _human_search)
+
+
+def _human_show(r: dict) -> str:
+    s = r["session"]
+    out = [f"{s['id']}  «{s['title'] or ''}»  {s['workspace'] or ''}  {s['events']} events"
+           + (f"  page {r['page']}/{r['pages']}" if "page" in r else "")]
+    for e in r["events"]:
+        flags = f" ({', '.join(e['flags'])})" if e.get("flags") else ""
+        out.append(f"--- {e['seq']} {e['role']} {e['time'] or ''}{flags}")
+        out.append(e["text"])
+    return "\n".join(out)
+
+
+@history.command("show")
+@click.argument("session")
+@click.option("--around", type=int, default=None, help="Center on this seq.")
+@click.option("--window", type=click.IntRange(0, 200), default=3, help="Events either side of --around.")
+@click.option("--page", type=click.IntRange(1, None), default=None, help="Browse page K (20 events a page).")
+@json_option
+@click.pass_context
+@handle_errors
+def show_cmd(ctx: click.Context, session: str, around: int | None, window: int, page: int | None,
+             as_json: bool) -> None:
+    """Exact original text of a session's events."""
+    emit(svc.show(session, around=around, window=window, page=page), as_json, _human_show)

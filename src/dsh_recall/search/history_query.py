@@ -1,0 +1,111 @@
+"""Query handling for history search: terms, FTS5 match strings, snippets. Pure.
+
+Any user text is a valid query: every term is quoted for FTS5 (core.text.fts_quote), so
+`NEAR(`, `"`, `*` or `AND` are matched as words, never parsed as syntax.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..core.text import code_tokens, cjk_bigrams, fts_quote, is_cjk
+
+# Function words that carry no topic: dropping them keeps OR queries and trigram queries
+# from matching every block. Kept short and generic on purpose.
+STOPWORDS = frozenset("""
+a an and are as at be been being but by can could did do does doing done for from had has
+have having he her hers him his how i if in into is it its itself just me my no nor not of
+on or our ours she should so some such than that the their theirs them then there these they
+this those to too us very was we were what when where which while who whom why will with
+would you your yours am any all also about after again against because before between both
+each few more most other own same over under until up down out off once only here ever
+""".split())
+
+MAX_TRIGRAMS = 48
+
+
+def terms(query: str) -> list[str]:
+    """Distinct lower-case query terms without stopwords (all terms if only stopwords)."""
+    toks = code_tokens(query)
+    seen: list[str] = []
+    for t in toks:
+        if t not in seen:
+            seen.append(t)
+    content = [t for t in seen if t not in STOPWORDS and not (len(t) == 1 and t.isascii())]
+    return content or seen
+
+
+def literal_match(query: str) -> str | None:
+    """An OR of quoted terms for the word index (ranked by BM25), or None for no terms."""
+    ts = terms(query)
+    return " OR ".join(fts_quote(t) for t in ts) if ts else None
+
+
+def trigrams(word: str) -> list[str]:
+    return [word[i:i + 3] for i in range(len(word) - 2)]
+
+
+def trigram_match(query: str) -> str | None:
+    """An OR of the query words' trigrams: typos and fragments still share most of them."""
+    grams: list[str] = []
+    for t in terms(query):
+        if any(is_cjk(c) for c in t) and len(t) < 3:
+            continue  # CJK pairs go to the bigram index
+        for g in trigrams(t) if len(t) >= 3 else []:
+            if g not in grams:
+                grams.append(g)
+    # Also whole CJK runs of 3+ characters as they appear in the query.
+    for run in re.findall(r"[^\x00-\x7f]{3,}", query):
+        for g in trigrams(run):
+            if all(is_cjk(c) for c in g) and g not in grams:
+                grams.append(g)
+    grams = grams[:MAX_TRIGRAMS]
+    return " OR ".join(fts_quote(g) for g in grams) if grams else None
+
+
+def cjk_match(query: str) -> str | None:
+    """An OR of the query's CJK bigrams (trigram search cannot see two-character words)."""
+    grams = list(dict.fromkeys(g for g in cjk_bigrams(query) if len(g) == 2))
+    return " OR ".join(fts_quote(g) for g in grams) if grams else None
+
+
+def cjk_body(text: str) -> str:
+    """The bigram index body of a block: its CJK bigrams, space-separated."""
+    return " ".join(g for g in cjk_bigrams(text) if len(g) == 2)
+
+
+def snippet(text: str, query_terms: list[str], max_chars: int) -> str:
+    """A window of `text` around the densest query-term match, at most `max_chars` long."""
+    flat = " ".join(text.split())
+    if len(flat) <= max_chars:
+        return flat
+    if max_chars <= 1:
+        return ""
+    low = flat.lower()
+    positions: list[int] = []
+    for t in query_terms:
+        start = 0
+        while (i := low.find(t, start)) >= 0 and len(positions) < 200:
+            positions.append(i)
+            start = i + 1
+    center = 0
+    if positions:
+        positions.sort()
+        # The match whose window holds the most other matches.
+        best, best_n = positions[0], 0
+        for p in positions:
+            n = sum(1 for q in positions if p - max_chars // 2 <= q <= p + max_chars // 2)
+            if n > best_n:
+                best, best_n = p, n
+        center = best
+    start = max(0, min(center - max_chars // 3, len(flat) - max_chars))
+    end = min(len(flat), start + max_chars)
+    if start > 0:
+        sp = flat.find(" ", start, start + 20)
+        start = sp + 1 if sp >= 0 else start
+    out = flat[start:end]
+    if start > 0:
+        out = "…" + out[1:] if len(out) >= max_chars else "…" + out
+    if end < len(flat):
+        out = out[:-1] + "…"
+    return out[:max_chars]

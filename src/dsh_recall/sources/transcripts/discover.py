@@ -1,0 +1,115 @@
+"""Find transcript files: default locations per harness, or explicit paths and folders."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from ...core.errors import InputError
+from . import claude_code, codex, dsh, generic
+from .base import ReadContext, ReadResult
+
+Reader = Callable[[Path, int, ReadContext], ReadResult]
+READERS: dict[str, Reader] = {
+    "dsh": dsh.read,
+    "claude-code": claude_code.read,
+    "codex": codex.read,
+    "generic": generic.read,
+}
+
+
+def formats() -> list[str]:
+    return sorted(READERS)
+
+
+def reader(fmt: str) -> Reader:
+    try:
+        return READERS[fmt]
+    except KeyError:
+        raise InputError(f"unknown transcript format '{fmt}'; valid formats: {', '.join(formats())}") from None
+
+
+def default_roots() -> dict[str, Path]:
+    """Where each harness keeps its transcripts on this machine (may not exist)."""
+    dsh_home = Path(os.environ.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
+    codex_home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
+    return {
+        "dsh": dsh_home / "sessions",
+        "claude-code": Path.home() / ".claude" / "projects",
+        "codex": codex_home / "sessions",
+    }
+
+
+def _globs(fmt: str) -> list[str]:
+    return {
+        "dsh": ["**/session.v4.jsonl", "**/session.v4.jsonl.zstd", "**/*.session.v4.jsonl", "**/*.session.v4.jsonl.zstd"],
+        "claude-code": ["*/*.jsonl"],
+        "codex": ["**/rollout-*.jsonl", "**/rollout-*.jsonl.zst"],
+        "generic": ["**/*.jsonl"],
+    }[fmt]
+
+
+def discover_default() -> list[tuple[Path, str]]:
+    """Every transcript under the default locations, as (path, format)."""
+    out: list[tuple[Path, str]] = []
+    for fmt, root in default_roots().items():
+        if root.is_dir():
+            out.extend(_under(root, fmt))
+    return out
+
+
+def _under(root: Path, fmt: str) -> list[tuple[Path, str]]:
+    seen: set[Path] = set()
+    out = []
+    for pattern in _globs(fmt):
+        for p in sorted(root.glob(pattern)):
+            if p.is_file() and p not in seen:
+                seen.add(p)
+                out.append((p, fmt))
+    return out
+
+
+def sniff(path: Path) -> str:
+    """Guess a file's format from its name, then from its first record."""
+    name = path.name
+    if ".session.v4." in name or name.startswith("session.v4.") or name.endswith(".zstd"):
+        return "dsh"
+    if name.startswith("rollout-"):
+        return "codex"
+    try:
+        from .base import read_lines
+
+        raw = read_lines(path, 0, 0)
+        first = next((json.loads(line) for _, line in raw.lines[:5] if line.strip().startswith(b"{")), {})
+    except (OSError, ValueError):
+        first = {}
+    if first.get("type") == "session" and "version" in first:
+        return "dsh"
+    if first.get("type") in ("session_meta", "response_item") and "payload" in first:
+        return "codex"
+    if "sessionId" in first or first.get("type") in ("summary", "user", "assistant") and "uuid" in first:
+        return "claude-code"
+    if ".claude" in path.parts:
+        return "claude-code"
+    return "generic"
+
+
+def expand(paths: list[str], fmt: str | None) -> list[tuple[Path, str]]:
+    """Explicit files and folders -> (file, format). Folders are searched recursively."""
+    out: list[tuple[Path, str]] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_file():
+            out.append((p, fmt or sniff(p)))
+        elif p.is_dir():
+            if fmt:
+                out.extend(_under(p, fmt))
+            else:
+                for f in sorted(p.rglob("*")):
+                    if f.is_file() and (f.name.endswith((".jsonl", ".jsonl.zstd", ".jsonl.zst"))):
+                        out.append((f, sniff(f)))
+        else:
+            raise InputError(f"no such file or folder: {raw}")
+    return out

@@ -1,0 +1,352 @@
+"""The history store: one SQLite file for every imported session (recall_home()/history.sqlite).
+
+Tables: sessions, files (how far each transcript was read), events (original text of each
+message-like event, with compaction flags), blocks (the indexable pieces of events), three
+FTS5 indexes over blocks (literal words; trigrams; CJK character bigrams) and vectors keyed
+by the hash of the embedded text. SQL only: ranking policy lives in services/history.py.
+WAL + busy timeout so an import and a search can run at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..core.errors import StoreError
+
+APPLICATION_ID = 0x44524848  # "DRHH": marks a dsh-recall history store
+SCHEMA_VERSION = "1"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+  id TEXT PRIMARY KEY, source TEXT NOT NULL, workspace TEXT, title TEXT,
+  created_ms INTEGER, updated_ms INTEGER, path TEXT);
+CREATE INDEX IF NOT EXISTS sessions_ws ON sessions(workspace);
+CREATE TABLE IF NOT EXISTS files (
+  path TEXT PRIMARY KEY, format TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+  offset INTEGER NOT NULL, line_no INTEGER NOT NULL, head_hash TEXT NOT NULL, session TEXT);
+CREATE TABLE IF NOT EXISTS events (
+  session TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, time_ms INTEGER, time TEXT,
+  message_id TEXT, call_id TEXT, flags TEXT NOT NULL DEFAULT '', text TEXT NOT NULL,
+  PRIMARY KEY (session, seq));
+CREATE TABLE IF NOT EXISTS blocks (
+  id INTEGER PRIMARY KEY, session TEXT NOT NULL, seq INTEGER NOT NULL, part INTEGER NOT NULL,
+  ord INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, text TEXT NOT NULL,
+  hash TEXT NOT NULL, UNIQUE (session, seq, part));
+CREATE INDEX IF NOT EXISTS blocks_ord ON blocks(session, ord);
+CREATE INDEX IF NOT EXISTS blocks_hash ON blocks(hash);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_literal USING fts5(
+  body, tokenize = "porter unicode61 remove_diacritics 2");
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5(body, tokenize = "trigram");
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(body, tokenize = "unicode61");
+CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
+"""
+
+FTS_TABLES = {"literal": "fts_literal", "trigram": "fts_trigram", "cjk": "fts_cjk"}
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    id: int
+    session: str
+    seq: int
+    part: int
+    ord: int
+    role: str
+    kind: str
+    tool: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class BlockIn:
+    """A block to insert, with the bodies of its three FTS rows."""
+
+    session: str
+    seq: int
+    part: int
+    role: str
+    kind: str
+    tool: str | None
+    text: str
+    hash: str
+    literal: str
+    trigram: str
+    cjk: str
+
+
+def scope_clause(sessions: Sequence[str] | None, alias: str = "b") -> tuple[str, list[str]]:
+    """SQL restricting blocks to the given sessions (None = every session)."""
+    if sessions is None:
+        return "", []
+    return f" AND {alias}.session IN ({','.join('?' * len(sessions))})", list(sessions)
+
+
+def fts_sql(table: str, sessions: Sequence[str] | None) -> tuple[str, list[str]]:
+    where, args = scope_clause(sessions)
+    sql = (f"SELECT f.rowid, bm25({table}) AS s FROM {table} f JOIN blocks b ON b.id = f.rowid "
+           f"WHERE {table} MATCH ?{where} ORDER BY s LIMIT ?")
+    return sql, args
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the history database; refuse a file that is not ours."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and re-import") from e
+    if app != APPLICATION_ID and (app != 0 or tables):
+        conn.close()
+        raise StoreError(f"{path} is not a dsh-recall history database; refusing to write to it")
+    if app == 0:
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class HistoryStore:
+    """SQL access to the history database. One instance per process/thread of use."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.conn = connect(self.path)
+        self.conn.executescript(SCHEMA)
+        if self.get_meta("schema") is None:
+            self.set_meta("schema", SCHEMA_VERSION)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- meta -----------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- files ----------------------------------------------------------------
+    def file(self, path: str) -> dict | None:
+        cur = self.conn.execute("SELECT * FROM files WHERE path = ?", (path,))
+        row = cur.fetchone()
+        return dict(zip([c[0] for c in cur.description], row)) if row else None
+
+    def forget_file(self, path: str) -> list[str]:
+        """Drop a rewritten file and every session it held; returns those session ids."""
+        sids = [r[0] for r in self.conn.execute("SELECT id FROM sessions WHERE path = ?", (path,))]
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for sid in sids:
+                self._delete_session(sid)
+            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        return sids
+
+    def _delete_session(self, sid: str) -> None:
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM blocks WHERE session = ?", (sid,))]
+        for table in FTS_TABLES.values():
+            self.conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
+        self.conn.execute("DELETE FROM blocks WHERE session = ?", (sid,))
+        self.conn.execute("DELETE FROM events WHERE session = ?", (sid,))
+        self.conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+
+    def call_tools(self, session: str) -> dict[str, str]:
+        """call id -> tool name for a session's recorded tool calls."""
+        rows = self.conn.execute(
+            "SELECT e.call_id, b.tool FROM events e JOIN blocks b ON b.session = e.session AND b.seq = e.seq "
+            "WHERE e.session = ? AND e.call_id IS NOT NULL AND b.kind = 'tool_call'", (session,))
+        return {r[0]: r[1] for r in rows if r[0] and r[1]}
+
+    # -- writing --------------------------------------------------------------
+    def write_batch(
+        self,
+        sessions: Iterable[dict],
+        events: Iterable[dict],
+        blocks: Sequence[BlockIn],
+        marks: Iterable[tuple[str, int, str]],
+        file_row: dict | None,
+    ) -> int:
+        """Write one file's new content in one transaction; returns blocks added.
+
+        Events and blocks already present (same session and seq) are kept as they are:
+        re-reading an unfinished tail is harmless.
+        """
+        added = 0
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for s in sessions:
+                self.conn.execute(
+                    "INSERT INTO sessions(id, source, workspace, title, created_ms, updated_ms, path) "
+                    "VALUES (:id, :source, :workspace, :title, :created_ms, :updated_ms, :path) "
+                    "ON CONFLICT(id) DO UPDATE SET workspace = coalesce(excluded.workspace, workspace), "
+                    "title = coalesce(excluded.title, title), created_ms = coalesce(created_ms, excluded.created_ms), "
+                    "updated_ms = max(coalesce(updated_ms, 0), coalesce(excluded.updated_ms, 0)), "
+                    "path = coalesce(path, excluded.path)", s)
+            for e in events:
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO events(session, seq, role, time_ms, time, message_id, call_id, flags, text) "
+                    "VALUES (:session, :seq, :role, :time_ms, :time, :message_id, :call_id, :flags, :text)", e)
+            next_ord: dict[str, int] = {}
+            for b in blocks:
+                if b.session not in next_ord:
+                    row = self.conn.execute("SELECT max(ord) FROM blocks WHERE session = ?", (b.session,)).fetchone()
+                    next_ord[b.session] = (row[0] + 1) if row[0] is not None else 0
+                cur = self.conn.execute(
+                    "INSERT OR IGNORE INTO blocks(session, seq, part, ord, role, kind, tool, text, hash) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (b.session, b.seq, b.part, next_ord[b.session], b.role, b.kind, b.tool, b.text, b.hash))
+                if cur.rowcount == 0:
+                    continue
+                next_ord[b.session] += 1
+                bid = cur.lastrowid
+                self.conn.execute("INSERT INTO fts_literal(rowid, body) VALUES (?, ?)", (bid, b.literal))
+                self.conn.execute("INSERT INTO fts_trigram(rowid, body) VALUES (?, ?)", (bid, b.trigram))
+                if b.cjk:
+                    self.conn.execute("INSERT INTO fts_cjk(rowid, body) VALUES (?, ?)", (bid, b.cjk))
+                added += 1
+            for sid, seq, flag in marks:
+                self.conn.execute(
+                    "UPDATE events SET flags = trim(flags || ' ' || ?) WHERE session = ? AND seq = ? "
+                    "AND (' ' || flags || ' ') NOT LIKE ('% ' || ? || ' %')", (flag, sid, seq, flag))
+            if file_row is not None:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO files(path, format, size, mtime_ns, offset, line_no, head_hash, session) "
+                    "VALUES (:path, :format, :size, :mtime_ns, :offset, :line_no, :head_hash, :session)", file_row)
+        return added
+
+    # -- reading --------------------------------------------------------------
+    def sessions(self, ids: Sequence[str] | None = None, workspace: str | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM sessions WHERE 1", []
+        if ids is not None:
+            sql += f" AND id IN ({','.join('?' * len(ids))})"
+            args += list(ids)
+        if workspace is not None:
+            sql += " AND (workspace = ? OR workspace LIKE ?)"
+            args += [workspace, "%/" + workspace.strip("/")]
+        cur = self.conn.execute(sql + " ORDER BY coalesce(updated_ms, created_ms) DESC", args)
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    def fts(self, layer: str, match: str, sessions: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
+        """Block ids matching an FTS5 query in one of the three tables, best first."""
+        sql, args = fts_sql(FTS_TABLES[layer], sessions)
+        return [(r[0], r[1]) for r in self.conn.execute(sql, [match, *args, limit])]
+
+    def blocks(self, ids: Sequence[int]) -> dict[int, BlockRow]:
+        out: dict[int, BlockRow] = {}
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i:i + 500])
+            cur = self.conn.execute(
+                f"SELECT id, session, seq, part, ord, role, kind, tool, text FROM blocks "
+                f"WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            out.update({r[0]: BlockRow(*r) for r in cur})
+        return out
+
+    def events(self, session: str, seqs: Sequence[int] | None = None, lo: int | None = None,
+               hi: int | None = None, offset: int = 0, limit: int = -1) -> list[dict]:
+        sql, args = "SELECT * FROM events WHERE session = ?", [session]
+        if seqs is not None:
+            sql += f" AND seq IN ({','.join('?' * len(seqs))})"
+            args += list(seqs)
+        if lo is not None:
+            sql += " AND seq >= ?"
+            args.append(lo)
+        if hi is not None:
+            sql += " AND seq <= ?"
+            args.append(hi)
+        cur = self.conn.execute(sql + " ORDER BY seq LIMIT ? OFFSET ?", [*args, limit, offset])
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    def event_count(self, session: str) -> int:
+        return self.conn.execute("SELECT count(*) FROM events WHERE session = ?", (session,)).fetchone()[0]
+
+    def event_seqs_near(self, session: str, seq: int, window: int) -> tuple[int, int]:
+        """The seq range covering `window` indexed events before and after `seq`."""
+        before = self.conn.execute(
+            "SELECT seq FROM events WHERE session = ? AND seq < ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (session, seq, max(0, window - 1))).fetchone()
+        after = self.conn.execute(
+            "SELECT seq FROM events WHERE session = ? AND seq > ? ORDER BY seq LIMIT 1 OFFSET ?",
+            (session, seq, max(0, window - 1))).fetchone()
+        lo = before[0] if before else -(2**62)
+        hi = after[0] if after else 2**62
+        return lo, hi
+
+    def latest_summary(self, session: str) -> dict | None:
+        cur = self.conn.execute(
+            "SELECT * FROM events WHERE session = ? AND role = 'summary' ORDER BY seq DESC LIMIT 1", (session,))
+        row = cur.fetchone()
+        return dict(zip([c[0] for c in cur.description], row)) if row else None
+
+    def flagged_events(self, session: str, flag: str, limit: int) -> list[dict]:
+        cur = self.conn.execute(
+            "SELECT * FROM events WHERE session = ? AND (' ' || flags || ' ') LIKE ? ORDER BY seq LIMIT ?",
+            (session, f"% {flag} %", limit))
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    # -- vectors --------------------------------------------------------------
+    def block_count(self, sessions: Sequence[str] | None = None) -> int:
+        where, args = scope_clause(sessions)
+        return self.conn.execute(f"SELECT count(*) FROM blocks b WHERE 1{where}", args).fetchone()[0]
+
+    def embedded_count(self, sessions: Sequence[str] | None = None) -> int:
+        where, args = scope_clause(sessions)
+        return self.conn.execute(
+            f"SELECT count(*) FROM blocks b JOIN vectors v ON v.hash = b.hash WHERE 1{where}", args).fetchone()[0]
+
+    def pending(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[str, str]]:
+        """(hash, text) of blocks without a vector, newest sessions' blocks last."""
+        where, args = scope_clause(sessions)
+        cur = self.conn.execute(
+            f"SELECT b.hash, min(b.text) FROM blocks b LEFT JOIN vectors v ON v.hash = b.hash "
+            f"WHERE v.hash IS NULL{where} GROUP BY b.hash LIMIT ?", [*args, limit])
+        return [(r[0], r[1]) for r in cur]
+
+    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany("INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
+                                  [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
+
+    def clear_vectors(self) -> None:
+        self.conn.execute("DELETE FROM vectors")
+
+    def vector_matrix(self, sessions: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
+        """(block ids, unit vectors) of the embedded blocks in scope."""
+        where, args = scope_clause(sessions)
+        rows = self.conn.execute(
+            f"SELECT b.id, v.vec FROM blocks b JOIN vectors v ON v.hash = b.hash WHERE 1{where}", args).fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        mat = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        return ids, mat
+
+    def stats(self) -> dict:
+        q = lambda sql: self.conn.execute(sql).fetchone()[0]  # noqa: E731
+        return {"sessions": q("SELECT count(*) FROM sessions"), "events": q("SELECT count(*) FROM events"),
+                "blocks": q("SELECT count(*) FROM blocks"), "vectors": q("SELECT count(*) FROM vectors"),
+                "files": q("SELECT count(*) FROM files")}
+
+
+def dumps_flags(flags: Sequence[str]) -> str:
+    return " ".join(flags)
+
+
+def loads_flags(flags: str) -> list[str]:
+    return [f for f in (flags or "").split() if f]
+
+
+__all__ = ["HistoryStore", "BlockIn", "BlockRow", "fts_sql", "scope_clause", "dumps_flags", "loads_flags", "json"]
