@@ -274,7 +274,7 @@ def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
     """Up to `limit` lines of `text` matching `query`, best first.
 
     Tiers: lines holding the whole query (case-insensitive substring), then lines holding
-    all its words, then fuzzy lines sharing at least half of the query's trigrams. Within a
+    all its words, then fuzzy lines sharing at least 60% of the query's trigrams. Within a
     tier, literal tiers keep file order and the fuzzy tier ranks by overlap. Each search is a
     few C-level `str.find` scans, so megabyte objects answer in milliseconds. ANSI escapes
     are ignored and left out of the shown line; `offset` is always an offset in `text`.
@@ -328,7 +328,7 @@ def _search(text: str, query: str, limit: int, max_line_chars: int,
                 li = line_of(pos)
                 hits.setdefault(li, set()).add(gi)
                 first.setdefault(li, pos)
-        need = max(1, (len(grams) + 1) // 2)
+        need = max(1, -(-len(grams) * 3 // 5))  # at least 60% of the query's trigrams
         fuzzy = sorted((li for li, s in hits.items() if len(s) >= need and li not in picked),
                        key=lambda li: (-len(hits[li]), li))
         for li in fuzzy[: limit - len(picked)]:
