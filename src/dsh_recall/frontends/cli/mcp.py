@@ -1,0 +1,33 @@
+"""`dsh-recall mcp`: serve the recall tools over MCP (stdio by default, or streamable HTTP)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from .common import get_config, handle_errors
+
+
+@click.command()
+@click.option("--workspace", "ws", type=click.Path(file_okay=False),
+              help="Workspace root to search (default: the current directory).")
+@click.option("--http", "port", type=int, default=None,
+              help="Serve streamable HTTP on this port (at /mcp) instead of stdio.")
+@click.option("--host", default=None,
+              help="Interface for --http (default: mcp.host from config, 127.0.0.1).")
+@click.pass_context
+@handle_errors
+def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None) -> None:
+    """Run the MCP server. Logs go to stderr; stdout belongs to the protocol."""
+    from ..mcp import server  # the SDK is only imported when serving
+
+    workspace = Path(ws or os.getcwd()).resolve()
+    cfg = get_config(ctx, workspace)
+    root = ctx.find_root()
+    cfg_file = root.params.get("config_file") if root.params else None
+    if port is None:
+        server.run_stdio(workspace, cfg, cfg_file)
+    else:
+        server.run_http(port, host or cfg.mcp.host, workspace, cfg, cfg_file)

@@ -1,0 +1,91 @@
+"""Compact text renderings of tool answers: what a model reads when it ignores structure.
+
+One function per tool, all `dict -> str`, pure. They favour the information a model acts on
+(where, which lines, the excerpt, what to call next) over decoration.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+
+def _tail(d: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    if d.get("truncated"):
+        out.append("-- some text was cut to fit the token budget")
+    if d.get("next_cursor"):
+        out.append(f"-- more results: call again with cursor=\"{d['next_cursor']}\"")
+    return out
+
+
+def code_search(d: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for r in d.get("results", []):
+        sym = f" [{', '.join(r.get('symbols', [])[:4])}]" if r.get("symbols") else ""
+        stale = " (stale: changed since indexed)" if r.get("stale") else ""
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{sym}{stale}")
+        lines.append(r.get("excerpt", ""))
+    if not d.get("results"):
+        lines.append("no results")
+    lines.append(f"-- layers: {', '.join(d.get('layers', [])) or 'none'}; "
+                 f"pending vectors: {d.get('pending', 0)}; scope: {d.get('scope', '.')}")
+    lines += [f"-- note: {n}" for n in d.get("notes", [])]
+    return "\n".join(lines + _tail(d))
+
+
+def _job(j: dict[str, Any]) -> str:
+    s = f"index job: {j.get('state')}"
+    if j.get("state") == "running" and j.get("total"):
+        s += f" ({j.get('phase')} {j.get('done')}/{j.get('total')})"
+    if j.get("report"):
+        rep = j["report"]
+        s += " - " + ", ".join(f"{k} {rep[k]}" for k in
+                               ("files", "indexed", "chunks", "embedded", "pending") if k in rep)
+    if j.get("error"):
+        s += f" - error: {j['error']}"
+    return s
+
+
+def code_index(d: dict[str, Any]) -> str:
+    head = "started a new index job" if d.get("started") else "an index job is already known"
+    return f"{head}\n{_job(d['job'])}"
+
+
+def status(d: dict[str, Any]) -> str:
+    c = d["code"]
+    lines = [f"workspace: {d['workspace']}",
+             f"code: {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors, "
+             f"{c['pending']} pending; embedder {c['embedder']}",
+             _job(d["job"]),
+             f"token budget per answer: {d['token_budget']}"]
+    if d.get("session"):
+        lines.append(f"current session: {d['session']}")
+    for name, info in sorted(d.get("sources", {}).items()):
+        lines.append(f"{name}: {json.dumps(info, ensure_ascii=False, default=str)[:300]}")
+    lines.append("tools: " + ", ".join(d.get("tools", [])))
+    return "\n".join(lines)
+
+
+def configure(d: dict[str, Any]) -> str:
+    changed = ", ".join(d.get("changed", [])) or "nothing"
+    return (f"changed: {changed}\nworkspace: {d['workspace']}\n"
+            f"session: {d.get('session') or '(none)'}\ntoken budget: {d['token_budget']}")
+
+
+def generic(d: dict[str, Any]) -> str:
+    """Fallback: compact JSON (used by tools without a dedicated renderer)."""
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "code_search": code_search,
+    "code_index": code_index,
+    "status": status,
+    "configure": configure,
+}
+
+
+def render(tool: str, data: dict[str, Any]) -> str:
+    """The text rendering of a tool's answer."""
+    return RENDERERS.get(tool, generic)(data)

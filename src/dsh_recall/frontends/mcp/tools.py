@@ -1,0 +1,205 @@
+"""MCP tool definitions: names, descriptions that steer the model, input and output schemas.
+
+Schemas stay within plain JSON schema (object / array / string / integer / number / boolean,
+no `$ref`, no `null` unions) because harnesses such as dsh only use an output schema that
+fits their supported subset. Every object in a result has `additionalProperties: false`;
+optional fields are simply left out of `required`, never sent as null.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+# -- schema helpers ------------------------------------------------------------------------
+def S(desc: str = "", **kw: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "string", **kw}
+    if desc:
+        out["description"] = desc
+    return out
+
+
+def I(desc: str = "", **kw: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "integer", **kw}
+    if desc:
+        out["description"] = desc
+    return out
+
+
+NUM: dict[str, Any] = {"type": "number"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+STRS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+
+
+def arr(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+def obj(props: dict[str, Any], required: list[str] | None = None, closed: bool = True,
+        desc: str = "") -> dict[str, Any]:
+    """An object schema; `required` defaults to every property; closed = no extra keys."""
+    out: dict[str, Any] = {"type": "object", "properties": props,
+                           "required": list(props) if required is None else required}
+    if closed:
+        out["additionalProperties"] = False
+    if desc:
+        out["description"] = desc
+    return out
+
+
+def free_obj(desc: str = "") -> dict[str, Any]:
+    """An open map (counts, settings) whose keys are data, not schema."""
+    out: dict[str, Any] = {"type": "object"}
+    if desc:
+        out["description"] = desc
+    return out
+
+
+CURSOR_IN = S("Opaque cursor from a previous answer's next_cursor, to get the next page. "
+              "Pass the same other arguments.")
+PAGE_OUT = {"next_cursor": S("Present when more results exist: call again with this cursor."),
+            "truncated": {"type": "boolean",
+                          "description": "True when a long text was cut to fit the token budget."}}
+PAGE_REQ = ["truncated"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: what the model sees, plus which service it needs to exist."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    read_only: bool = True
+    service: str | None = None  # dotted module that must import for the tool to be offered
+    list_key: str | None = None  # the paginated list in the answer, if any
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+
+# -- code ------------------------------------------------------------------------------------
+CODE_RESULT = obj({
+    "path": S("Path relative to the workspace (source roots are prefixed by their label)."),
+    "source_path": S("Absolute path on disk, for your file-reading tool."),
+    "start_line": I(), "end_line": I(), "score": NUM,
+    "symbols": STRS, "excerpt": S("The lines start_line..end_line, verbatim."),
+    "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
+})
+
+CODE_SEARCH = ToolSpec(
+    name="code_search",
+    title="Search code",
+    description=(
+        "Find where something lives in the workspace code: returns ranked, bounded excerpts "
+        "(path, line range, up to ~40 lines each) for a free-text or identifier query. Use it "
+        "BEFORE reading files, to learn which file and lines matter, then read only those "
+        "lines. Prefer grep when you already know an exact symbol name, and your read tool for "
+        "a whole file you already know you need. Do not re-read a range an excerpt already "
+        "gave you. `focus` (or `path`) narrows to a sub-project; the answer says when a scoped "
+        "match is weak."),
+    input_schema=obj({
+        "query": S("What you are looking for: words, identifiers, an error message."),
+        "limit": I("Number of excerpts (default from config, usually 8).", minimum=1, maximum=50),
+        "path": S("Only results under this directory (relative to the workspace)."),
+        "focus": S("Search inside this sub-project scope; says so when the match is weak."),
+        "files": {"type": "boolean", "description": "One best excerpt per distinct file."},
+        "cursor": CURSOR_IN,
+    }, required=["query"]),
+    output_schema=obj({
+        "query": S(), "results": arr(CODE_RESULT),
+        "layers": {**STRS, "description": "Ranking layers that answered (lexical, vector)."},
+        "pending": I("Chunks still waiting for vectors."),
+        "scope": S(), "notes": STRS, **PAGE_OUT,
+    }, required=["query", "results", "layers", "pending", "scope", "notes", *PAGE_REQ]),
+    list_key="results",
+)
+
+JOB = obj({
+    "state": S("idle | running | done | failed", enum=["idle", "running", "done", "failed"]),
+    "started": NUM, "finished": NUM,
+    "phase": S(), "done": I(), "total": I(),
+    "report": free_obj("Counts from the finished job: files, indexed, chunks, embedded, ..."),
+    "error": S(),
+}, required=["state"])
+
+CODE_INDEX = ToolSpec(
+    name="code_index",
+    title="Index code",
+    description=(
+        "Bring the workspace code index up to date in the background (only changed files are "
+        "re-read). Returns at once with the job's state; call `status` to follow it. Search "
+        "works meanwhile (lexical first, vectors fill in). Rarely needed: search indexes a "
+        "cold workspace by itself."),
+    input_schema=obj({
+        "wait_s": NUM | {"description": "Wait up to this many seconds for the job (max 50).",
+                         "minimum": 0, "maximum": 50},
+    }, required=[]),
+    output_schema=obj({"started": BOOL, "job": JOB}),
+    read_only=False,
+)
+
+# -- status / configure -----------------------------------------------------------------------
+STATUS = ToolSpec(
+    name="status",
+    title="Recall status",
+    description=(
+        "What the recall engine knows: the workspace, how much code is indexed and how many "
+        "vectors are pending, the index job, and which sources (history, objects, notes) are "
+        "available. Cheap; call it when a search answer looks thin."),
+    input_schema=obj({}, required=[]),
+    output_schema=obj({
+        "workspace": S(), "token_budget": I(), "session": S(),
+        "tools": STRS,
+        "code": obj({"indexed": BOOL, "files": I(), "chunks": I(), "vectors": I(),
+                     "pending": I(), "embedder": S(), "scopes": STRS, "problems": STRS},
+                    required=["indexed", "files", "chunks", "vectors", "pending", "embedder"]),
+        "job": JOB,
+        "sources": free_obj("Per optional source (history, objects, notes): its own summary."),
+    }, required=["workspace", "token_budget", "tools", "code", "job", "sources"]),
+)
+
+CONFIGURE = ToolSpec(
+    name="configure",
+    title="Configure recall",
+    description=(
+        "Change this server's settings for the rest of the session: the workspace to search, "
+        "the current session id (history is scoped to it by default), the token budget per "
+        "answer. Call with no arguments to see the current settings."),
+    input_schema=obj({
+        "workspace": S("Absolute path of the workspace root."),
+        "session": S("Current session id (history searches default to it)."),
+        "token_budget": I("Max tokens per answer.", minimum=200, maximum=24000),
+    }, required=[]),
+    output_schema=obj({"workspace": S(), "session": S(), "token_budget": I(),
+                       "changed": STRS}, required=["workspace", "token_budget", "changed"]),
+    read_only=False,
+)
+
+BASE_TOOLS: list[ToolSpec] = [CODE_SEARCH, CODE_INDEX, STATUS, CONFIGURE]
+
+
+def conform(value: Any, schema: dict[str, Any]) -> Any:
+    """Project `value` onto `schema`: drop keys a closed object does not declare.
+
+    Services may add fields (timings, debug ranks) that the schema does not promise; the MCP
+    answer carries exactly the declared shape so strict clients can validate it.
+    """
+    t = schema.get("type")
+    if t == "object" and isinstance(value, dict):
+        props = schema.get("properties")
+        if props is None:
+            return value
+        out = {}
+        for k, v in value.items():
+            if k in props:
+                if v is None and k not in schema.get("required", []):
+                    continue  # optional fields are omitted, never null
+                out[k] = conform(v, props[k])
+            elif schema.get("additionalProperties", True) is not False:
+                out[k] = v
+        return out
+    if t == "array" and isinstance(value, list) and "items" in schema:
+        return [conform(v, schema["items"]) for v in value]
+    return value
