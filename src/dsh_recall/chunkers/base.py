@@ -125,17 +125,26 @@ def split_long(lines: list[str], span: Span, max_lines: int, kind: str = "fragme
 
 
 def to_chunks(path: str, lines: list[str], spans: list[Span], language: str) -> list[Chunk]:
-    """Spans as Chunks (1-based, inclusive); all-blank spans are dropped."""
+    """Spans as Chunks (1-based, inclusive).
+
+    Blank lines at either end of a span are left out, so a chunk starts and ends on
+    content; a span of blank lines only yields no chunk.
+    """
     out: list[Chunk] = []
     for sp in spans:
-        body = lines[sp.start : sp.end + 1]
-        if all(is_blank(ln) for ln in body):
+        start, end = sp.start, sp.end
+        while start <= end and is_blank(lines[start]):
+            start += 1
+        while end >= start and is_blank(lines[end]):
+            end -= 1
+        if start > end:
             continue
+        body = lines[start : end + 1]
         out.append(
             Chunk(
                 path=path,
-                start_line=sp.start + 1,
-                end_line=sp.end + 1,
+                start_line=start + 1,
+                end_line=end + 1,
                 text="\n".join(body),
                 language=language,
                 symbols=sp.symbols,
