@@ -78,6 +78,11 @@ class NotesConfig(_Section):
     max_entry_chars: int = Field(1200, ge=100)
     auto_recall_limit: int = Field(4, ge=1)
     auto_recall_budget_chars: int = Field(1600, ge=100)
+    limit: int = Field(8, ge=1, le=200)  # default number of search results
+    # Auto-recall relevance gate: a passage is injected only when it holds this share of the
+    # message's terms (IDF-weighted) or its embedding is at least this close to the message.
+    auto_recall_min_coverage: float = Field(0.5, ge=0, le=1)
+    auto_recall_min_cosine: float = Field(0.45, ge=-1, le=1)
 
 
 class McpConfig(_Section):

@@ -1,0 +1,119 @@
+"""Access levels for notes: which file is public, and which session may see what. Pure.
+
+A note's level comes from its file name (`public.md` is public; every other file is
+personal, the conservative default; both configurable). Who may see what comes from an
+optional session map (session key -> session id) plus the owner ids:
+
+- no session map configured: a single-user setup, no filtering;
+- a key starting `group:` / `grp:` is a group chat: public notes only, even when an owner
+  is in the group;
+- a key mapped to an owner id is the owner: everything;
+- a key mapped to any other id is a guest: public notes only;
+- anything else (no key, an empty key, a key the map does not know, a non-string id, an
+  unreadable or malformed map): the channel cannot be determined, so nothing is visible.
+
+Every doubtful case resolves to "see less". Levels other than "public" count as private.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+PUBLIC = "public"
+PERSONAL = "personal"
+GROUP_PREFIXES = ("group:", "grp:")
+
+ALL = frozenset({PUBLIC, PERSONAL})
+PUBLIC_ONLY = frozenset({PUBLIC})
+NOTHING: frozenset[str] = frozenset()
+
+
+class SessionMapError(ValueError):
+    """The session map is not a JSON object of string keys to string ids."""
+
+
+def level_of(path: str, levels: Mapping[str, str], default_level: str = PERSONAL) -> str:
+    """The access level of a note by its file name.
+
+    A key of `levels` without a slash matches the file name (exactly, or as a glob); one with
+    a slash matches the whole relative path as a glob. An exact file-name match wins over
+    globs; among globs the first in config order wins. Unknown level names become personal.
+    """
+    name = path.rsplit("/", 1)[-1]
+    level = levels.get(name)
+    if level is None:
+        for pattern, lv in levels.items():
+            target = path if "/" in pattern else name
+            if fnmatch.fnmatchcase(target, pattern):
+                level = lv
+                break
+    level = level if level is not None else default_level
+    return PUBLIC if level == PUBLIC else PERSONAL
+
+
+def parse_session_map(text: str) -> dict[str, str]:
+    """Parse the session map file's text; raises SessionMapError when it is not usable.
+
+    Entries whose id is not a non-empty string are left out, so those keys stay
+    undeterminable (they see nothing) instead of failing the whole map.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise SessionMapError(f"not valid JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise SessionMapError("must be a JSON object mapping session key -> session id")
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str) and v.strip()}
+
+
+@dataclass(frozen=True)
+class Channel:
+    """Who is asking, as far as the session map can tell, and what they may see."""
+
+    kind: str  # unfiltered | owner | group | guest | unknown
+    allowed: frozenset[str] | None  # None = no filtering at all
+    reason: str = ""
+
+
+def is_group_key(key: str) -> bool:
+    k = key.strip().lower()
+    return k.startswith(GROUP_PREFIXES)
+
+
+def channel(session_key: str | None, session_map: Mapping[str, str] | None,
+            owner_ids: Sequence[str], map_error: str | None = None,
+            map_configured: bool | None = None) -> Channel:
+    """Decide what a session may see. Fails closed on anything doubtful.
+
+    `session_map` None with `map_configured` false means no map is configured (no filtering).
+    A configured map that could not be read is passed as `map_error` and blocks everything.
+    """
+    configured = map_configured if map_configured is not None else (
+        session_map is not None or map_error is not None)
+    if not configured:
+        return Channel("unfiltered", None, "no session map configured")
+    if map_error is not None or session_map is None:
+        return Channel("unknown", NOTHING, f"session map unusable ({map_error or 'missing'}); "
+                                           "nothing is returned until it is fixed")
+    if not isinstance(session_key, str) or not session_key.strip():
+        return Channel("unknown", NOTHING, "no session key: channel cannot be determined")
+    if is_group_key(session_key):
+        return Channel("group", PUBLIC_ONLY, "group session: public notes only")
+    sid = session_map.get(session_key)
+    if not isinstance(sid, str) or not sid.strip():
+        return Channel("unknown", NOTHING, "session key not in the session map: "
+                                           "channel cannot be determined")
+    owners = {o for o in owner_ids if isinstance(o, str) and o.strip()}
+    if sid in owners:
+        return Channel("owner", ALL, "owner session")
+    return Channel("guest", PUBLIC_ONLY, "guest session: public notes only")
+
+
+def may_see(level: str, allowed: frozenset[str] | None) -> bool:
+    """True when a note of `level` may be shown to a channel allowed `allowed`."""
+    if allowed is None:
+        return True
+    return (level if level == PUBLIC else PERSONAL) in allowed

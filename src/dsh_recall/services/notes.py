@@ -1,0 +1,707 @@
+"""Notes recall: hybrid search over markdown memory roots, with access levels that fail closed.
+
+The markdown files are the source of truth; the index is a rebuildable cache under
+`<recall home>/notes/<key>.sqlite`, the key derived from the resolved list of roots.
+Policy lives here: incremental indexing, the chunk-spec gate, the embedder fingerprint,
+fusion, source weights, access filtering and the auto-recall gate. SQL lives in the store;
+ranking math in dsh_recall.search; chunking in dsh_recall.chunkers.notes.
+
+Two exits: `search` (memory_search: raw passages) and `auto_recall` (a bounded block for a
+system prompt, "" when nothing is relevant enough). Plain-dict module functions at the end
+(`index_notes`, `search_notes`, `auto_recall`, `notes_status`, `eval_notes`) are what the
+MCP server and hooks call.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..chunkers import notes as note_chunker
+from ..core.config import Config, load_config
+from ..core.errors import InputError, RecallError
+from ..core.paths import ensure_dir, recall_home
+from ..core.text import code_tokens, index_text, safe_decode
+from ..core.types import Chunk
+from ..embedders import Embedder, create as create_embedder
+from ..search import access
+from ..search import lexical as lex
+from ..search.fuse import rrf
+from ..search.vector import top_k
+from ..sources.notes import resolve_roots, walk_notes
+from ..stores.base import FileRow, IndexedChunk
+from ..stores.sqlite import EmbedCache, SqliteChunkStore
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+LAYERS = ("lexical", "vector")
+EMBED_BATCH = 32
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- pure helpers: source weights, the auto-recall gate and block, cases files -------------
+@dataclass(frozen=True)
+class Hit:
+    """One ranked passage with what the auto-recall gate needs to judge it."""
+
+    row: Any  # stores.base.ChunkRow
+    score: float
+    level: str
+    cosine: float | None
+    coverage: float
+    ranks: dict[str, int]
+
+    def as_result(self, stale: bool, explain: bool = False) -> dict[str, Any]:
+        r = self.row
+        out = {"path": r.path, "start_line": r.start_line, "end_line": r.end_line,
+               "heading": " > ".join(r.symbols), "level": self.level, "score": self.score,
+               "text": r.text, "source_path": r.abs_path, "stale": stale}
+        if explain:
+            out["ranks"] = self.ranks
+            out["cosine"] = None if self.cosine is None else round(self.cosine, 4)
+            out["coverage"] = round(self.coverage, 4)
+        return out
+
+
+def source_weight(path: str, weights: dict[str, float]) -> float:
+    """Product of the multipliers of every glob matching the path (or its file name)."""
+    w = 1.0
+    name = path.rsplit("/", 1)[-1]
+    for pattern, mult in weights.items():
+        if fnmatch.fnmatchcase(path, pattern) or ("/" not in pattern and fnmatch.fnmatchcase(name, pattern)):
+            w *= mult
+    return w
+
+
+def coverage(terms: Sequence[str], df: dict[str, int], total: int, text: str,
+             heading: Sequence[str], path: str) -> float:
+    """IDF-weighted share of the query's terms found in a passage, its headings or its path.
+
+    Terms the index has never seen count at full weight: a message about something else
+    entirely stays far from the gate however many of its words are common.
+    """
+    if not terms:
+        return 0.0
+    have = set(code_tokens(text + " " + " ".join(heading) + " " + path.replace("/", " ")))
+    n = max(total, 1)
+    weights = {t: lex.idf(df.get(t, 0), n) for t in terms}
+    whole = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in have) / whole if whole > 0 else 0.0
+
+
+def relevant(hit: Hit, min_coverage: float, min_cosine: float) -> bool:
+    """The auto-recall gate: enough of the words, or close enough in meaning."""
+    return hit.coverage >= min_coverage or (hit.cosine is not None and hit.cosine >= min_cosine)
+
+
+RECALL_HEADER = "Notes from memory that may be relevant (verify before relying on them):"
+
+
+def recall_block(hits: Sequence[Hit], budget_chars: int) -> str:
+    """A system-prompt block of at most budget_chars characters; "" for no hits.
+
+    Each passage is headed by its file, line and heading path; passages are cut (on code
+    points) to share the budget, best first; a passage that would not fit at all is left out.
+    """
+    if not hits or budget_chars <= len(RECALL_HEADER) + 20:
+        return ""
+    parts = [RECALL_HEADER]
+    used = len(RECALL_HEADER)
+    for i, h in enumerate(hits):
+        r = h.row
+        head = f"- {r.path}:{r.start_line}" + (f" ({' > '.join(r.symbols)})" if r.symbols else "") + ": "
+        body = " ".join(r.text.split())
+        room = budget_chars - used - 1 - len(head)  # 1 for the newline
+        share = max(0, room // (len(hits) - i))  # leave room for the passages still to come
+        if share < 20:
+            break
+        if len(body) > share:
+            body = body[: max(0, share - 1)].rstrip() + "\u2026"
+        line = head + body
+        parts.append(line)
+        used += 1 + len(line)
+    return "\n".join(parts) if len(parts) > 1 else ""
+
+
+_QUERY_KEYS = ("query", "question", "q")
+_FILE_KEYS = ("expected_file", "expected_doc", "expectedDoc", "expected", "file", "files")
+_PASSAGE_KEYS = ("expected_passage", "expected_text", "passage", "passages")
+
+
+def load_cases(path: str | Path) -> list[dict[str, Any]]:
+    """Read a cases file: a JSON list (or {"cases": [...]}) or JSON lines. Each case has a
+    query and an expected file (substring of the path) or an expected passage."""
+    p = Path(path)
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read cases file {p}: {e}") from e
+    try:
+        data = json.loads(raw)
+        items = data.get("cases", []) if isinstance(data, dict) else data
+    except ValueError:
+        try:
+            items = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
+        except ValueError as e:
+            raise InputError(f"cases file {p} is neither JSON nor JSON lines: {e}") from e
+    out: list[dict[str, Any]] = []
+    for n, it in enumerate(items, 1):
+        if not isinstance(it, dict):
+            raise InputError(f"case {n} in {p} is not an object")
+        q = next((it[k] for k in _QUERY_KEYS if isinstance(it.get(k), str)), None)
+        files = next((it[k] for k in _FILE_KEYS if it.get(k)), None)
+        passages = next((it[k] for k in _PASSAGE_KEYS if it.get(k)), None)
+        if not q or not (files or passages):
+            raise InputError(f"case {n} in {p} needs a query and an expected file or passage "
+                             f"(keys: {', '.join(_QUERY_KEYS)} / {', '.join(_FILE_KEYS + _PASSAGE_KEYS)})")
+        as_list = lambda v: [str(x) for x in (v if isinstance(v, list) else [v])]  # noqa: E731
+        out.append({"query": q, "files": as_list(files) if files else [],
+                    "passages": as_list(passages) if passages and not files else []})
+    return out
+
+
+@contextmanager
+def file_lock(path: Path, timeout_s: float | None) -> Iterator[bool]:
+    """An exclusive flock; yields False when it could not be had within timeout_s."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    got = False
+    try:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got = True
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+        yield got
+    finally:
+        if got:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def notes_key(roots: Sequence[Path]) -> str:
+    """A stable file name for the index of this list of (resolved) roots."""
+    joined = "\n".join(str(r) for r in roots)
+    digest = _sha(joined.encode("utf-8", "surrogatepass"))[:12]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", roots[0].name if roots else "none").strip("-")
+    return f"{(name or 'root')[:40]}-{digest}"
+
+
+def embed_text(path: str, heading: Sequence[str], text: str) -> str:
+    """What the embedder sees: the note's name and heading path, then the entry."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ")
+    head = stem + (" > " + " > ".join(heading) if heading else "")
+    return head + "\n" + text
+
+
+def _spec_of(hash_field: str) -> str:
+    # The files table's hash column holds "<chunker spec>:<sha256>", so the spec a note was
+    # chunked with travels atomically with its chunks.
+    return hash_field.split(":", 1)[0] if ":" in hash_field else ""
+
+
+class NotesService:
+    """The index of one list of note roots. Cheap to create; the embedder loads on first use."""
+
+    def __init__(self, cfg: Config, roots: Sequence[str | Path] | None = None,
+                 workspace: Path | None = None, home: Path | None = None):
+        self.cfg = cfg
+        self.ncfg = cfg.notes
+        raw = list(roots) if roots else list(self.ncfg.roots)
+        self.roots = resolve_roots(raw, workspace)
+        self.home = home or recall_home()
+        self.dir = ensure_dir(self.home / "notes")
+        self.key = notes_key(self.roots)
+        self.store = SqliteChunkStore(self.dir / f"{self.key}.sqlite")
+        self._embedder: Embedder | None = None
+        self._embedder_error: str | None = None
+        self._matrix_key: tuple | None = None
+        self._matrix: tuple | None = None
+        self._mlock = threading.Lock()
+        if self.store.get_meta("roots") is None:
+            self.store.set_meta("roots", json.dumps([str(r) for r in self.roots]))
+
+    # -- embedder -------------------------------------------------------------
+    def embedder(self) -> Embedder | None:
+        """The configured embedder, or None (with the reason kept) when it cannot load."""
+        if self._embedder is None and self._embedder_error is None:
+            try:
+                self._embedder = create_embedder(self.cfg.embedder)
+            except (RecallError, ImportError, OSError) as e:
+                self._embedder_error = str(e)
+        return self._embedder
+
+    def _lock(self, timeout_s: float | None):
+        return file_lock(self.dir / f"{self.key}.lock", timeout_s)
+
+    # -- indexing -------------------------------------------------------------
+    def spec_state(self) -> dict[str, Any]:
+        """The chunk-spec gate: which spec the index holds, the current one, notes pending."""
+        current = note_chunker.NOTES_CHUNKER_VERSION
+        indexed = self.store.get_meta("chunker") or current
+        behind = [p for p, r in self.store.files().items() if _spec_of(r.hash) != current]
+        return {"index": indexed, "current": current, "pending": indexed != current,
+                "pending_notes": len(behind)}
+
+    def _check_embedder(self, notes: list[str]) -> None:
+        emb = self.embedder()
+        if emb is None:
+            return
+        old = self.store.get_meta("embedder")
+        if old != emb.fingerprint:
+            if old is not None:
+                notes.append(f"embedder changed ({old} -> {emb.fingerprint}): old vectors "
+                             "discarded, re-embedding")
+            self.store.clear_vectors()
+            self._matrix_key = None
+            self.store.set_meta("embedder", emb.fingerprint)
+
+    def _chunk(self, path: str, text: str) -> list[IndexedChunk]:
+        items: list[IndexedChunk] = []
+        stem = path.rsplit(".", 1)[0].replace("/", " ").replace("-", " ").replace("_", " ")
+        path_lex = index_text(stem)
+        for c in note_chunker.chunk_markdown(path, text, self.ncfg.max_entry_chars):
+            et = embed_text(path, c.heading, c.text)
+            chunk = Chunk(path, c.start_line, c.end_line, c.text, "markdown", c.heading, c.kind)
+            items.append(IndexedChunk(chunk, index_text(c.text), index_text(" ".join(c.heading)),
+                                      path_lex, et, _sha(et.encode("utf-8", "surrogatepass"))[:32]))
+        return items
+
+    def index_lexical(self, accept_spec_change: bool = False,
+                      progress: Progress | None = None) -> dict[str, Any]:
+        """Bring files and chunks up to date (no embedding). Caller holds the lock.
+
+        A note is re-chunked when its size or mtime changed, or (only with
+        accept_spec_change) when it was chunked under an older chunk spec.
+        """
+        t0 = time.monotonic()
+        notes: list[str] = []
+        current = note_chunker.NOTES_CHUNKER_VERSION
+        recorded = self.store.get_meta("chunker")
+        if recorded is None or accept_spec_change:
+            if recorded is not None and recorded != current:
+                notes.append(f"chunk spec changed ({recorded} -> {current}): re-chunking every note")
+            self.store.set_meta("chunker", current)
+            recorded = current
+        self._check_embedder(notes)
+        walk = walk_notes(self.roots, self.ncfg.exclude)
+        known = self.store.files()
+        seen: set[str] = set()
+        reindexed: list[str] = []
+        unchanged = 0
+        total = len(walk.files)
+        for n, sf in enumerate(walk.files, 1):
+            if progress and (n % 50 == 0 or n == total):
+                progress("scan", n, total)
+            old = known.get(sf.path)
+            seen.add(sf.path)
+            behind = old is not None and _spec_of(old.hash) != current
+            if old and old.size == sf.size and old.mtime_ns == sf.mtime_ns \
+                    and old.abs_path == sf.abs_path and not (behind and recorded == current):
+                unchanged += 1
+                continue
+            try:
+                with open(sf.abs_path, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                walk.problems.append(f"cannot read {sf.abs_path}: {e.strerror or e}")
+                seen.discard(sf.path) if old is None else None
+                continue
+            text = safe_decode(data)
+            row = FileRow(sf.path, sf.abs_path, sf.root, f"{current}:{_sha(data)}", sf.size,
+                          sf.mtime_ns, len(text))
+            self.store.replace_file(row, self._chunk(sf.path, text))
+            reindexed.append(sf.path)
+        gone = sorted(p for p in known if p not in seen)
+        if gone:
+            self.store.delete_files(gone)
+        if not self.roots:
+            notes.append("no notes roots configured (notes.roots); the index is empty")
+        spec = self.spec_state()
+        if spec["pending"]:
+            notes.append(f"chunk spec changed ({spec['index']} -> {spec['current']}): re-chunking "
+                         f"{spec['pending_notes']} notes is pending; run `dsh-recall notes index "
+                         "--accept-spec-change`")
+        self.store.set_meta("last_index", json.dumps({"time": time.time(),
+                                                      "problems": walk.problems}))
+        return {
+            "roots": walk.roots, "files": self.store.file_count(), "indexed": len(reindexed),
+            "reindexed": reindexed, "unchanged": unchanged, "deleted": len(gone),
+            "deleted_paths": gone, "chunks": self.store.chunk_count(), "embedded": 0,
+            "pending": self.store.pending_count(), "spec": spec, "problems": walk.problems,
+            "notes": notes, "seconds": round(time.monotonic() - t0, 3),
+        }
+
+    def embed_pending(self, budget_s: float | None = None, store: SqliteChunkStore | None = None) -> int:
+        """Embed chunks that have no vector yet, until done or the budget runs out."""
+        emb = self.embedder()
+        if emb is None:
+            return 0
+        store = store or self.store
+        if store.get_meta("embedder") != emb.fingerprint:
+            store.clear_vectors()
+            store.set_meta("embedder", emb.fingerprint)
+        cache = EmbedCache(self.home / "embed-cache.sqlite")
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        done = 0
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                batch = store.pending(256 if deadline is None else EMBED_BATCH)
+                if not batch:
+                    break
+                cached = cache.get(emb.fingerprint, [h for h, _ in batch])
+                if cached:
+                    store.put_vectors(list(cached.items()))
+                missing = [(h, cid) for h, cid in batch if h not in cached]
+                if missing:
+                    rows = store.chunks_by_id([cid for _, cid in missing])
+                    vecs = emb.embed([embed_text(rows[c].path, rows[c].symbols, rows[c].text)
+                                      for _, c in missing])
+                    items = [(h, vecs[i]) for i, (h, _) in enumerate(missing)]
+                    store.put_vectors(items)
+                    cache.put(emb.fingerprint, items)
+                done += len(batch)
+        finally:
+            cache.close()
+        return done
+
+    def index(self, *, accept_spec_change: bool = False, embed: bool = True,
+              progress: Progress | None = None, lock_timeout_s: float | None = None) -> dict[str, Any]:
+        """The full job: lexical first, then every pending vector."""
+        with self._lock(lock_timeout_s) as got:
+            if not got:
+                raise RecallError("another indexer holds these notes; try again later")
+            rep = self.index_lexical(accept_spec_change, progress)
+            if embed:
+                t0 = time.monotonic()
+                try:
+                    rep["embedded"] = self.embed_pending(None)
+                except RecallError as e:
+                    rep["notes"].append(f"embedding stopped: {e}")
+                self.store.prune_vectors()
+                rep["seconds"] = round(rep["seconds"] + time.monotonic() - t0, 3)
+            if self._embedder_error:
+                rep["notes"].append(f"vectors unavailable: {self._embedder_error}")
+            rep["pending"] = self.store.pending_count()
+        return rep
+
+    # -- access ---------------------------------------------------------------
+    def channel(self, session: str | None) -> access.Channel:
+        """What `session` may see, per the session map and owner ids (fail closed)."""
+        path = self.ncfg.session_map
+        if not path:
+            return access.channel(session, None, self.ncfg.owner_ids, map_configured=False)
+        try:
+            smap = access.parse_session_map(Path(path).expanduser().read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, access.SessionMapError) as e:
+            return access.channel(session, None, self.ncfg.owner_ids, map_error=str(e),
+                                  map_configured=True)
+        return access.channel(session, smap, self.ncfg.owner_ids, map_configured=True)
+
+    def level(self, path: str) -> str:
+        return access.level_of(path, self.ncfg.levels, self.ncfg.default_level)
+
+    # -- searching ------------------------------------------------------------
+    def _ensure_indexed(self, notes: list[str]) -> None:
+        if self.store.get_meta("last_index") is None:
+            # Cold start: lexical indexing of notes is quick; build it before answering.
+            with self._lock(self.cfg.search_deadline_s) as got:
+                if got:
+                    notes.extend(self.index_lexical()["notes"])
+                else:
+                    notes.append("another process is indexing; answering from what is indexed")
+
+    def _vectors(self, store: SqliteChunkStore):
+        key = (store.get_meta("generation"), store.vector_count())
+        with self._mlock:
+            if self._matrix_key != key:
+                self._matrix = store.vector_matrix()
+                self._matrix_key = key
+            return self._matrix
+
+    def _vector_ranking(self, query: str, pool: int, allowed_ids: set[int] | None,
+                        notes: list[str]) -> list[tuple[int, float]] | None:
+        emb = self.embedder()
+        if emb is None:
+            notes.append(f"vector layer unavailable: {self._embedder_error}")
+            return None
+        try:
+            if self.store.get_meta("embedder") not in (None, emb.fingerprint):
+                notes.append("index vectors were built by another embedder; run `dsh-recall notes "
+                             "index` to rebuild them")
+                return None
+            if not emb.remote and self.cfg.embed_budget_s > 0 and self.store.pending_count():
+                with self._lock(0) as got:  # fill in what fits; `notes index` does the rest
+                    if got:
+                        self.embed_pending(self.cfg.embed_budget_s)
+            q = emb.embed_query(query[:4000])
+            ids, mat = self._vectors(self.store)
+            if allowed_ids is not None and len(ids):
+                mask = np.isin(ids, np.fromiter(allowed_ids, dtype=np.int64, count=len(allowed_ids)))
+                ids, mat = ids[mask], mat[mask]
+            return top_k(ids, mat, q, pool)
+        except (RecallError, OSError, ValueError) as e:
+            notes.append(f"vector layer failed: {e}; lexical only")
+            return None
+
+    def _hits(self, query: str, limit: int, allowed: frozenset[str] | None,
+              layers: Sequence[str], notes: list[str], used: list[str]) -> list[Hit]:
+        """Ranked hits restricted to levels in `allowed` (None = everything)."""
+        store = self.store
+        total = store.chunk_count()
+        terms = lex.query_terms(query)
+        chosen = lex.select_terms(terms, store.doc_freqs, total)
+        pool = max(self.ncfg.candidate_pool, limit * 4)
+        files = store.files()
+        allowed_ids: set[int] | None = None
+        if allowed is not None:
+            paths = [p for p in files if access.may_see(self.level(p), allowed)]
+            allowed_ids = set(store.chunk_ids_for_paths(paths))
+        rankings: dict[str, list[int]] = {}
+        cos: dict[int, float] = {}
+        if "lexical" in layers:
+            used.append("lexical")
+            if chosen:
+                # Filtered sessions rank over every match so hidden notes cannot crowd out
+                # visible ones from the candidate pool.
+                hits = store.lexical(lex.match_expression(chosen),
+                                     pool if allowed_ids is None else max(pool, total))
+                rankings["lexical"] = [i for i, _ in hits
+                                       if allowed_ids is None or i in allowed_ids][:pool]
+        if "vector" in layers and query.strip():
+            vec = self._vector_ranking(query, pool, allowed_ids, notes)
+            if vec is not None:
+                used.append("vector")
+                rankings["vector"] = [i for i, _ in vec]
+                cos = dict(vec)
+        if not rankings:
+            return []
+        fused = rrf(rankings, k=self.ncfg.rrf_k)
+        norm = (self.ncfg.rrf_k + 1) / len(rankings)
+        rows = store.chunks_by_id([i for i, _, _ in fused])
+        df = store.doc_freqs(terms) if terms else {}
+        out: list[Hit] = []
+        for item, score, ranks in fused:
+            row = rows.get(item)
+            if row is None:
+                continue
+            level = self.level(row.path)
+            if not access.may_see(level, allowed):  # the last word on access, whatever ranked it
+                continue
+            w = source_weight(row.path, self.ncfg.weights)
+            cov = coverage(terms, df, total, row.text, row.symbols, row.path)
+            out.append(Hit(row, round(score * norm * w, 4), level, cos.get(item), cov, ranks))
+        out.sort(key=lambda h: -h.score)
+        return out
+
+    def search(self, query: str, *, session: str | None = None, limit: int | None = None,
+               layers: Sequence[str] = LAYERS, explain: bool = False) -> dict[str, Any]:
+        """memory_search: ranked passages a session may see. Never raises on query syntax."""
+        t0 = time.monotonic()
+        limit = limit or self.ncfg.limit
+        notes: list[str] = []
+        ch = self.channel(session)
+        used: list[str] = []
+        hits: list[Hit] = []
+        if ch.allowed is not None and not ch.allowed:
+            notes.append(f"nothing returned: {ch.reason}")
+        else:
+            self._ensure_indexed(notes)
+            hits = self._hits(query, limit, ch.allowed, layers, notes, used)[:limit]
+        results = [h.as_result(self._is_stale(h.row), explain) for h in hits]
+        last = json.loads(self.store.get_meta("last_index") or "{}")
+        spec = self.spec_state()
+        if spec["pending"]:
+            notes.append(f"re-chunking pending ({spec['index']} -> {spec['current']}, "
+                         f"{spec['pending_notes']} notes): run `dsh-recall notes index "
+                         "--accept-spec-change`")
+        if not self.roots:
+            notes.append("no notes roots configured (notes.roots)")
+        return {"query": query[:200], "results": results, "layers": used,
+                "access": {"channel": ch.kind, "reason": ch.reason},
+                "pending": self.store.pending_count(), "notes": notes + (last.get("problems") or []),
+                "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
+
+    def auto_recall(self, message: str, session: str | None = None, *, limit: int | None = None,
+                    budget_chars: int | None = None) -> str:
+        """A bounded block of relevant notes for a system prompt, or "" when none is relevant."""
+        limit = limit or self.ncfg.auto_recall_limit
+        budget = budget_chars or self.ncfg.auto_recall_budget_chars
+        ch = self.channel(session)
+        if (ch.allowed is not None and not ch.allowed) or not message.strip():
+            return ""
+        notes: list[str] = []
+        self._ensure_indexed(notes)
+        hits = self._hits(message, limit, ch.allowed, LAYERS, notes, [])
+        keep = [h for h in hits if relevant(h, self.ncfg.auto_recall_min_coverage,
+                                            self.ncfg.auto_recall_min_cosine)][:limit]
+        return recall_block(keep, budget)
+
+    def _is_stale(self, row) -> bool:
+        f = self.store.file(row.path)
+        try:
+            st = Path(row.abs_path).stat()
+        except OSError:
+            return True
+        return f is None or st.st_size != f.size or st.st_mtime_ns != f.mtime_ns
+
+    # -- evaluation -----------------------------------------------------------
+    def evaluate(self, cases: str | Path | list[dict], *, layers: Sequence[str] = LAYERS,
+                 ks: Sequence[int] = (1, 3, 5)) -> dict[str, Any]:
+        """Top-k hit rates on a cases file (question -> expected file or passage).
+
+        Runs as the owner (no access filtering): it is the user's own tuning tool.
+        A file expectation counts distinct files; a passage expectation counts passages.
+        """
+        items = load_cases(cases) if not isinstance(cases, list) else cases
+        notes: list[str] = []
+        self._ensure_indexed(notes)
+        kmax = max(ks)
+        hits_at = {k: 0 for k in ks}
+        rr = 0.0
+        misses: list[dict[str, Any]] = []
+        for case in items:
+            used: list[str] = []
+            hits = self._hits(case["query"], kmax * 8, None, layers, notes, used)
+            rank = case_rank(case, hits, kmax)
+            for k in ks:
+                hits_at[k] += int(rank is not None and rank <= k)
+            rr += 1.0 / rank if rank else 0.0
+            if rank is None or rank > 1:
+                misses.append({"query": case["query"], "rank": rank,
+                               "top": hits[0].row.path if hits else None})
+        n = max(1, len(items))
+        out: dict[str, Any] = {"cases": len(items), "layers": list(layers)}
+        out.update({f"hit@{k}": round(hits_at[k] / n, 4) for k in ks})
+        out["mrr"] = round(rr / n, 4)
+        out["misses"] = misses
+        out["notes"] = sorted(set(notes))
+        return out
+
+    # -- status ---------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        last = json.loads(self.store.get_meta("last_index") or "{}")
+        chunks = self.store.chunk_count()
+        pending = self.store.pending_count()
+        walk_roots = [{"path": str(r), "ok": r.exists()} for r in self.roots]
+        return {
+            "roots": walk_roots, "database": str(self.store.path), "indexed": bool(last),
+            "last_indexed": last.get("time"), "files": self.store.file_count(), "chunks": chunks,
+            "vectors": chunks - pending, "pending": pending, "spec": self.spec_state(),
+            "embedder": {"name": self.cfg.embedder.name,
+                         "fingerprint": self.store.get_meta("embedder")},
+            "access": {"session_map": self.ncfg.session_map, "owners": len(self.ncfg.owner_ids)},
+            "problems": (last.get("problems") or [])
+                        + ([] if self.roots else ["no notes roots configured (notes.roots)"]),
+        }
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def case_rank(case: dict[str, Any], hits: list[Hit], kmax: int) -> int | None:
+    """1-based rank of the first hit matching the case's expectation, within kmax."""
+    want_files = [w.lower() for w in case.get("files", [])]
+    want_text = [" ".join(w.lower().split()) for w in case.get("passages", [])]
+    seen_files: list[str] = []
+    for i, h in enumerate(hits):
+        if want_files:
+            p = h.row.path.lower()
+            if p in seen_files:
+                continue
+            seen_files.append(p)
+            if len(seen_files) > kmax:
+                return None
+            if any(w in p for w in want_files):
+                return len(seen_files)
+        else:
+            if i >= kmax:
+                return None
+            t = " ".join(h.row.text.lower().split())
+            if any(w in t or (len(t) >= 20 and t in w) for w in want_text):
+                return i + 1
+    return None
+
+
+# -- plain-dict entry points for the MCP server, hooks and the Python API ----------------
+def _service(config: Config | None, roots: Sequence[str | Path] | None,
+             workspace: Path | None) -> NotesService:
+    cfg = config or load_config(workspace=workspace)
+    return NotesService(cfg, roots=roots, workspace=workspace)
+
+
+def index_notes(roots: Sequence[str | Path] | None = None, *, accept_spec_change: bool = False,
+                embed: bool = True, config: Config | None = None,
+                workspace: Path | None = None) -> dict[str, Any]:
+    """Index the note roots (config's when none given); returns the index report."""
+    svc = _service(config, roots, workspace)
+    try:
+        return svc.index(accept_spec_change=accept_spec_change, embed=embed)
+    finally:
+        svc.close()
+
+
+def search_notes(query: str, *, session: str | None = None, limit: int | None = None,
+                 roots: Sequence[str | Path] | None = None, config: Config | None = None,
+                 workspace: Path | None = None) -> dict[str, Any]:
+    """memory_search: {"results": [{path, start_line, end_line, heading, level, score, text}],
+    "layers": [...], ...}. With a session map configured, pass the session key."""
+    svc = _service(config, roots, workspace)
+    try:
+        return svc.search(query, session=session, limit=limit)
+    finally:
+        svc.close()
+
+
+def auto_recall(message: str, session: str | None = None, *, limit: int | None = None,
+                budget_chars: int | None = None, roots: Sequence[str | Path] | None = None,
+                config: Config | None = None, workspace: Path | None = None) -> str:
+    """A bounded block of relevant notes for a system prompt; "" when nothing is relevant."""
+    svc = _service(config, roots, workspace)
+    try:
+        return svc.auto_recall(message, session, limit=limit, budget_chars=budget_chars)
+    finally:
+        svc.close()
+
+
+def notes_status(roots: Sequence[str | Path] | None = None, *, config: Config | None = None,
+                 workspace: Path | None = None) -> dict[str, Any]:
+    svc = _service(config, roots, workspace)
+    try:
+        return svc.status()
+    finally:
+        svc.close()
+
+
+def eval_notes(cases: str | Path, roots: Sequence[str | Path] | None = None, *,
+               layers: Sequence[str] = LAYERS, config: Config | None = None,
+               workspace: Path | None = None) -> dict[str, Any]:
+    """Top-1/3/5 hit rates of the user's own cases file."""
+    svc = _service(config, roots, workspace)
+    try:
+        return svc.evaluate(cases, layers=layers)
+    finally:
+        svc.close()
+
+
+__all__ = ["NotesService", "index_notes", "search_notes", "auto_recall", "notes_status",
+           "eval_notes", "InputError"]
