@@ -10,6 +10,7 @@ from dsh_recall.search.offload import (
     NOTE_MARKER,
     Candidate,
     clamp_range,
+    count_breaks,
     join_surrogates,
     make_id,
     plan_offloads,
@@ -110,6 +111,14 @@ def test_search_ignores_ansi_and_offsets_point_into_original():
     assert m.offset == 3
 
 
+def test_carriage_returns_count_as_line_breaks():
+    text = "a\r\nprogress 10%\rprogress 100%\nERROR here\n"
+    (m,) = search_lines(text, "error")
+    assert m.line == 4 and m.text == "ERROR here"
+    (m,) = search_lines(text, "100%")
+    assert m.line == 3 and m.text == "progress 100%"
+
+
 def test_search_huge_line_returns_window_around_hit():
     text = "x" * 100_000 + "NEEDLE" + "y" * 100_000
     (m,) = search_lines(text, "needle")
@@ -121,7 +130,7 @@ def test_search_huge_line_returns_window_around_hit():
 
 _PIECES = st.sampled_from([
     "a", "\n", " ", "é", "e\u0301", "\u4e2d\u6587", "\U0001F600", "\U0001F469\u200d\U0001F4BB",
-    "\U0001F44D\U0001F3FD", "\ud83d\ude00", "\ud83d", "\ude00", "\u0915\u094d\u0937", "\r\n",
+    "\U0001F44D\U0001F3FD", "\ud83d\ude00", "\ud83d", "\ude00", "\u0915\u094d\u0937", "\r\n", "\r",
 ])
 _TEXTS = st.lists(_PIECES, min_size=0, max_size=900).map("".join)
 
@@ -157,7 +166,7 @@ def test_search_offsets_are_code_points(text, needle):
     text = join_surrogates(text)
     for m in search_lines(text, needle):
         assert text[m.offset:m.offset + len(m.text.rstrip())] == m.text.rstrip()
-        assert text.count("\n", 0, m.offset) + 1 == m.line
+        assert count_breaks(text, 0, m.offset) + 1 == m.line
 
 
 def test_join_surrogates_is_lossless():

@@ -158,10 +158,10 @@ def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig) 
     tail_start = max(head_end, _tail_start(text, cfg.tail_chars, cfg.spill_notice_chars))
     if tail_start <= head_end:
         return None
-    first_line = text.count("\n", 0, head_end) + 1
+    first_line = count_breaks(text, 0, head_end) + 1
     # The omitted span ends just before tail_start (often a line start): don't count the
     # newline that closes the last omitted line as another line.
-    last_line = first_line + text.count("\n", head_end, max(head_end, tail_start - 1))
+    last_line = first_line + count_breaks(text, head_end, max(head_end, tail_start - 1))
     note = render_note(obj_id, tool, len(text), head_end, tail_start, first_line, last_line)
     head = text[:head_end]
     sep = "" if not head or head.endswith("\n") else "\n"
@@ -227,9 +227,24 @@ class LineMatch:
     text: str
 
 
+_BREAK = re.compile("\r\n|\r|\n")
+
+
 def line_starts(text: str) -> list[int]:
-    """Code-point offset of the start of every line."""
-    return [0] + [m.end() for m in re.finditer("\n", text)]
+    """Code-point offset of the start of every line. A line ends at \\n, \\r\\n or a bare
+    \\r (CI logs redraw progress bars with \\r; counted as lines, as log tools do)."""
+    if "\r" not in text:
+        return [0] + [m.end() for m in re.finditer("\n", text)]
+    return [0] + [m.end() for m in _BREAK.finditer(text)]
+
+
+def count_breaks(text: str, start: int = 0, end: int | None = None) -> int:
+    """Line breaks in text[start:end], by the same rule as `line_starts`."""
+    end = len(text) if end is None else end
+    n = text.count("\n", start, end)
+    if "\r" in text:
+        n += text.count("\r", start, end) - text.count("\r\n", start, end)
+    return n
 
 
 def _find_all(hay: str, needle: str, cap: int) -> list[int]:
@@ -336,8 +351,8 @@ def _search(text: str, query: str, limit: int, max_line_chars: int,
     out: list[LineMatch] = []
     for li, pos in picked.items():
         ls = starts[li]
-        le = starts[li + 1] - 1 if li + 1 < len(starts) else len(text)
-        if le > ls and text[le - 1] == "\r":
+        le = starts[li + 1] if li + 1 < len(starts) else len(text)
+        while le > ls and text[le - 1] in "\r\n":
             le -= 1
         ws = ls
         if le - ls > max_line_chars:  # a huge line: a window around the hit
