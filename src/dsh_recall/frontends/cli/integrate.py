@@ -1,0 +1,233 @@
+"""`dsh-recall integrate`: wire the recall server and hooks into agent harnesses.
+
+- `integrate claude-code install|remove [--project DIR]`: the MCP entry in `.mcp.json` and
+  the hooks (UserPromptSubmit auto-recall, SessionStart anchor after a compaction,
+  PostToolUse offload) in `.claude/settings.json`. Remove takes out exactly what install
+  wrote and leaves everything else as it was.
+- `integrate dsh patch [--write]`: the cordis patch mounting the server in dsh.
+- `integrate codex`: the `config.toml` entry for the OpenAI Codex CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .common import handle_errors
+from ...core.errors import InputError
+
+SERVER_NAME = "recall"
+HOOK_PREFIX = "dsh-recall hook claude-code "
+# (event, matcher, subcommand): what `install` adds to .claude/settings.json.
+CLAUDE_HOOKS = [
+    ("UserPromptSubmit", None, "user-prompt-submit"),
+    ("SessionStart", "compact", "session-start"),
+    ("PostToolUse", "*", "post-tool-use"),
+]
+
+
+def _q(value: str) -> str:
+    """A YAML scalar: JSON string syntax is valid YAML and needs no escaping rules of its own."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
+              env: dict[str, str] | None = None, server_name: str = SERVER_NAME) -> str:
+    """The cordis patch (YAML) that mounts `dsh-recall mcp` in dsh as `server_name`.
+
+    dsh drops every DSH_* variable from an MCP child's environment, so settings such as
+    DSH_RECALL_HOME must be passed in `env` here.
+    """
+    args = ["mcp"] + (["--workspace", str(workspace)] if workspace else [])
+    lines = [
+        "# dsh-recall: recall tools (code, history, objects, notes) as mcp__%s__*" % server_name,
+        "- insert:",
+        "    - id: mcp-%s" % server_name,
+        "      name: '@deepseek-ai/dsh-mcp-client'",
+        "      config:",
+        f"        serverName: {server_name}",
+        "        transport: stdio",
+        f"        command: {_q(command)}",
+        "        args: [" + ", ".join(_q(a) for a in args) + "]",
+    ]
+    if env:
+        lines.append("        env:")
+        lines += [f"          {k}: {_q(v)}" for k, v in sorted(env.items())]
+    else:
+        lines.append("        env: {}")
+    return "\n".join(lines) + "\n"
+
+
+def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME) -> str:
+    """The `[mcp_servers.<name>]` table for `~/.codex/config.toml`."""
+    return (f"[mcp_servers.{server_name}]\n"
+            f"command = {json.dumps(command)}\n"
+            f"args = [\"mcp\"]\n")
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except ValueError as e:
+        raise InputError(f"{path} is not valid JSON ({e}); fix it, then run this again") from e
+    if not isinstance(data, dict):
+        raise InputError(f"{path} does not hold a JSON object")
+    return data
+
+
+def _save_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _ours(entry: dict[str, Any]) -> bool:
+    return any(str(h.get("command", "")).startswith(HOOK_PREFIX)
+               for h in entry.get("hooks") or [] if isinstance(h, dict))
+
+
+def claude_install(project: Path, command: str = "dsh-recall") -> list[str]:
+    """Add our MCP server and hooks to a project's Claude Code settings; idempotent."""
+    changed: list[str] = []
+    mcp_path = project / ".mcp.json"
+    mcp = _load_json(mcp_path)
+    servers = mcp.setdefault("mcpServers", {})
+    want = {"type": "stdio", "command": command, "args": ["mcp"]}
+    if servers.get(SERVER_NAME) != want:
+        servers[SERVER_NAME] = want
+        _save_json(mcp_path, mcp)
+        changed.append(str(mcp_path))
+    st_path = project / ".claude" / "settings.json"
+    st = _load_json(st_path)
+    hooks = st.setdefault("hooks", {})
+    prefix = HOOK_PREFIX if command == "dsh-recall" else f"{shlex.quote(command)} hook claude-code "
+    for event, matcher, sub in CLAUDE_HOOKS:
+        entries = [e for e in hooks.get(event, []) if not _ours(e)]
+        entry: dict[str, Any] = {"hooks": [{"type": "command", "command": HOOK_PREFIX + sub}]}
+        if prefix != HOOK_PREFIX:
+            entry["hooks"][0]["command"] = prefix + sub
+        if matcher:
+            entry = {"matcher": matcher, **entry}
+        hooks[event] = entries + [entry]
+    _save_json(st_path, st)
+    changed.append(str(st_path))
+    return changed
+
+
+def claude_remove(project: Path) -> list[str]:
+    """Take out exactly what `claude_install` added; other servers and hooks stay."""
+    changed: list[str] = []
+    mcp_path = project / ".mcp.json"
+    if mcp_path.exists():
+        mcp = _load_json(mcp_path)
+        if SERVER_NAME in mcp.get("mcpServers", {}):
+            del mcp["mcpServers"][SERVER_NAME]
+            _save_json(mcp_path, mcp)
+            changed.append(str(mcp_path))
+    st_path = project / ".claude" / "settings.json"
+    if st_path.exists():
+        st = _load_json(st_path)
+        hooks = st.get("hooks", {})
+        touched = False
+        for event in list(hooks):
+            keep = [e for e in hooks[event] if not (isinstance(e, dict) and
+                                                    (_ours(e) or _ours_custom(e)))]
+            if len(keep) != len(hooks[event]):
+                touched = True
+                if keep:
+                    hooks[event] = keep
+                else:
+                    del hooks[event]
+        if not hooks and "hooks" in st:
+            del st["hooks"]
+        if touched:
+            _save_json(st_path, st)
+            changed.append(str(st_path))
+    return changed
+
+
+def _ours_custom(entry: dict[str, Any]) -> bool:
+    """Also recognise hooks installed with a custom command path."""
+    return any(" hook claude-code " in str(h.get("command", "")) and "dsh-recall" in
+               str(h.get("command", "")) for h in entry.get("hooks") or [] if isinstance(h, dict))
+
+
+@click.group()
+def integrate() -> None:
+    """Mount dsh-recall in agent harnesses (Claude Code, dsh, Codex)."""
+
+
+@integrate.group("claude-code")
+def claude_code() -> None:
+    """Claude Code: MCP server entry plus recall hooks in a project."""
+
+
+@claude_code.command("install")
+@click.option("--project", type=click.Path(file_okay=False), default=".",
+              help="Project root holding .mcp.json and .claude/ (default: cwd).")
+@click.option("--command", "command", default="dsh-recall", help="How to run dsh-recall.")
+@handle_errors
+def cc_install(project: str, command: str) -> None:
+    """Add the `recall` MCP server and the hooks; running it twice changes nothing."""
+    for p in claude_install(Path(project).resolve(), command):
+        click.echo(f"updated {p}")
+
+
+@claude_code.command("remove")
+@click.option("--project", type=click.Path(file_okay=False), default=".")
+@handle_errors
+def cc_remove(project: str) -> None:
+    """Remove what install added, nothing else."""
+    changed = claude_remove(Path(project).resolve())
+    click.echo("\n".join(f"updated {p}" for p in changed) or "nothing to remove")
+
+
+@integrate.group("dsh")
+def dsh() -> None:
+    """DeepSeek Harness: a cordis patch mounting the server."""
+
+
+@dsh.command("patch")
+@click.option("--write", "write", type=click.Path(dir_okay=False), default=None,
+              help="Write the patch to this file (e.g. $DSH_HOME/cordis.patch.yml) "
+                   "instead of printing it.")
+@click.option("--command", "command", default="dsh-recall", help="How to run dsh-recall.")
+@click.option("--workspace", type=click.Path(file_okay=False), default=None,
+              help="Pin a workspace (default: the session's cwd).")
+@click.option("--env", "env", multiple=True, help="KEY=VALUE passed to the server (repeatable).")
+@handle_errors
+def dsh_patch_cmd(write: str | None, command: str, workspace: str | None,
+                  env: tuple[str, ...]) -> None:
+    """Print (or write) the patch; dsh drops DSH_* variables, so pass them with --env."""
+    pairs = {}
+    for item in env:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise InputError(f"--env expects KEY=VALUE, got '{item}'")
+        pairs[k] = v
+    text = dsh_patch(command, Path(workspace).resolve() if workspace else None, pairs)
+    if write:
+        path = Path(write).expanduser()
+        if path.exists() and "@deepseek-ai/dsh-mcp-client" in path.read_text(encoding="utf-8") \
+                and f"serverName: {SERVER_NAME}" in path.read_text(encoding="utf-8"):
+            raise InputError(f"{path} already mounts a '{SERVER_NAME}' server; edit it by hand")
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+        click.echo(f"appended the recall mount to {path}")
+    else:
+        click.echo(text, nl=False)
+
+
+@integrate.command("codex")
+@click.option("--command", "command", default="dsh-recall", help="How to run dsh-recall.")
+def codex(command: str) -> None:
+    """Print the `[mcp_servers.recall]` entry for ~/.codex/config.toml."""
+    click.echo(codex_entry(command), nl=False)
