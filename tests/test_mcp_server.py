@@ -49,8 +49,67 @@ def make_world(tmp: Path, sources: bool = True, many_files: int = 0) -> dict[str
     return world
 
 
+# The shared fixtures sit next to the checkout (../shared/fixtures), or where
+# $DSH_RECALL_FIXTURES points.
+FIXTURES = Path(os.environ.get("DSH_RECALL_FIXTURES")
+                or Path(__file__).resolve().parents[2] / "shared" / "fixtures")
+FIXTURE = FIXTURES / "dsh-sessions" / "sess-005-compaction.session.v4.jsonl"
+
+
 def _add_sources(world: dict[str, Any]) -> None:
-    """History, objects and notes data, for the services present in this build."""
+    """History (the dsh fixture session), an offloaded object and a notes folder."""
+    notes = world["tmp"] / "notes"
+    notes.mkdir()
+    (notes / "deploy.md").write_text(
+        "# Deploying\n\n## Staging\n\nWe deploy staging with `make ship-staging`; the "
+        "canary waits 15 minutes before promotion.\n")
+    (notes / "public.md").write_text("# Team\n\nCode review needs two approvals.\n")
+    world["env"]["DSH_RECALL_NOTES__ROOTS"] = json.dumps([str(notes)])
+    saved = {k: os.environ.get(k) for k in world["env"]}
+    os.environ.update(world["env"])
+    try:
+        from dsh_recall.core.config import load_config
+        from dsh_recall.services import history
+        from dsh_recall.services.objects import ObjectService
+
+        cfg = load_config(workspace=world["repo"])
+        assert FIXTURE.exists(), f"missing fixture {FIXTURE} (set DSH_RECALL_FIXTURES)"
+        history.import_paths([str(FIXTURE)], cfg=cfg)
+        world["session"] = history.search("compaction", all_sessions=True, detail=True,
+                                          cfg=cfg)["hits"][0]["session"]
+        log = "\n".join(f"2024-05-01 12:00:{i % 60:02d} INFO step {i} ok" for i in range(3000))
+        log += "\n2024-05-01 12:59:59 FATAL disk quota exceeded on /var/cache\n"
+        svc = ObjectService(cfg.objects)
+        try:
+            put = svc.put(log, session="s-objects", seq=1, tool="bash")
+        finally:
+            svc.close()
+        assert put.offloaded
+        world["object_id"] = put.id
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def check(answers: dict[str, Any]) -> None:
+        if "history_search" in answers:
+            hits = [h for _, r in answers["history_search"] for h in r.structured_content["hits"]]
+            assert hits, "the imported fixture session must be found"
+        if "history_detail" in answers:
+            evs = answers["history_detail"][0][1].structured_content["events"]
+            assert evs and all(e["text"] is not None for e in evs)
+        if "object_recall" in answers:
+            by_query = [r.structured_content for a, r in answers["object_recall"] if "query" in a]
+            assert any("FATAL" in m["text"] for d in by_query for m in d["matches"])
+            ranged = [r.structured_content for a, r in answers["object_recall"] if "query" not in a]
+            assert ranged[0]["text"].startswith("2024-05-01 12:00:00 INFO step 0")
+            assert ranged[0]["next_start"] == len(ranged[0]["text"])
+        if "notes_search" in answers:
+            res = answers["notes_search"][0][1].structured_content["results"]
+            assert res and res[0]["path"].endswith("deploy.md")
+    world["check"] = check
 
 
 def call_plan(world: dict[str, Any], tools: set[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -61,8 +120,25 @@ def call_plan(world: dict[str, Any], tools: set[str]) -> list[tuple[str, dict[st
         ("code_index", {"wait_s": 30}),
         ("status", {}),
         ("configure", {}),
-        ("configure", {"session": "s-1"}),
     ]
+    if world.get("session"):
+        sid = world["session"]
+        plan += [
+            ("history_search", {"query": "compaction summary", "scope": "all"}),
+            ("configure", {"session": sid}),
+            ("history_search", {"query": "read the file"}),
+            ("history_search", {"query": "bash", "detail": True, "limit": 3}),
+            ("history_detail", {"session": sid, "around": 5, "window": 2}),
+            ("history_detail", {"page": 1}),
+        ]
+    if world.get("object_id"):
+        plan += [
+            ("object_recall", {"id": world["object_id"], "query": "FATAL disk"}),
+            ("object_recall", {"id": world["object_id"]}),
+            ("object_recall", {"id": world["object_id"], "start": 100, "count": 500}),
+        ]
+    plan += [("notes_search", {"query": "how do we deploy staging"}),
+             ("configure", {"session": "s-1"})]
     return [(n, a) for n, a in plan if n in tools] + world.get("extra_plan", [])
 
 
@@ -108,7 +184,8 @@ def test_every_tool_answers_within_its_schema(tmp_path: Path) -> None:
 
     out = asyncio.run(_session_run(world, body))
     tools, answers = out["tools"], out["answers"]
-    assert {"code_search", "code_index", "status", "configure"} <= set(tools)
+    assert {"code_search", "code_index", "status", "configure", "history_search",
+            "history_detail", "object_recall", "notes_search"} <= set(tools)
     assert set(answers) == set(tools), "every listed tool must be exercised"
     budget = 6000
     for name, tool in tools.items():

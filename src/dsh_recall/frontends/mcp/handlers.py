@@ -21,7 +21,8 @@ from ...core.errors import InputError, RecallError
 from ...services.code import CodeService
 from . import budget as budget_mod
 from . import render as render_mod
-from .tools import BASE_TOOLS, ToolSpec, conform
+from .sources import SourceHandlers
+from .tools import ALL_TOOLS, ToolSpec, conform
 
 
 def log(msg: str) -> None:
@@ -89,7 +90,7 @@ def service_available(module: str | None) -> bool:
         return False
 
 
-class RecallApp:
+class RecallApp(SourceHandlers):
     """Everything one MCP server process holds: config, workspace, services, jobs."""
 
     def __init__(self, workspace: Path | None = None, cfg: Config | None = None,
@@ -103,7 +104,7 @@ class RecallApp:
         self._code: CodeService | None = None
         self._lock = threading.Lock()
         self.specs: dict[str, ToolSpec] = {}
-        for spec in BASE_TOOLS + _optional_specs():
+        for spec in ALL_TOOLS:
             if service_available(spec.service):
                 self.specs[spec.name] = spec
 
@@ -184,7 +185,7 @@ class RecallApp:
         if st["embedder"].get("error"):
             emb += f" (unavailable: {st['embedder']['error']})"
         sources: dict[str, Any] = {}
-        for name, fn in self._source_status_fns().items():
+        for name, fn in self.source_status().items():
             try:
                 sources[name] = fn()
             except RecallError as e:
@@ -197,10 +198,6 @@ class RecallApp:
                      "scopes": st["scopes"][:20], "problems": [str(p) for p in st["problems"]][:10]},
             "job": self.job.snapshot(), "sources": sources,
         }
-
-    def _source_status_fns(self) -> dict[str, Callable[[], dict[str, Any]]]:
-        """Status of each optional source present in this build (extended as they land)."""
-        return {}
 
     def tool_configure(self, a: dict[str, Any]) -> dict[str, Any]:
         changed: list[str] = []
@@ -222,11 +219,3 @@ class RecallApp:
         return {"workspace": str(self.workspace), "session": self.session,
                 "token_budget": self.token_budget, "changed": changed}
 
-
-def _optional_specs() -> list[ToolSpec]:
-    """Tool specs of sources built alongside this one; absent modules simply add nothing."""
-    try:
-        from .tools_sources import SOURCE_TOOLS
-    except ImportError:
-        return []
-    return list(SOURCE_TOOLS)

@@ -73,6 +73,70 @@ def configure(d: dict[str, Any]) -> str:
             f"session: {d.get('session') or '(none)'}\ntoken budget: {d['token_budget']}")
 
 
+def history_search(d: dict[str, Any]) -> str:
+    scope = d.get("scope", {})
+    lines = [f"scope: {scope.get('kind')} {scope.get('value') or ''}".rstrip()]
+    sessions = d.get("sessions") or {}
+    for h in d.get("hits", []):
+        title = (sessions.get(h["session"]) or {}).get("title") or ""
+        rng = (f"seq {h['start_seq']}" if h["start_seq"] == h["end_seq"]
+               else f"seq {h['start_seq']}-{h['end_seq']}")
+        head = f"== {h['session']} {rng} {h.get('role', '')}"
+        if h.get("tool"):
+            head += f" ({h['tool']})"
+        if title:
+            head += f"  [{title[:60]}]"
+        lines.append(head)
+        if h.get("snippet"):
+            lines.append(h["snippet"])
+    if not d.get("hits"):
+        lines.append("no matching events")
+    status = d.get("layer_status") or {}
+    lines.append("-- layers: " + ", ".join(f"{k} {v}" for k, v in status.items()))
+    lines.append("-- exact text: history_detail(session, around=seq)")
+    return "\n".join(lines + _tail(d))
+
+
+def history_detail(d: dict[str, Any]) -> str:
+    s = d["session"]
+    lines = [f"session {s['id']} ({s.get('source', '')}, {s['events']} events)"
+             + (f" \"{s['title']}\"" if s.get("title") else "")]
+    for e in d.get("events", []):
+        cut = f" [cut; {e['truncated']} chars in all]" if e.get("truncated") else ""
+        lines.append(f"-- seq {e['seq']} {e['role']}{cut}")
+        lines.append(e.get("text", ""))
+    if d.get("pages"):
+        lines.append(f"-- page {d.get('page')} of {d['pages']}")
+    return "\n".join(lines + _tail(d))
+
+
+def object_recall(d: dict[str, Any]) -> str:
+    lines = [f"object {d['id']} ({d.get('total', '?')} chars)"]
+    if "matches" in d:
+        for m in d["matches"]:
+            lines.append(f"{m['line']}:{m['offset']}: {m['text']}")
+        if not d["matches"]:
+            lines.append("no matching lines")
+    else:
+        lines.append(f"-- chars {d.get('start', 0)}..{d.get('start', 0) + len(d.get('text', ''))}")
+        lines.append(d.get("text", ""))
+        if d.get("next_start") is not None:
+            lines.append(f"-- more: start={d['next_start']}")
+    return "\n".join(lines + _tail(d))
+
+
+def notes_search(d: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for r in d.get("results", []):
+        head = f" > {r['heading']}" if r.get("heading") else ""
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{head} ({r['level']})")
+        lines.append(r.get("text", ""))
+    if not d.get("results"):
+        lines.append("no matching notes")
+    lines += [f"-- note: {n}" for n in d.get("notes", [])]
+    return "\n".join(lines + _tail(d))
+
+
 def generic(d: dict[str, Any]) -> str:
     """Fallback: compact JSON (used by tools without a dedicated renderer)."""
     return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
@@ -83,6 +147,10 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "code_index": code_index,
     "status": status,
     "configure": configure,
+    "history_search": history_search,
+    "history_detail": history_detail,
+    "object_recall": object_recall,
+    "notes_search": notes_search,
 }
 
 

@@ -177,7 +177,127 @@ CONFIGURE = ToolSpec(
     read_only=False,
 )
 
+# -- history -------------------------------------------------------------------------------
+HISTORY_HIT = obj({
+    "session": S(), "start_seq": I(), "end_seq": I(), "message_ids": STRS, "role": S(),
+    "time": S(), "snippet": S(), "score": NUM, "layers": STRS, "kind": S(), "tool": S(),
+    "flags": STRS,
+}, required=["session", "start_seq", "end_seq", "role", "snippet", "score"])
+
+HISTORY_SEARCH = ToolSpec(
+    name="history_search",
+    title="Search conversation history",
+    description=(
+        "Recall what was said, decided or done earlier: searches past agent transcripts "
+        "(this harness's sessions, Claude Code, Codex) and returns short snippets with their "
+        "session and event seq range. Use it when details are missing from your context, "
+        "after a compaction, or when the user refers to earlier discussion. Scope is the "
+        "current session unless the user asks wider (scope='workspace' for this project's "
+        "sessions, 'all' for everything). Then call history_detail for the exact text."),
+    input_schema=obj({
+        "query": S("Words to look for (any language; exact phrases and identifiers work)."),
+        "scope": S("session (default) | workspace | all", enum=["session", "workspace", "all"]),
+        "session": S("A specific session id (overrides the current one)."),
+        "limit": I("Max events to return.", minimum=1, maximum=50),
+        "detail": {"type": "boolean", "description": "One hit per event, full ranked list."},
+        "cursor": CURSOR_IN,
+    }, required=["query"]),
+    output_schema=obj({
+        "query": S(), "scope": obj({"kind": S(), "value": S()}, required=["kind"]),
+        "hits": arr(HISTORY_HIT),
+        "sessions": free_obj("session id -> {title, date}"),
+        "layers": STRS, "layer_status": free_obj("layer -> ok | no match | why it is off"),
+        **PAGE_OUT,
+    }, required=["query", "scope", "hits", "layers", *PAGE_REQ]),
+    service="dsh_recall.services.history",
+    list_key="hits",
+)
+
+HISTORY_EVENT = obj({
+    "seq": I(), "role": S(), "time": S(), "message_id": S(), "text": S(),
+    "truncated": I("Full length of the original text when it was cut."), "flags": STRS,
+}, required=["seq", "role", "text"])
+
+HISTORY_DETAIL = ToolSpec(
+    name="history_detail",
+    title="Original conversation text",
+    description=(
+        "The exact original text of a session's events: `window` events either side of seq "
+        "`around` (from a history_search hit or a compaction anchor), or a page of the "
+        "session. Use it to get verbatim details (commands, numbers, decisions) a summary "
+        "lost. Do not ask again for events you were just given."),
+    input_schema=obj({
+        "session": S("Session id (default: the current session)."),
+        "around": I("Centre seq.", minimum=0),
+        "window": I("Events either side of `around` (default 3).", minimum=0, maximum=20),
+        "page": I("Page number when browsing without `around`.", minimum=1),
+        "cursor": CURSOR_IN,
+    }, required=[]),
+    output_schema=obj({
+        "session": obj({"id": S(), "source": S(), "workspace": S(), "title": S(),
+                        "created": S(), "updated": S(), "events": I()}, required=["id", "events"]),
+        "around": I(), "page": I(), "pages": I(),
+        "events": arr(HISTORY_EVENT), **PAGE_OUT,
+    }, required=["session", "events", *PAGE_REQ]),
+    service="dsh_recall.services.history",
+    list_key="events",
+)
+
+# -- objects -------------------------------------------------------------------------------
+OBJECT_RECALL = ToolSpec(
+    name="object_recall",
+    title="Recall an offloaded tool result",
+    description=(
+        "Get back part of a big tool result that was moved out of the conversation (its "
+        "inline head/tail names the object id). With `query`: the matching lines with line "
+        "numbers and offsets (e.g. query='FATAL' in a 200 KB log). Without: `count` "
+        "characters from `start`. Ask for the slice you need, not the whole object."),
+    input_schema=obj({
+        "id": S("The object id from the offload notice."),
+        "query": S("Words to find; returns matching lines."),
+        "start": I("Character offset to start from (code points).", minimum=0),
+        "count": I("Characters to return.", minimum=1, maximum=24000),
+        "limit": I("Max matching lines for a query.", minimum=1, maximum=20),
+    }, required=["id"]),
+    output_schema=obj({
+        "id": S(), "total": I("Length of the whole object in characters."),
+        "start": I(), "text": S(), "next_start": I("Call again with start=this for more."),
+        "matches": arr(obj({"line": I(), "offset": I(), "text": S()})),
+        "truncated": BOOL,
+    }, required=["id", "truncated"]),
+    service="dsh_recall.services.objects",
+)
+
+# -- notes ---------------------------------------------------------------------------------
+NOTES_SEARCH = ToolSpec(
+    name="notes_search",
+    title="Search notes",
+    description=(
+        "Search the user's markdown notes (memory folders): ranked passages with file, "
+        "lines, heading and access level. Use it for preferences, conventions, decisions "
+        "and facts the user wrote down; cite the file when you rely on a passage."),
+    input_schema=obj({
+        "query": S("What you want to know."),
+        "limit": I("Max passages.", minimum=1, maximum=30),
+        "cursor": CURSOR_IN,
+    }, required=["query"]),
+    output_schema=obj({
+        "query": S(),
+        "results": arr(obj({"path": S(), "start_line": I(), "end_line": I(), "heading": S(),
+                            "level": S(), "score": NUM, "text": S(), "source_path": S(),
+                            "stale": BOOL}, required=["path", "start_line", "end_line",
+                                                       "level", "score", "text"])),
+        "layers": STRS, "access": obj({"channel": S(), "reason": S()}, required=["channel"]),
+        "pending": I(), "notes": STRS, **PAGE_OUT,
+    }, required=["query", "results", "layers", "notes", *PAGE_REQ]),
+    service="dsh_recall.services.notes",
+    list_key="results",
+)
+
 BASE_TOOLS: list[ToolSpec] = [CODE_SEARCH, CODE_INDEX, STATUS, CONFIGURE]
+SOURCE_TOOLS: list[ToolSpec] = [HISTORY_SEARCH, HISTORY_DETAIL, OBJECT_RECALL, NOTES_SEARCH]
+ALL_TOOLS: list[ToolSpec] = [CODE_SEARCH, CODE_INDEX, HISTORY_SEARCH, HISTORY_DETAIL,
+                             OBJECT_RECALL, NOTES_SEARCH, STATUS, CONFIGURE]
 
 
 def conform(value: Any, schema: dict[str, Any]) -> Any:

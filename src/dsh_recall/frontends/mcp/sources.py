@@ -1,0 +1,147 @@
+"""Tool handlers for the history, objects and notes sources (a mixin of RecallApp).
+
+Each service module is imported inside its handler: a build without one of them still
+serves the others, and the tool list only offers what imports.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from ...core.errors import InputError
+from . import budget as budget_mod
+
+
+class SourceHandlers:
+    """Expects `cfg`, `workspace`, `session`, `token_budget` from RecallApp."""
+
+    # -- history ---------------------------------------------------------------------------
+    def current_session(self) -> str | None:
+        from ...services import history
+        return self.session or os.environ.get(history.SESSION_ENV) or None  # type: ignore[attr-defined]
+
+    def tool_history_search(self, a: dict[str, Any]) -> dict[str, Any]:
+        from ...services import history
+
+        query = str(a.get("query") or "").strip()
+        if not query:
+            raise InputError("query is empty; give words from the discussion you want back")
+        offset = budget_mod.decode_cursor(a.get("cursor"), budget_mod.args_key(a))
+        scope = a.get("scope") or "session"
+        session = a.get("session") or (self.current_session() if scope == "session" else None)
+        limit = int(a.get("limit") or (20 if a.get("detail") else self.cfg.history.max_sessions))
+        data = history.search(
+            query, session=session, workspace=str(self.workspace) if scope != "all" and not session
+            else None, all_sessions=scope == "all" and not a.get("session"),
+            limit=offset + limit, detail=bool(a.get("detail")), cfg=self.cfg,
+            cwd=str(self.workspace))
+        if scope == "session" and not session:
+            data.setdefault("layer_status", {})["scope"] = (
+                "no current session known (configure session=...): searched this workspace")
+        data["_offset"] = offset
+        data["_more"] = len(data.get("hits", [])) >= offset + limit
+        return data
+
+    def tool_history_detail(self, a: dict[str, Any]) -> dict[str, Any]:
+        from ...services import history
+
+        session = a.get("session") or self.current_session()
+        if not session:
+            raise InputError("which session? pass `session` (from a history_search hit)")
+        offset = budget_mod.decode_cursor(a.get("cursor"), budget_mod.args_key(a))
+        around = a.get("around")
+        data = history.show(session, around=None if around is None else int(around),
+                            window=int(a.get("window", 3)), page=a.get("page"),
+                            max_chars=self.cfg.history.result_block_chars * 5)
+        data["_offset"] = offset
+        return data
+
+    # -- objects ---------------------------------------------------------------------------
+    def tool_object_recall(self, a: dict[str, Any]) -> dict[str, Any]:
+        from ...services.objects import ObjectService
+
+        obj_id = str(a.get("id") or "").strip()
+        if not obj_id:
+            raise InputError("id is empty; pass the object id from the offload notice")
+        svc = ObjectService(self.cfg.objects)
+        try:
+            if a.get("query"):
+                found = svc.search(obj_id, str(a["query"]), limit=int(a.get("limit") or 20))
+                total = svc.get(obj_id, 0, 1).total
+                return {"id": found.id, "total": total,
+                        "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
+                                    for m in found.matches]}
+            got = svc.get(obj_id, a.get("start"), a.get("count"))
+        finally:
+            svc.close()
+        return self._fit_slice({"id": got.id, "total": got.total, "start": got.start,
+                                "text": got.text})
+
+    def _fit_slice(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Shorten a text slice until the answer fits; say where the next slice starts."""
+        from . import render as render_mod
+
+        render: Callable[[dict[str, Any]], str] = lambda d: render_mod.render("object_recall", d)  # noqa: E731
+        text = data["text"]
+        while len(text) > 200 and budget_mod.answer_tokens({**data, "text": text}, render) \
+                > self.token_budget:
+            text = text[: int(len(text) * 0.8)]
+        data["text"] = text
+        end = data["start"] + len(text)
+        if end < data["total"]:
+            data["next_start"] = end
+        return data
+
+    # -- notes -----------------------------------------------------------------------------
+    def tool_notes_search(self, a: dict[str, Any]) -> dict[str, Any]:
+        from ...services.notes import NotesService
+
+        query = str(a.get("query") or "").strip()
+        if not query:
+            raise InputError("query is empty; say what you want to know")
+        offset = budget_mod.decode_cursor(a.get("cursor"), budget_mod.args_key(a))
+        limit = int(a.get("limit") or self.cfg.notes.limit)
+        svc = NotesService(self.cfg, workspace=self.workspace)
+        try:
+            data = svc.search(query, session=self.session, limit=offset + limit)
+        finally:
+            svc.close()
+        data["_offset"] = offset
+        data["_more"] = len(data["results"]) >= offset + limit
+        return data
+
+    # -- status of each source ---------------------------------------------------------------
+    def source_status(self) -> dict[str, Callable[[], dict[str, Any]]]:
+        out: dict[str, Callable[[], dict[str, Any]]] = {}
+        specs = getattr(self, "specs", {})
+        if "history_search" in specs:
+            def hist() -> dict[str, Any]:
+                from ...services import history
+                st = history.status()
+                return {k: v for k, v in st.items() if not isinstance(v, (dict, list))}
+            out["history"] = hist
+        if "object_recall" in specs:
+            def objs() -> dict[str, Any]:
+                from ...services.objects import ObjectService
+                svc = ObjectService(self.cfg.objects)
+                try:
+                    st = svc.stats()
+                finally:
+                    svc.close()
+                return {k: st[k] for k in ("offloaded", "live", "evicted", "tokens_kept_out",
+                                           "recalls") if k in st}
+            out["objects"] = objs
+        if "notes_search" in specs:
+            def notes() -> dict[str, Any]:
+                from ...services.notes import NotesService
+                svc = NotesService(self.cfg, workspace=self.workspace)
+                try:
+                    st = svc.status()
+                finally:
+                    svc.close()
+                return {"roots": [r["path"] for r in st["roots"]], "files": st["files"],
+                        "chunks": st["chunks"], "pending": st["pending"],
+                        "problems": st["problems"][:5]}
+            out["notes"] = notes
+        return out
