@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -264,24 +265,15 @@ def _grams(word: str) -> list[str]:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
-def strip_ansi(text: str) -> tuple[str, list[int], list[int]]:
-    """`text` without ANSI escapes, plus a map back: segment starts in the stripped text and
-    the matching offsets in `text` (escapes never hold a newline, so line numbers hold)."""
-    parts: list[str] = []
-    seg_new: list[int] = []
-    seg_old: list[int] = []
-    pos = size = 0
-    for m in _ANSI.finditer(text):
-        if m.start() > pos:
-            seg_new.append(size)
-            seg_old.append(pos)
-            parts.append(text[pos:m.start()])
-            size += m.start() - pos
+def _view_col_to_orig(line: str, col: int) -> int:
+    """Offset in `line` (with escapes) of column `col` of the same line without them."""
+    seen = pos = 0
+    for m in _ANSI.finditer(line):
+        if seen + (m.start() - pos) > col:
+            break
+        seen += m.start() - pos
         pos = m.end()
-    seg_new.append(size)
-    seg_old.append(pos)
-    parts.append(text[pos:])
-    return "".join(parts), seg_new, seg_old
+    return pos + (col - seen)
 
 
 def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
@@ -289,37 +281,69 @@ def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
     """Up to `limit` lines of `text` matching `query`, best first.
 
     Tiers: lines holding the whole query (case-insensitive substring), then lines holding
-    all its words, then fuzzy lines sharing at least 60% of the query's trigrams. Within a
-    tier, literal tiers keep file order and the fuzzy tier ranks by overlap. Each search is a
-    few C-level `str.find` scans, so megabyte objects answer in milliseconds. ANSI escapes
-    are ignored and left out of the shown line; `offset` is always an offset in `text`.
+    all its words, then fuzzy lines sharing at least 60% of the query's informative trigrams.
+    Literal tiers keep file order but show at most two lines of the same shape (first words,
+    digits ignored) before the others, so a log's thousand "Tests run: ..., Errors: 0" lines
+    do not hide its one "[ERROR] ..." line. Each tier is a few C-level `str.find` scans, so
+    megabyte objects answer in tens of milliseconds. ANSI escapes are ignored and left out of
+    the shown line; `offset` is always an offset in `text` (escapes never hold a line break,
+    so line numbers are the same with or without them).
     """
     if "\x1b" not in text:
         return _search(text, query, limit, max_line_chars, cap)
-    view, seg_new, seg_old = strip_ansi(text)
+    view = _ANSI.sub("", text)
+    vstarts = line_starts(view)
+    ostarts = line_starts(text)
     out = []
-    for m in _search(view, query, limit, max_line_chars, cap):
-        i = bisect.bisect_right(seg_new, m.offset) - 1
-        out.append(LineMatch(m.line, seg_old[i] + (m.offset - seg_new[i]), m.text))
+    for m in _search(view, query, limit, max_line_chars, cap, vstarts):
+        li = m.line - 1
+        o_end = ostarts[li + 1] if li + 1 < len(ostarts) else len(text)
+        col = _view_col_to_orig(text[ostarts[li]:o_end], m.offset - vstarts[li])
+        out.append(LineMatch(m.line, ostarts[li] + col, m.text))
     return out
 
 
-def _search(text: str, query: str, limit: int, max_line_chars: int,
-            cap: int) -> list[LineMatch]:
+_SHAPE_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+def _shape(line: str) -> str:
+    """A line's shape: its first two words of letters (timestamps and numbers skipped)."""
+    return " ".join(m.group(0).lower() for m in itertools.islice(_SHAPE_WORD.finditer(line), 2))
+
+
+def _diversify(lines: list[int], text: str, starts: list[int], limit: int,
+               per_shape: int = 2) -> list[int]:
+    """File order, but at most `per_shape` lines of one shape before every other shape."""
+    first: list[int] = []
+    rest: list[int] = []
+    seen: dict[str, int] = {}
+    for li in lines:
+        if len(first) >= limit:
+            break
+        end = starts[li + 1] if li + 1 < len(starts) else len(text)
+        key = _shape(text[starts[li]:min(end, starts[li] + 200)])
+        seen[key] = seen.get(key, 0) + 1
+        (first if seen[key] <= per_shape else rest).append(li)
+    return first + rest
+
+
+def _search(text: str, query: str, limit: int, max_line_chars: int, cap: int,
+            starts: list[int] | None = None) -> list[LineMatch]:
     q = fold_case(query.strip())
     if not q or limit <= 0:
         return []
     low = fold_case(text)
-    starts = line_starts(text)
+    starts = starts if starts is not None else line_starts(text)
     picked: dict[int, int] = {}  # line index -> hit position, in answer order
 
     def line_of(pos: int) -> int:
         return bisect.bisect_right(starts, pos) - 1
 
+    phrase: dict[int, int] = {}
     for pos in _find_all(low, q, cap):
-        picked.setdefault(line_of(pos), pos)
-        if len(picked) >= limit:
-            break
+        phrase.setdefault(line_of(pos), pos)
+    for li in _diversify(list(phrase), text, starts, limit)[:limit]:
+        picked[li] = phrase[li]
     words = list(dict.fromkeys(w.strip("\"'`") for w in q.split()))
     words = [w for w in words if w]
     if len(picked) < limit and len(words) > 1:
@@ -329,13 +353,14 @@ def _search(text: str, query: str, limit: int, max_line_chars: int,
             for pos in _find_all(low, w, cap):
                 lines.setdefault(line_of(pos), pos)
             per_word.append(lines)
-        common = set(per_word[0]).intersection(*per_word[1:])
-        for li in sorted(common - picked.keys()):
+        common = set(per_word[0]).intersection(*per_word[1:]) - picked.keys()
+        for li in _diversify(sorted(common), text, starts, limit - len(picked))[: limit - len(picked)]:
             picked[li] = per_word[0][li]
-            if len(picked) >= limit:
-                break
     if len(picked) < limit:
         grams = list(dict.fromkeys(g for w in words for g in _grams(w)))
+        # A trigram on most lines tells nothing (and costs the most): leave it out.
+        common_grams = [g for g in grams if low.count(g) > len(starts) // 2]
+        grams = [g for g in grams if g not in common_grams] if len(common_grams) < len(grams) else grams
         hits: dict[int, set[int]] = {}
         first: dict[int, int] = {}
         for gi, g in enumerate(grams):
