@@ -98,6 +98,14 @@ def test_javascript_functions_and_class():
     assert syms(chunks) == [("fs",), ("load",), ("Store", "Store.constructor", "Store.add"), ("VERSION",)]
 
 
+def test_javascript_class_expression_in_a_bundle_is_cut_at_members():
+    methods = "\n".join(f"  m{k}() {{\n" + "".join(f"    this.x{i} = {i};\n" for i in range(5)) + "  }" for k in range(3))
+    src = f"var Channel = class {{\n  stream;\n  onData = (c) => {{\n    use(c);\n  }};\n{methods}\n}};\n"
+    chunks = cut("dist/bundle.js", src, max_lines=9)
+    assert syms(chunks) == [("Channel", "Channel.stream", "Channel.onData"), ("Channel.m0",),
+                            ("Channel.m1",), ("Channel.m2",)]
+
+
 def test_typescript_interfaces_types_enums_and_namespaces():
     src = """
     // Shapes we accept.
@@ -447,3 +455,15 @@ def test_coverage_on_real_source(max_lines):
     chunks = chunk_file("code.py", text, max_lines=max_lines)
     covers(text, chunks, max_lines)
     assert any("chunk_code" in c.symbols for c in chunks)
+
+
+def test_threads_get_their_own_parsers_and_the_same_answer():
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dsh_recall.chunkers.code as mod
+
+    text = open(mod.__file__, encoding="utf-8").read()
+    want = chunk_file("code.py", text, max_lines=20)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: chunk_file("code.py", text, max_lines=20), range(8)))
+    assert all(g == want for g in got)

@@ -124,7 +124,8 @@ def names_of(node: Node) -> list[str]:
         if ty is not None and ty.type == "generic_type":
             ty = ty.child_by_field_name("type") or ty
         return [_clean(_text(ty))] if ty is not None else []
-    names = [n for n in node.children_by_field_name("name") if n.is_named]
+    key = "property" if t == "field_definition" else "name"  # JS class fields
+    names = [n for n in node.children_by_field_name(key) if n.is_named]
     if names:
         out = [_clean(_text(n)) for n in names]
         if t == "method_declaration":  # Go: `func (s *Server) Start()` -> Server.Start
@@ -147,6 +148,10 @@ def names_of(node: Node) -> list[str]:
 def _members(node: Node) -> list[Node] | None:
     """The member nodes of a container, or None if it is not one."""
     node = unwrap(node)
+    if node.type in ("lexical_declaration", "variable_declaration") and node.named_child_count == 1:
+        value = node.named_children[0].child_by_field_name("value")
+        if value is not None and value.type == "class":  # JS `var Channel = class { ... }`
+            node = value
     if node.type not in CONTAINERS:
         return None
     body = node.child_by_field_name("body")
@@ -235,12 +240,12 @@ class _Cutter:
         return spans
 
     def unit(self, u: _Unit, prefix: str, depth: int) -> list[Span]:
-        names = [prefix + n for n in dict.fromkeys(n for node in u.nodes for n in names_of(node))]
-        main = u.main()
-        members = _members(main) if main is not None else None
         if u.end - u.start + 1 <= self.max_lines:
             labels = tuple(dict.fromkeys(n for node in u.nodes for n in _labels(node, prefix, 0)))
             return [Span(u.start, u.end, labels, "declaration" if labels else "block")]
+        names = [prefix + n for n in dict.fromkeys(n for node in u.nodes for n in names_of(node))]
+        main = u.main()
+        members = _members(main) if main is not None else None
         kind = "declaration" if names else "block"
         if members and depth < 8:
             return self.container(u, main, members, names, prefix, depth)

@@ -65,6 +65,7 @@ def _entries(lines: list[str]) -> list[_Entry]:
     stack: list[tuple[int, str]] = []  # (level, title)
     cur: _Entry | None = None
     pending_heading: int | None = None  # line of a heading not yet glued to an entry
+    pending_end = 0  # its last line (a setext heading has two)
     fence: str | None = None
 
     def path() -> tuple[str, ...]:
@@ -79,7 +80,7 @@ def _entries(lines: list[str]) -> list[_Entry]:
     def flush_heading() -> None:
         nonlocal pending_heading
         if pending_heading is not None:
-            out.append(_Entry(pending_heading, pending_heading, path(), "heading"))
+            out.append(_Entry(pending_heading, pending_end, path(), "heading"))
             pending_heading = None
 
     def open_entry(i: int, kind: str) -> None:
@@ -91,14 +92,14 @@ def _entries(lines: list[str]) -> list[_Entry]:
             pending_heading = None
         cur = _Entry(start, i, path(), kind)
 
-    def set_heading(level: int, title: str, line: int) -> None:
-        nonlocal pending_heading
+    def set_heading(level: int, title: str, line: int, end: int) -> None:
+        nonlocal pending_heading, pending_end
         close()
         flush_heading()
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title.strip() or "#" * level))
-        pending_heading = line
+        pending_heading, pending_end = line, end
 
     i = 0
     n = len(lines)
@@ -136,7 +137,7 @@ def _entries(lines: list[str]) -> list[_Entry]:
             continue
         m = _ATX.match(line)
         if m:
-            set_heading(len(m.group(1)), m.group(2) or "", i)
+            set_heading(len(m.group(1)), m.group(2) or "", i, i)
             i += 1
             continue
         st = _SETEXT.match(line)
@@ -144,7 +145,7 @@ def _entries(lines: list[str]) -> list[_Entry]:
                 and not _ITEM.match(lines[i - 1]):
             title = lines[i - 1].strip()
             cur = None  # the paragraph line was the heading's text
-            set_heading(1 if st.group(1)[0] == "=" else 2, title, i - 1)
+            set_heading(1 if st.group(1)[0] == "=" else 2, title, i - 1, i)
             i += 1
             continue
         if _RULE.match(line):  # a thematic break separates entries and holds nothing
