@@ -109,6 +109,7 @@ def relevant(hit: Hit, min_coverage: float, min_cosine: float) -> bool:
     return hit.coverage >= min_coverage or (hit.cosine is not None and hit.cosine >= min_cosine)
 
 
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(\s|$)")
 RECALL_HEADER = "Notes from memory that may be relevant (verify before relying on them):"
 
 
@@ -125,7 +126,9 @@ def recall_block(hits: Sequence[Hit], budget_chars: int) -> str:
     for i, h in enumerate(hits):
         r = h.row
         head = f"- {r.path}:{r.start_line}" + (f" ({' > '.join(r.symbols)})" if r.symbols else "") + ": "
-        body = " ".join(r.text.split())
+        # The heading path is already in the line's head; repeating "# Title" wastes budget.
+        body = " ".join(" ".join(ln for ln in r.text.split("\n") if not _HEADING_LINE.match(ln)).split())
+        body = body or " ".join(r.text.split())
         room = budget_chars - used - 1 - len(head)  # 1 for the newline
         share = max(0, room // (len(hits) - i))  # leave room for the passages still to come
         if share < 20:

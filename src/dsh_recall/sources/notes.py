@@ -59,7 +59,7 @@ def walk_notes(roots: Sequence[Path], exclude: Sequence[str] = ()) -> NotesWalk:
     """Every markdown file under the roots. With one root, display paths are relative to it;
     with several, they are `<label>/<relative path>`."""
     rep = NotesWalk()
-    spec = pathspec.PathSpec.from_lines("gitwildmatch", list(exclude))
+    spec = pathspec.GitIgnoreSpec.from_lines(list(exclude))
     labels = root_labels(roots)
     for root, label in zip(roots, labels):
         prefix = "" if len(roots) == 1 else label + "/"
