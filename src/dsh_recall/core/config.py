@@ -109,6 +109,8 @@ class Config(_Section):
     embed_budget_s: float = Field(2.0, ge=0)  # cold start: embed what fits, then answer
     search_deadline_s: float = Field(4.0, gt=0)
     weak_score: float = Field(0.5, ge=0)  # a best result under this inside a focus scope is "weak"
+    # Tests, fixtures and examples rank below implementation unless the query asks for them.
+    test_weight: float = Field(0.5, ge=0, le=1)
     embedder: EmbedderConfig = EmbedderConfig()
     history: HistoryConfig = HistoryConfig()
     objects: ObjectsConfig = ObjectsConfig()

@@ -35,3 +35,22 @@ def rrf(
                 scores.setdefault(item, 0.0)
     order = sorted(scores, key=lambda i: (-scores[i], min(ranks[i].values()), i))
     return [(i, scores[i], ranks[i]) for i in order]
+
+
+_TEST_DIRS = {"test", "tests", "testing", "__tests__", "spec", "specs", "e2e"}
+_TEST_SUFFIXES = ("_test.py", "_test.go", "_test.rs", "_tests.py", "_spec.rb", "test.java",
+                  "tests.java", ".test.js", ".test.ts", ".test.tsx", ".spec.js", ".spec.ts",
+                  ".spec.tsx", ".test.jsx")
+
+
+def is_test_path(path: str) -> bool:
+    """A test file by common layout conventions across languages."""
+    parts = path.lower().split("/")
+    name = parts[-1]
+    if any(p in _TEST_DIRS for p in parts[:-1]):
+        return True
+    return name.startswith(("test_", "conftest")) or name.endswith(_TEST_SUFFIXES)
+
+
+def wants_tests(terms: Sequence[str]) -> bool:
+    return any(t in ("test", "tests", "testing", "spec", "fixture", "fixtures") for t in terms)

@@ -25,7 +25,7 @@ from ..core.text import code_tokens, index_text, safe_decode
 from ..embedders import Embedder, create as create_embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
-from ..search.fuse import rrf
+from ..search.fuse import is_test_path, rrf, wants_tests
 from ..search.vector import top_k
 from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
                                  parse_source_roots, walk)
@@ -367,7 +367,11 @@ class CodeService:
         weights = {"lexical": cfg.lexical_weight, "vector": cfg.vector_weight}
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
-        rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool]])
+        rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]])
+        if cfg.test_weight < 1 and not wants_tests(terms):
+            fused = sorted(
+                ((i, s * (cfg.test_weight if i in rows and is_test_path(rows[i].path) else 1.0), r)
+                 for i, s, r in fused), key=lambda x: -x[1])
         results: list[dict[str, Any]] = []
         seen_files: set[str] = set()
         stale_cache: dict[str, bool] = {}
