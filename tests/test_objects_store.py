@@ -45,6 +45,10 @@ def test_put_get_search_roundtrip(tmp_path):
         assert again.text == m.text == "ERROR: test_widget_renders failed"
         assert len(svc.get(res.id, 0, 10**6).text) == 24_000
         assert svc.stats()["recalls"] == 4
+        assert svc.size(res.id) == len(text)
+        assert svc.stats()["recalls"] == 4  # size is not a recall
+        with pytest.raises(InputError, match="no object"):
+            svc.size("deadbeef")
 
 
 def test_small_result_is_not_stored(tmp_path):

@@ -184,6 +184,14 @@ class ObjectService:
             raise InputError(f"object '{obj_id}' has no payload; run `dsh-recall object gc`")
         return data.decode("utf-8", "surrogatepass")
 
+    def size(self, obj_id: str) -> int:
+        """Total chars of a live object, without reading its payload or counting a recall."""
+        row = self.store.get(obj_id.strip().lower())
+        if row is None or row.sha is None:
+            self._text(obj_id)  # raises the same "no object" / "evicted" error as a recall
+        assert row is not None
+        return row.chars
+
     def get(self, obj_id: str, start: int | None = None, count: int | None = None) -> GetResult:
         """The first 8,000 chars, or `count` chars from `start` (code points, max 24,000)."""
         text = self._text(obj_id)
