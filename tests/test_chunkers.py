@@ -370,6 +370,7 @@ def test_text_blocks_merge_and_long_blocks_split():
         ("a.js", "x" * 200_000 + "\nfunction f() {}\n"),
         ("a.md", "```\n# unterminated fence\n" * 40),
         ("a.txt", "\x00\r\n\u2028\x0b\x0c\n" * 30),
+        ("a.py", "def f():\n    s = '\udc80\udcff'\n" * 20),  # undecodable bytes kept as surrogates
     ],
 )
 def test_odd_inputs_never_raise_and_are_covered(path, text):

@@ -3,8 +3,13 @@
     chunk_file(path, text, max_lines=60) -> list[Chunk]
 
 Code is cut at declarations (tree-sitter), markdown at headings, anything else at blank
-lines. Chunks are in order, contiguous and cover every line of the file, except chunks
-that would hold only blank lines. A chunk's text is its lines joined by "\\n".
+lines. Chunks are in order and cover every line of the file except blank lines at a
+chunk's edges. A chunk's text is its lines joined by "\\n" (a CRLF's "\\r" dropped).
+
+Chunk.kind: "declaration" (whole declarations, with their names as symbols), "header"
+(the opening lines of a class cut at its methods), "fragment" (a line window of an
+over-long declaration or section, keeping its name), "heading" (a markdown section,
+symbol = heading path) and "block" (anything else).
 """
 
 from __future__ import annotations
