@@ -82,15 +82,18 @@ def sniff(path: Path) -> str:
         from .base import read_lines
 
         raw = read_lines(path, 0, 0)
-        first = next((json.loads(line) for _, line in raw.lines[:5] if line.strip().startswith(b"{")), {})
+        firsts = [json.loads(line) for _, line in raw.lines[:5] if line.strip().startswith(b"{")]
     except (OSError, ValueError):
-        first = {}
-    if first.get("type") == "session" and "version" in first:
-        return "dsh"
-    if first.get("type") in ("session_meta", "response_item") and "payload" in first:
-        return "codex"
-    if "sessionId" in first or first.get("type") in ("summary", "user", "assistant") and "uuid" in first:
-        return "claude-code"
+        firsts = []
+    for first in firsts:
+        if first.get("type") == "session" and "version" in first:
+            return "dsh"
+        if first.get("type") in ("session_meta", "response_item") and "payload" in first:
+            return "codex"
+        if "sessionId" in first or (first.get("type") in ("user", "assistant") and "uuid" in first):
+            return "claude-code"
+        if {"session", "role", "text"} <= first.keys():
+            return "generic"
     if ".claude" in path.parts:
         return "claude-code"
     return "generic"
