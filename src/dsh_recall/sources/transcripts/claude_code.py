@@ -22,18 +22,19 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     res = ReadResult(offset=raw.offset, line_no=raw.line_no, notes=list(raw.notes))
     default_sid = ctx.session or path.stem
     calls = dict(ctx.call_tools)
+    summary_title = None
     for n, obj in parse_json_lines(raw, res):
         rtype = obj.get("type")
+        if rtype == "summary":  # a title record; it names no session, so it is the file's
+            if isinstance(obj.get("summary"), str) and obj["summary"].strip():
+                summary_title = obj["summary"].strip()
+            continue
         sid = str(obj.get("sessionId") or default_sid)
         meta = res.session(sid, SOURCE)
         if obj.get("cwd"):
             meta.workspace = str(obj["cwd"])
         elif ctx.workspace and not meta.workspace:
             meta.workspace = ctx.workspace
-        if rtype == "summary":
-            if isinstance(obj.get("summary"), str):
-                meta.title = obj["summary"].strip() or meta.title
-            continue
         if rtype not in ("user", "assistant") or obj.get("isMeta"):
             res.ignored += 1
             continue
@@ -79,8 +80,13 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
             role = "tool"
         else:
             role = str(msg.get("role") or rtype)
-        if meta.title is None and role == "user" and pieces[0].kind == "text":
+        if meta.title is None and not ctx.line_no and role == "user" and pieces[0].kind == "text":
             meta.title = pieces[0].text.strip().splitlines()[0][:80] if pieces[0].text.strip() else None
         res.events.append(TranscriptEvent(sid, n, role, tuple(pieces), time_ms=time_ms,
                                           message_id=obj.get("uuid"), call_id=call_id, flags=flags))
+    if summary_title:
+        for meta in res.sessions.values():
+            meta.title = summary_title
+        if not res.sessions and ctx.session:
+            res.session(ctx.session, SOURCE).title = summary_title
     return res

@@ -53,7 +53,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
         if ev is None:
             res.ignored += 1
             continue
-        if meta.title is None and ev.role == "user":
+        if meta.title is None and not ctx.line_no and ev.role == "user":
             meta.title = ev.pieces[0].text.strip().splitlines()[0][:80]
         res.events.append(ev)
     return res

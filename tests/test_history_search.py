@@ -1,0 +1,181 @@
+"""History search: layers, scope, coverage gate, coarse budget, aggregation, CLI contract."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, strategies as st
+
+from dsh_recall.core.config import load_config
+from dsh_recall.frontends.cli import cli
+from dsh_recall.search.aggregate import BlockHit, aggregate
+from dsh_recall.search.history_query import snippet
+from dsh_recall.services import history as svc
+
+LOCOMO = Path("/work/shared/eval/locomo-dev")
+for _p in Path(__file__).resolve().parents:
+    if (_p / "shared" / "eval" / "locomo-dev").is_dir():
+        LOCOMO = _p / "shared" / "eval" / "locomo-dev"
+        break
+
+
+@pytest.fixture
+def cfg():
+    return load_config(overrides={"embedder": {"name": "fake"}})
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path, cfg):
+    rows = [
+        {"session": "a", "seq": 0, "role": "user", "text": "We decided to use PostgreSQL for the ledger service", "id": "m0", "workspace": "/p1", "title": "db choice"},
+        {"session": "a", "seq": 1, "role": "assistant", "text": "Agreed, the connection pool size stays at 20", "id": "m1"},
+        {"session": "a", "seq": 2, "role": "user", "text": "数据库迁移要在周五完成", "id": "m2"},
+        {"session": "b", "seq": 0, "role": "user", "text": "Kubernetes ingress needs a longer timeout", "id": "n0", "workspace": "/p2"},
+    ]
+    svc.import_paths([str(_write(tmp_path / "h.jsonl", rows))], fmt="generic", cfg=cfg)
+    return rows
+
+
+def test_empty_query_and_fts_syntax_never_fail(corpus, cfg):
+    assert svc.search("", all_sessions=True, cfg=cfg)["hits"] == []
+    assert svc.search("   ", all_sessions=True, cfg=cfg)["hits"] == []
+    for q in ['NEAR("a" b', 'ledger* AND OR NOT', '"unbalanced', "col:val ^x", "(((", "-"]:
+        ans = svc.search(q, all_sessions=True, cfg=cfg)
+        assert isinstance(ans["hits"], list)
+    hit = svc.search('ledger" OR (', all_sessions=True, detail=True, layers=["literal"], cfg=cfg)["hits"][0]
+    assert hit["message_ids"] == ["m0"]
+
+
+def test_fuzzy_finds_typos_fragments_and_two_char_cjk(corpus, cfg):
+    def top(q):
+        hits = svc.search(q, all_sessions=True, detail=True, layers=["fuzzy"], cfg=cfg)["hits"]
+        return hits[0]["message_ids"] if hits else None
+
+    assert svc.search("Postgrsql", all_sessions=True, detail=True, layers=["literal"], cfg=cfg)["hits"] == []
+    assert top("Postgrsql") == ["m0"]  # a missing letter
+    assert top("ubernete") == ["n0"]  # a fragment
+    assert top("数据") == ["m2"]  # two CJK characters: below trigram reach
+    assert top("周五完成") == ["m2"]
+
+
+def test_scope_session_workspace_all_and_env(corpus, cfg, monkeypatch):
+    q = "timeout ledger"
+    assert {h["session"] for h in svc.search(q, session="a", detail=True, cfg=cfg)["hits"]} == {"a"}
+    assert {h["session"] for h in svc.search(q, workspace="/p2", detail=True, cfg=cfg)["hits"]} == {"b"}
+    assert {h["session"] for h in svc.search(q, all_sessions=True, detail=True, cfg=cfg)["hits"]} == {"a", "b"}
+    monkeypatch.setenv("DSH_RECALL_SESSION", "b")
+    assert svc.search(q, detail=True, cfg=cfg)["scope"] == {"kind": "session", "value": "b"}
+    monkeypatch.delenv("DSH_RECALL_SESSION")
+    ans = svc.search(q, detail=True, cfg=cfg, cwd="/p1")
+    assert ans["scope"]["kind"] == "workspace" and {h["session"] for h in ans["hits"]} == {"a"}
+
+
+def test_coverage_gate_keeps_semantic_out_until_embedded(corpus, cfg):
+    store = svc.open_store()
+    try:
+        store.clear_vectors()
+        slow = load_config(overrides={"embedder": {"name": "fake"}, "embed_budget_s": 0})
+        ans = svc.search("ledger", all_sessions=True, cfg=slow, store=store)
+        assert "semantic" not in ans["layers"] and ans["layer_status"]["semantic"].startswith("gated")
+        assert ans["hits"]  # the other layers still answer
+        ans = svc.search("ledger", all_sessions=True, cfg=cfg, store=store)  # budget fills the gap
+        assert "semantic" in ans["layers"]
+    finally:
+        store.close()
+
+
+def test_broken_embedder_degrades_silently(corpus):
+    bad = load_config(overrides={"embedder": {"name": "onnx", "model_dir": "/nonexistent/model"}})
+    ans = svc.search("ledger", all_sessions=True, cfg=bad)
+    assert ans["hits"] and "semantic" not in ans["layers"]
+    assert ans["layer_status"]["semantic"].startswith(("unavailable", "failed"))
+
+
+def test_aggregation_merges_close_hits():
+    hits = [BlockHit(1, "s", 0, 10, 0.9), BlockHit(2, "s", 5, 15, 0.5), BlockHit(3, "s", 11, 30, 0.8),
+            BlockHit(4, "t", 2, 7, 0.1)]
+    evs = aggregate(hits, gap=5)
+    assert [(e.session, e.start_seq, e.end_seq) for e in evs] == [("s", 10, 15), ("s", 30, 30), ("t", 7, 7)]
+    assert evs[0].best.block == 1
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.floats(0, 1)), max_size=40), st.integers(0, 8))
+def test_aggregation_properties(items, gap):
+    hits = [BlockHit(i, "s", o, o * 2, sc) for i, (o, sc) in enumerate(items)]
+    evs = aggregate(hits, gap)
+    assert sum(len(e.hits) for e in evs) == len(hits)
+    spans = sorted((min(h.ord for h in e.hits), max(h.ord for h in e.hits)) for e in evs)
+    for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+        assert b0 - a1 > gap  # separate events are more than `gap` blocks apart
+    assert [e.score for e in evs] == sorted((e.score for e in evs), reverse=True)
+
+
+@given(st.text(max_size=3000), st.lists(st.text(min_size=1, max_size=5), max_size=4), st.integers(0, 700))
+def test_snippet_is_bounded(text, terms, n):
+    assert len(snippet(text, terms, n)) <= max(n, 0)
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason="locomo-dev not available")
+def test_coarse_answers_stay_within_budget_on_locomo(tmp_path, cfg):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import history_locomo as bench
+
+    files, _ = bench.convert(LOCOMO, tmp_path)
+    store = svc.open_store()
+    try:
+        svc.import_paths([str(f) for f in files], "generic", cfg, store=store)
+        qs = bench.questions(LOCOMO)[::8]
+        budget = cfg.history.coarse_budget_tokens
+        filled = 0
+        for q in qs:
+            for scope in ({"workspace": q["sample_id"]}, {"all_sessions": True}):
+                ans = svc.search(q["question"], cfg=cfg, store=store, **scope)
+                assert svc.answer_tokens(ans) <= budget
+                assert len(ans["hits"]) <= cfg.history.max_sessions * cfg.history.events_per_session
+                per = {}
+                for h in ans["hits"]:
+                    per[h["session"]] = per.get(h["session"], 0) + 1
+                assert max(per.values(), default=0) <= cfg.history.events_per_session
+                filled += bool(ans["hits"]) and svc.answer_tokens(ans) >= 100
+        assert filled >= len(qs)  # answers are not trivially empty
+        small = load_config(overrides={"embedder": {"name": "fake"}, "history": {"coarse_budget_tokens": 200}})
+        ans = svc.search(qs[0]["question"], all_sessions=True, cfg=small, store=store)
+        assert svc.answer_tokens(ans) <= 200
+    finally:
+        store.close()
+
+
+def test_cli_json_contract(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSH_RECALL_EMBEDDER__NAME", "fake")
+    f = _write(tmp_path / "g.jsonl", [
+        {"session": "s1", "seq": i, "role": "user", "text": f"turn {i} about {'parquet' if i == 7 else 'misc'}", "id": f"id{i}",
+         "workspace": "w"} for i in range(30)])
+    runner = CliRunner()
+    r = runner.invoke(cli, ["history", "import", str(f), "--format", "generic", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["index"]["events"] == 30
+    r = runner.invoke(cli, ["history", "search", "parquet", "--workspace", "w", "--detail", "--json", "--limit", "3"])
+    data = json.loads(r.output)
+    hit = data["hits"][0]
+    assert set(hit) >= {"session", "start_seq", "end_seq", "message_ids", "role", "time", "snippet", "score", "layers"}
+    assert hit["message_ids"] == ["id7"] and len(data["hits"]) <= 3 and data["layers"]
+    r = runner.invoke(cli, ["history", "search", "parquet", "--session", "s1", "--layers", "literal", "--json"])
+    assert json.loads(r.output)["layers"] == ["literal"]
+    r = runner.invoke(cli, ["history", "search", "x", "--layers", "bogus", "--all"])
+    assert r.exit_code == 1 and "valid layers" in r.output
+    r = runner.invoke(cli, ["history", "show", "s1", "--around", "7", "--window", "2", "--json"])
+    assert [e["seq"] for e in json.loads(r.output)["events"]] == [5, 6, 7, 8, 9]
+    r = runner.invoke(cli, ["history", "show", "s1", "--page", "2", "--json"])
+    page = json.loads(r.output)
+    assert page["page"] == 2 and page["pages"] == 2 and page["events"][0]["seq"] == 20
+    r = runner.invoke(cli, ["history", "show", "nope"])
+    assert r.exit_code == 1 and "unknown session" in r.output
