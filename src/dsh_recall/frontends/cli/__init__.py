@@ -19,6 +19,7 @@ _COMMANDS = [
     ("notes", "notes"),
     ("hooks", "hook"),
     ("mcp", "mcp"),
+    ("integrate", "integrate"),
     ("proxy", "proxy"),
     ("config", "config_group"),
 ]

@@ -58,3 +58,21 @@ def post_tool_use_cmd(ctx: click.Context) -> None:
     from ..hooks.claude_code import handle_post_tool_use
 
     run_hook(ctx, handle_post_tool_use)
+
+
+@claude_code.command("user-prompt-submit")
+@click.pass_context
+def user_prompt_submit_cmd(ctx: click.Context) -> None:
+    """UserPromptSubmit: run the auto-recall gate; inject recalled history when it fires."""
+    from ..hooks.claude_code_recall import handle_user_prompt_submit
+
+    run_hook(ctx, handle_user_prompt_submit)
+
+
+@claude_code.command("session-start")
+@click.pass_context
+def session_start_cmd(ctx: click.Context) -> None:
+    """SessionStart: after a compaction, inject the anchor (summary + key fragments)."""
+    from ..hooks.claude_code_recall import handle_session_start
+
+    run_hook(ctx, handle_session_start)
