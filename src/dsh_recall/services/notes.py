@@ -326,8 +326,8 @@ class NotesService:
                 with open(sf.abs_path, "rb") as f:
                     data = f.read()
             except OSError as e:
+                # Keep what was indexed before: an unreadable note is reported, not forgotten.
                 walk.problems.append(f"cannot read {sf.abs_path}: {e.strerror or e}")
-                seen.discard(sf.path) if old is None else None
                 continue
             text = safe_decode(data)
             row = FileRow(sf.path, sf.abs_path, sf.root, f"{current}:{_sha(data)}", sf.size,
@@ -707,4 +707,4 @@ def eval_notes(cases: str | Path, roots: Sequence[str | Path] | None = None, *,
 
 
 __all__ = ["NotesService", "index_notes", "search_notes", "auto_recall", "notes_status",
-           "eval_notes", "InputError"]
+           "eval_notes"]
