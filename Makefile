@@ -14,10 +14,12 @@ $(VENV)/.test-deps: $(BIN)/dsh-recall
 	touch $@
 
 .PHONY: run test bench
-# Index the current directory (embedded SQLite + shipped model) and search it.
+WS ?= $(CURDIR)
+Q ?= where is the search query turned into ranked excerpts
+# Index a directory (default: this one) on the embedded default (SQLite + shipped model) and search it.
 run: $(BIN)/dsh-recall
-	$(BIN)/dsh-recall index --wait "$(CURDIR)"
-	$(BIN)/dsh-recall search --workspace "$(CURDIR)" $(or $(Q),"where is the search query turned into ranked excerpts")
+	$(BIN)/dsh-recall index --wait "$(WS)"
+	$(BIN)/dsh-recall search --workspace "$(WS)" "$(Q)"
 
 test: $(VENV)/.test-deps
 	$(BIN)/python -m pytest
