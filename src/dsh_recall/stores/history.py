@@ -9,7 +9,6 @@ WAL + busy timeout so an import and a search can run at the same time.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -349,4 +348,4 @@ def loads_flags(flags: str) -> list[str]:
     return [f for f in (flags or "").split() if f]
 
 
-__all__ = ["HistoryStore", "BlockIn", "BlockRow", "fts_sql", "scope_clause", "dumps_flags", "loads_flags", "json"]
+__all__ = ["HistoryStore", "BlockIn", "BlockRow", "fts_sql", "scope_clause", "dumps_flags", "loads_flags"]
