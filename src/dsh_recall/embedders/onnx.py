@@ -24,9 +24,10 @@ from ..core.errors import EmbedderError, MissingExtraError, RecallError
 from .base import Embedder
 
 # Padded tokens per onnxruntime call. Activations grow with rows x length (and the
-# attention with length squared); a cap keeps one call to a few hundred MB however large
-# the caller's batch is.
-MAX_BATCH_TOKENS = 8192
+# attention with length squared); a cap keeps one call small however large the caller's
+# batch is. On 256-token code chunks (bench/embedders.py) 2048 peaked near 300 MB RSS and
+# ran 2-5x faster than 8192 (~520 MB): without the arena, big tensors cost fresh pages.
+MAX_BATCH_TOKENS = 2048
 # The fingerprint hashes this much of model.onnx (plus its size): enough to tell two
 # models apart without reading a large file on every start.
 _ID_PREFIX_BYTES = 1 << 20
