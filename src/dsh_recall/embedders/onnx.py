@@ -243,7 +243,11 @@ class OnnxEmbedder(Embedder):
 
     def _run(self, session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
         """Tokenise, run in token-capped sub-batches sorted by length, pool; input order kept."""
-        names = [i.name for i in session.get_inputs()]
+        # Some exports take int32 ids; feed each input the type it declares.
+        types = {
+            i.name: (np.int32 if i.type == "tensor(int32)" else np.int64)
+            for i in session.get_inputs()
+        }
         encs = tokenizer.encode_batch(texts)
         lengths = [max(1, len(e.ids)) for e in encs]
         order = sorted(range(len(texts)), key=lambda i: lengths[i])
@@ -263,7 +267,9 @@ class OnnxEmbedder(Embedder):
                 ids[row, :n] = encs[i].ids
                 mask[row, :n] = 1
             inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            feeds = {name: inputs[name] for name in names if name in inputs}
+            feeds = {
+                name: inputs[name].astype(t, copy=False) for name, t in types.items() if name in inputs
+            }
             try:
                 hidden = session.run(None, feeds)[0]
             except Exception as e:  # onnxruntime raises its own untyped errors
