@@ -9,8 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from dsh_recall.chunkers import notes as note_chunker
 from dsh_recall.core.config import load_config
-from dsh_recall.services import notes as notes_service
-from dsh_recall.services.notes import Hit, NotesService, recall_block
+from dsh_recall.search.notes_rank import RECALL_HEADER, Hit, recall_block
+from dsh_recall.services.notes import NotesService
 from dsh_recall.stores.base import ChunkRow
 
 
@@ -198,7 +198,7 @@ def test_recall_block_never_exceeds_its_budget(texts, budget):
     block = recall_block([_hit(i, t) for i, t in enumerate(texts)], budget)
     assert len(block) <= budget
     if block:
-        assert block.startswith(notes_service.RECALL_HEADER)
+        assert block.startswith(RECALL_HEADER)
 
 
 def test_eval_reports_hit_rates(tmp_path):

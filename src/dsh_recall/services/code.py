@@ -6,23 +6,20 @@ dsh_recall.search.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import fcntl
 import hashlib
 import json
 import os
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .. import chunkers
 from ..core.config import Config
 from ..core.errors import InputError, RecallError
 from ..core.paths import ensure_dir, recall_home, workspace_dir
 from ..core.text import code_tokens, index_text, safe_decode
-from ..embedders import Embedder, create as create_embedder
+from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
 from ..search.fuse import is_test_path, rrf, wants_tests
@@ -30,11 +27,9 @@ from ..search.vector import top_k
 from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
                                  parse_source_roots, walk)
 from ..stores.base import FileRow, IndexedChunk
-from ..stores.sqlite import EmbedCache, SqliteChunkStore
-
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
-
-EMBED_BATCH = 32
+from ..stores.sqlite import SqliteChunkStore
+from .vectors import (MatrixCache, Progress, embed_pending, file_lock, load_embedder,
+                      sync_fingerprint)
 
 
 def _sha(data: bytes) -> str:
@@ -78,9 +73,7 @@ class CodeService:
         self.store = SqliteChunkStore(self.dir / "index.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._matrix_key: tuple | None = None
-        self._matrix: tuple | None = None
-        self._lock = threading.Lock()
+        self._matrix = MatrixCache()
         if self.store.get_meta("workspace") is None:
             self.store.set_meta("workspace", str(self.workspace))
 
@@ -88,37 +81,12 @@ class CodeService:
     def embedder(self) -> Embedder | None:
         """The configured embedder, or None (with the reason kept) when it cannot load."""
         if self._embedder is None and self._embedder_error is None:
-            try:
-                self._embedder = create_embedder(self.cfg.embedder)
-            except (RecallError, ImportError, OSError) as e:
-                self._embedder_error = str(e)
+            self._embedder, self._embedder_error = load_embedder(self.cfg.embedder)
         return self._embedder
 
     # -- locking --------------------------------------------------------------
-    @contextmanager
-    def _index_lock(self, timeout_s: float | None) -> Iterator[bool]:
-        """An exclusive lock per workspace so two indexers never interleave their work.
-
-        Yields False when the lock could not be had within timeout_s (None waits forever).
-        """
-        fd = os.open(self.dir / "index.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        got = False
-        try:
-            deadline = None if timeout_s is None else time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    got = True
-                    break
-                except BlockingIOError:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        break
-                    time.sleep(0.05)
-            yield got
-        finally:
-            if got:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+    def _index_lock(self, timeout_s: float | None):
+        return file_lock(self.dir / "index.lock", timeout_s)
 
     # -- indexing -------------------------------------------------------------
     def _check_fingerprints(self, notes: list[str]) -> None:
@@ -132,13 +100,9 @@ class CodeService:
         # A remote embedder's fingerprint needs a request; embed_pending checks it instead,
         # so a slow endpoint never holds up lexical indexing.
         if emb is not None and not emb.remote:
-            old = self.store.get_meta("embedder")
-            if old != emb.fingerprint:
-                if old is not None:
-                    notes.append(f"embedder changed ({old} -> {emb.fingerprint}): "
-                                 "old vectors discarded, re-embedding")
-                self.store.clear_vectors()
-                self.store.set_meta("embedder", emb.fingerprint)
+            note = sync_fingerprint(self.store, emb)
+            if note:
+                notes.append(note)
 
     def _walk(self) -> WalkReport:
         return walk(self.workspace, self.cfg.source_roots, max_file_bytes=self.cfg.max_file_bytes,
@@ -208,38 +172,8 @@ class CodeService:
         emb = self.embedder()
         if emb is None:
             return 0
-        store = store or self.store
-        if store.get_meta("embedder") != emb.fingerprint:
-            store.clear_vectors()
-            store.set_meta("embedder", emb.fingerprint)
-        cache = EmbedCache(self.home / "embed-cache.sqlite")
-        deadline = None if budget_s is None else time.monotonic() + budget_s
-        done = 0
-        total = store.pending_count()
-        try:
-            while deadline is None or time.monotonic() < deadline:
-                batch = store.pending(256 if deadline is None else EMBED_BATCH)
-                if not batch:
-                    break
-                hashes = [h for h, _ in batch]
-                cached = cache.get(emb.fingerprint, hashes)
-                if cached:
-                    store.put_vectors(list(cached.items()))
-                missing = [(h, cid) for h, cid in batch if h not in cached]
-                if missing:
-                    rows = store.chunks_by_id([cid for _, cid in missing])
-                    texts = [embed_text(rows[cid].path, rows[cid].symbols, rows[cid].text)
-                             for _, cid in missing]
-                    vecs = emb.embed(texts)
-                    items = [(h, vecs[i]) for i, (h, _) in enumerate(missing)]
-                    store.put_vectors(items)
-                    cache.put(emb.fingerprint, items)
-                done += len(batch)
-                if progress:
-                    progress("embed", done, total)
-        finally:
-            cache.close()
-        return done
+        return embed_pending(store or self.store, emb, self.home / "embed-cache.sqlite",
+                             lambda r: embed_text(r.path, r.symbols, r.text), budget_s, progress)
 
     def index(self, *, embed: bool = True, progress: Progress | None = None,
               lock_timeout_s: float | None = None) -> IndexReport:
@@ -262,15 +196,6 @@ class CodeService:
         return rep
 
     # -- searching ------------------------------------------------------------
-    def _vectors(self, store: SqliteChunkStore, prefix: str | None):
-        """The (ids, matrix) pair, cached while the index generation stays the same."""
-        key = (store.get_meta("generation"), store.vector_count(), prefix)
-        with self._lock:
-            if self._matrix_key != key:
-                self._matrix = store.vector_matrix(prefix)
-                self._matrix_key = key
-            return self._matrix
-
     def _resolve_scope(self, path: str | None, focus: str | None, cwd: Path | None) -> tuple[str | None, str | None]:
         """(path prefix filter, focus label) from --path, --focus or the cwd's nearest marker."""
         def rel(p: str) -> str:
@@ -441,7 +366,7 @@ class CodeService:
                         if got:
                             self.embed_pending(self.cfg.embed_budget_s, store=store)
                 q = emb.embed_query(query[:4000])
-                ids, mat = self._vectors(store, prefix)
+                ids, mat = self._matrix.get(store, prefix)
                 return top_k(ids, mat, q, pool)
             finally:
                 store.close()

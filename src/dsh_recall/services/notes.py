@@ -14,191 +14,39 @@ MCP server and hooks call.
 
 from __future__ import annotations
 
-import fcntl
-import fnmatch
 import hashlib
 import json
-import os
 import re
-import threading
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..chunkers import notes as note_chunker
 from ..core.config import Config, load_config
-from ..core.errors import InputError, RecallError
+from ..core.errors import RecallError
 from ..core.paths import ensure_dir, recall_home
-from ..core.text import code_tokens, index_text, safe_decode
+from ..core.text import index_text, safe_decode
 from ..core.types import Chunk
-from ..embedders import Embedder, create as create_embedder
+from ..embedders import Embedder
 from ..search import access
 from ..search import lexical as lex
 from ..search.fuse import rrf
 from ..search.vector import top_k
 from ..sources.notes import resolve_roots, walk_notes
 from ..stores.base import FileRow, IndexedChunk
-from ..stores.sqlite import EmbedCache, SqliteChunkStore
+from ..stores.sqlite import SqliteChunkStore
+from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_block, relevant,
+                                  source_weight)
+from .vectors import MatrixCache, embed_pending, file_lock, load_embedder, sync_fingerprint
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 LAYERS = ("lexical", "vector")
-EMBED_BATCH = 32
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-# -- pure helpers: source weights, the auto-recall gate and block, cases files -------------
-@dataclass(frozen=True)
-class Hit:
-    """One ranked passage with what the auto-recall gate needs to judge it."""
-
-    row: Any  # stores.base.ChunkRow
-    score: float
-    level: str
-    cosine: float | None
-    coverage: float
-    ranks: dict[str, int]
-
-    def as_result(self, stale: bool, explain: bool = False) -> dict[str, Any]:
-        r = self.row
-        out = {"path": r.path, "start_line": r.start_line, "end_line": r.end_line,
-               "heading": " > ".join(r.symbols), "level": self.level, "score": self.score,
-               "text": r.text, "source_path": r.abs_path, "stale": stale}
-        if explain:
-            out["ranks"] = self.ranks
-            out["cosine"] = None if self.cosine is None else round(self.cosine, 4)
-            out["coverage"] = round(self.coverage, 4)
-        return out
-
-
-def source_weight(path: str, weights: dict[str, float]) -> float:
-    """Product of the multipliers of every glob matching the path (or its file name)."""
-    w = 1.0
-    name = path.rsplit("/", 1)[-1]
-    for pattern, mult in weights.items():
-        if fnmatch.fnmatchcase(path, pattern) or ("/" not in pattern and fnmatch.fnmatchcase(name, pattern)):
-            w *= mult
-    return w
-
-
-def coverage(terms: Sequence[str], df: dict[str, int], total: int, text: str,
-             heading: Sequence[str], path: str) -> float:
-    """IDF-weighted share of the query's terms found in a passage, its headings or its path.
-
-    Terms the index has never seen count at full weight: a message about something else
-    entirely stays far from the gate however many of its words are common.
-    """
-    if not terms:
-        return 0.0
-    have = set(code_tokens(text + " " + " ".join(heading) + " " + path.replace("/", " ")))
-    n = max(total, 1)
-    weights = {t: lex.idf(df.get(t, 0), n) for t in terms}
-    whole = sum(weights.values())
-    return sum(w for t, w in weights.items() if t in have) / whole if whole > 0 else 0.0
-
-
-def relevant(hit: Hit, min_coverage: float, min_cosine: float) -> bool:
-    """The auto-recall gate: enough of the words, or close enough in meaning."""
-    return hit.coverage >= min_coverage or (hit.cosine is not None and hit.cosine >= min_cosine)
-
-
-_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(\s|$)")
-RECALL_HEADER = "Notes from memory that may be relevant (verify before relying on them):"
-
-
-def recall_block(hits: Sequence[Hit], budget_chars: int) -> str:
-    """A system-prompt block of at most budget_chars characters; "" for no hits.
-
-    Each passage is headed by its file, line and heading path; passages are cut (on code
-    points) to share the budget, best first; a passage that would not fit at all is left out.
-    """
-    if not hits or budget_chars <= len(RECALL_HEADER) + 20:
-        return ""
-    parts = [RECALL_HEADER]
-    used = len(RECALL_HEADER)
-    for i, h in enumerate(hits):
-        r = h.row
-        head = f"- {r.path}:{r.start_line}" + (f" ({' > '.join(r.symbols)})" if r.symbols else "") + ": "
-        # The heading path is already in the line's head; repeating "# Title" wastes budget.
-        body = " ".join(" ".join(ln for ln in r.text.split("\n") if not _HEADING_LINE.match(ln)).split())
-        body = body or " ".join(r.text.split())
-        room = budget_chars - used - 1 - len(head)  # 1 for the newline
-        share = max(0, room // (len(hits) - i))  # leave room for the passages still to come
-        if share < 20:
-            break
-        if len(body) > share:
-            body = body[: max(0, share - 1)].rstrip() + "\u2026"
-        line = head + body
-        parts.append(line)
-        used += 1 + len(line)
-    return "\n".join(parts) if len(parts) > 1 else ""
-
-
-_QUERY_KEYS = ("query", "question", "q")
-_FILE_KEYS = ("expected_file", "expected_doc", "expectedDoc", "expected", "file", "files")
-_PASSAGE_KEYS = ("expected_passage", "expected_text", "passage", "passages")
-
-
-def load_cases(path: str | Path) -> list[dict[str, Any]]:
-    """Read a cases file: a JSON list (or {"cases": [...]}) or JSON lines. Each case has a
-    query and an expected file (substring of the path) or an expected passage."""
-    p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read cases file {p}: {e}") from e
-    try:
-        data = json.loads(raw)
-        items = data.get("cases", []) if isinstance(data, dict) else data
-    except ValueError:
-        try:
-            items = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
-        except ValueError as e:
-            raise InputError(f"cases file {p} is neither JSON nor JSON lines: {e}") from e
-    out: list[dict[str, Any]] = []
-    for n, it in enumerate(items, 1):
-        if not isinstance(it, dict):
-            raise InputError(f"case {n} in {p} is not an object")
-        q = next((it[k] for k in _QUERY_KEYS if isinstance(it.get(k), str)), None)
-        files = next((it[k] for k in _FILE_KEYS if it.get(k)), None)
-        passages = next((it[k] for k in _PASSAGE_KEYS if it.get(k)), None)
-        if not q or not (files or passages):
-            raise InputError(f"case {n} in {p} needs a query and an expected file or passage "
-                             f"(keys: {', '.join(_QUERY_KEYS)} / {', '.join(_FILE_KEYS + _PASSAGE_KEYS)})")
-        as_list = lambda v: [str(x) for x in (v if isinstance(v, list) else [v])]  # noqa: E731
-        out.append({"query": q, "files": as_list(files) if files else [],
-                    "passages": as_list(passages) if passages and not files else []})
-    return out
-
-
-@contextmanager
-def file_lock(path: Path, timeout_s: float | None) -> Iterator[bool]:
-    """An exclusive flock; yields False when it could not be had within timeout_s."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    got = False
-    try:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                got = True
-                break
-            except BlockingIOError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-                time.sleep(0.05)
-        yield got
-    finally:
-        if got:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def notes_key(roots: Sequence[Path]) -> str:
@@ -237,9 +85,7 @@ class NotesService:
         self.store = SqliteChunkStore(self.dir / f"{self.key}.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._matrix_key: tuple | None = None
-        self._matrix: tuple | None = None
-        self._mlock = threading.Lock()
+        self._matrix = MatrixCache()
         if self.store.get_meta("roots") is None:
             self.store.set_meta("roots", json.dumps([str(r) for r in self.roots]))
 
@@ -247,10 +93,7 @@ class NotesService:
     def embedder(self) -> Embedder | None:
         """The configured embedder, or None (with the reason kept) when it cannot load."""
         if self._embedder is None and self._embedder_error is None:
-            try:
-                self._embedder = create_embedder(self.cfg.embedder)
-            except (RecallError, ImportError, OSError) as e:
-                self._embedder_error = str(e)
+            self._embedder, self._embedder_error = load_embedder(self.cfg.embedder)
         return self._embedder
 
     def _lock(self, timeout_s: float | None):
@@ -269,14 +112,10 @@ class NotesService:
         emb = self.embedder()
         if emb is None:
             return
-        old = self.store.get_meta("embedder")
-        if old != emb.fingerprint:
-            if old is not None:
-                notes.append(f"embedder changed ({old} -> {emb.fingerprint}): old vectors "
-                             "discarded, re-embedding")
-            self.store.clear_vectors()
-            self._matrix_key = None
-            self.store.set_meta("embedder", emb.fingerprint)
+        note = sync_fingerprint(self.store, emb)
+        if note:
+            notes.append(note)
+            self._matrix.clear()
 
     def _chunk(self, path: str, text: str) -> list[IndexedChunk]:
         items: list[IndexedChunk] = []
@@ -359,33 +198,8 @@ class NotesService:
         emb = self.embedder()
         if emb is None:
             return 0
-        store = store or self.store
-        if store.get_meta("embedder") != emb.fingerprint:
-            store.clear_vectors()
-            store.set_meta("embedder", emb.fingerprint)
-        cache = EmbedCache(self.home / "embed-cache.sqlite")
-        deadline = None if budget_s is None else time.monotonic() + budget_s
-        done = 0
-        try:
-            while deadline is None or time.monotonic() < deadline:
-                batch = store.pending(256 if deadline is None else EMBED_BATCH)
-                if not batch:
-                    break
-                cached = cache.get(emb.fingerprint, [h for h, _ in batch])
-                if cached:
-                    store.put_vectors(list(cached.items()))
-                missing = [(h, cid) for h, cid in batch if h not in cached]
-                if missing:
-                    rows = store.chunks_by_id([cid for _, cid in missing])
-                    vecs = emb.embed([embed_text(rows[c].path, rows[c].symbols, rows[c].text)
-                                      for _, c in missing])
-                    items = [(h, vecs[i]) for i, (h, _) in enumerate(missing)]
-                    store.put_vectors(items)
-                    cache.put(emb.fingerprint, items)
-                done += len(batch)
-        finally:
-            cache.close()
-        return done
+        return embed_pending(store or self.store, emb, self.home / "embed-cache.sqlite",
+                             lambda r: embed_text(r.path, r.symbols, r.text), budget_s)
 
     def index(self, *, accept_spec_change: bool = False, embed: bool = True,
               progress: Progress | None = None, lock_timeout_s: float | None = None) -> dict[str, Any]:
@@ -433,14 +247,6 @@ class NotesService:
                 else:
                     notes.append("another process is indexing; answering from what is indexed")
 
-    def _vectors(self, store: SqliteChunkStore):
-        key = (store.get_meta("generation"), store.vector_count())
-        with self._mlock:
-            if self._matrix_key != key:
-                self._matrix = store.vector_matrix()
-                self._matrix_key = key
-            return self._matrix
-
     def _vector_ranking(self, query: str, pool: int, allowed_ids: set[int] | None,
                         notes: list[str]) -> list[tuple[int, float]] | None:
         emb = self.embedder()
@@ -457,7 +263,7 @@ class NotesService:
                     if got:
                         self.embed_pending(self.cfg.embed_budget_s)
             q = emb.embed_query(query[:4000])
-            ids, mat = self._vectors(self.store)
+            ids, mat = self._matrix.get(self.store)
             if allowed_ids is not None and len(ids):
                 mask = np.isin(ids, np.fromiter(allowed_ids, dtype=np.int64, count=len(allowed_ids)))
                 ids, mat = ids[mask], mat[mask]
@@ -619,30 +425,6 @@ class NotesService:
 
     def close(self) -> None:
         self.store.close()
-
-
-def case_rank(case: dict[str, Any], hits: list[Hit], kmax: int) -> int | None:
-    """1-based rank of the first hit matching the case's expectation, within kmax."""
-    want_files = [w.lower() for w in case.get("files", [])]
-    want_text = [" ".join(w.lower().split()) for w in case.get("passages", [])]
-    seen_files: list[str] = []
-    for i, h in enumerate(hits):
-        if want_files:
-            p = h.row.path.lower()
-            if p in seen_files:
-                continue
-            seen_files.append(p)
-            if len(seen_files) > kmax:
-                return None
-            if any(w in p for w in want_files):
-                return len(seen_files)
-        else:
-            if i >= kmax:
-                return None
-            t = " ".join(h.row.text.lower().split())
-            if any(w in t or (len(t) >= 20 and t in w) for w in want_text):
-                return i + 1
-    return None
 
 
 # -- plain-dict entry points for the MCP server, hooks and the Python API ----------------

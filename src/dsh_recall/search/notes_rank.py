@@ -1,0 +1,163 @@
+"""Pure ranking helpers for notes: source weights, the auto-recall relevance gate and its
+bounded block, and evaluation cases (reading a cases file, ranking a case)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..core.errors import InputError
+from ..core.text import code_tokens
+from . import lexical as lex
+
+
+# -- pure helpers: source weights, the auto-recall gate and block, cases files -------------
+@dataclass(frozen=True)
+class Hit:
+    """One ranked passage with what the auto-recall gate needs to judge it."""
+
+    row: Any  # stores.base.ChunkRow
+    score: float
+    level: str
+    cosine: float | None
+    coverage: float
+    ranks: dict[str, int]
+
+    def as_result(self, stale: bool, explain: bool = False) -> dict[str, Any]:
+        r = self.row
+        out = {"path": r.path, "start_line": r.start_line, "end_line": r.end_line,
+               "heading": " > ".join(r.symbols), "level": self.level, "score": self.score,
+               "text": r.text, "source_path": r.abs_path, "stale": stale}
+        if explain:
+            out["ranks"] = self.ranks
+            out["cosine"] = None if self.cosine is None else round(self.cosine, 4)
+            out["coverage"] = round(self.coverage, 4)
+        return out
+
+
+def source_weight(path: str, weights: dict[str, float]) -> float:
+    """Product of the multipliers of every glob matching the path (or its file name)."""
+    w = 1.0
+    name = path.rsplit("/", 1)[-1]
+    for pattern, mult in weights.items():
+        if fnmatch.fnmatchcase(path, pattern) or ("/" not in pattern and fnmatch.fnmatchcase(name, pattern)):
+            w *= mult
+    return w
+
+
+def coverage(terms: Sequence[str], df: dict[str, int], total: int, text: str,
+             heading: Sequence[str], path: str) -> float:
+    """IDF-weighted share of the query's terms found in a passage, its headings or its path.
+
+    Terms the index has never seen count at full weight: a message about something else
+    entirely stays far from the gate however many of its words are common.
+    """
+    if not terms:
+        return 0.0
+    have = set(code_tokens(text + " " + " ".join(heading) + " " + path.replace("/", " ")))
+    n = max(total, 1)
+    weights = {t: lex.idf(df.get(t, 0), n) for t in terms}
+    whole = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in have) / whole if whole > 0 else 0.0
+
+
+def relevant(hit: Hit, min_coverage: float, min_cosine: float) -> bool:
+    """The auto-recall gate: enough of the words, or close enough in meaning."""
+    return hit.coverage >= min_coverage or (hit.cosine is not None and hit.cosine >= min_cosine)
+
+
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(\s|$)")
+RECALL_HEADER = "Notes from memory that may be relevant (verify before relying on them):"
+
+
+def recall_block(hits: Sequence[Hit], budget_chars: int) -> str:
+    """A system-prompt block of at most budget_chars characters; "" for no hits.
+
+    Each passage is headed by its file, line and heading path; passages are cut (on code
+    points) to share the budget, best first; a passage that would not fit at all is left out.
+    """
+    if not hits or budget_chars <= len(RECALL_HEADER) + 20:
+        return ""
+    parts = [RECALL_HEADER]
+    used = len(RECALL_HEADER)
+    for i, h in enumerate(hits):
+        r = h.row
+        head = f"- {r.path}:{r.start_line}" + (f" ({' > '.join(r.symbols)})" if r.symbols else "") + ": "
+        # The heading path is already in the line's head; repeating "# Title" wastes budget.
+        body = " ".join(" ".join(ln for ln in r.text.split("\n") if not _HEADING_LINE.match(ln)).split())
+        body = body or " ".join(r.text.split())
+        room = budget_chars - used - 1 - len(head)  # 1 for the newline
+        share = max(0, room // (len(hits) - i))  # leave room for the passages still to come
+        if share < 20:
+            break
+        if len(body) > share:
+            body = body[: max(0, share - 1)].rstrip() + "\u2026"
+        line = head + body
+        parts.append(line)
+        used += 1 + len(line)
+    return "\n".join(parts) if len(parts) > 1 else ""
+
+
+_QUERY_KEYS = ("query", "question", "q")
+_FILE_KEYS = ("expected_file", "expected_doc", "expectedDoc", "expected", "file", "files")
+_PASSAGE_KEYS = ("expected_passage", "expected_text", "passage", "passages")
+
+
+def load_cases(path: str | Path) -> list[dict[str, Any]]:
+    """Read a cases file: a JSON list (or {"cases": [...]}) or JSON lines. Each case has a
+    query and an expected file (substring of the path) or an expected passage."""
+    p = Path(path)
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read cases file {p}: {e}") from e
+    try:
+        data = json.loads(raw)
+        items = data.get("cases", []) if isinstance(data, dict) else data
+    except ValueError:
+        try:
+            items = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
+        except ValueError as e:
+            raise InputError(f"cases file {p} is neither JSON nor JSON lines: {e}") from e
+    out: list[dict[str, Any]] = []
+    for n, it in enumerate(items, 1):
+        if not isinstance(it, dict):
+            raise InputError(f"case {n} in {p} is not an object")
+        q = next((it[k] for k in _QUERY_KEYS if isinstance(it.get(k), str)), None)
+        files = next((it[k] for k in _FILE_KEYS if it.get(k)), None)
+        passages = next((it[k] for k in _PASSAGE_KEYS if it.get(k)), None)
+        if not q or not (files or passages):
+            raise InputError(f"case {n} in {p} needs a query and an expected file or passage "
+                             f"(keys: {', '.join(_QUERY_KEYS)} / {', '.join(_FILE_KEYS + _PASSAGE_KEYS)})")
+        as_list = lambda v: [str(x) for x in (v if isinstance(v, list) else [v])]  # noqa: E731
+        out.append({"query": q, "files": as_list(files) if files else [],
+                    "passages": as_list(passages) if passages and not files else []})
+    return out
+
+
+def case_rank(case: dict[str, Any], hits: list[Hit], kmax: int) -> int | None:
+    """1-based rank of the first hit matching the case's expectation, within kmax."""
+    want_files = [w.lower() for w in case.get("files", [])]
+    want_text = [" ".join(w.lower().split()) for w in case.get("passages", [])]
+    seen_files: list[str] = []
+    for i, h in enumerate(hits):
+        if want_files:
+            p = h.row.path.lower()
+            if p in seen_files:
+                continue
+            seen_files.append(p)
+            if len(seen_files) > kmax:
+                return None
+            if any(w in p for w in want_files):
+                return len(seen_files)
+        else:
+            if i >= kmax:
+                return None
+            t = " ".join(h.row.text.lower().split())
+            if any(w in t or (len(t) >= 20 and t in w) for w in want_text):
+                return i + 1
+    return None
