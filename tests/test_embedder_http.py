@@ -32,6 +32,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with srv.lock:
             srv.calls.append((self.path, body))
+            srv.auth.append(self.headers.get("Authorization"))
         if srv.status != 200:
             self._send(srv.status, {"error": "model not found"})
             return
@@ -60,7 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.calls, srv.lock, srv.status = [], threading.Lock(), 200
+    srv.calls, srv.lock, srv.status, srv.auth = [], threading.Lock(), 200, []
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield srv
@@ -191,3 +192,13 @@ def test_wedged_endpoint_raises_and_probe_fails(wedged):
 def test_missing_url_or_model_is_config_error():
     with pytest.raises(ConfigError, match="embedder.url"):
         create(EmbedderConfig(name="http", model="m"))
+
+
+def test_bearer_token_comes_from_the_named_env_var(server, monkeypatch):
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg = EmbedderConfig(name="http", url=url, api="openai", model="m", api_key_env="TEST_EMBED_KEY")
+    with pytest.raises(EmbedderError, match="TEST_EMBED_KEY"):
+        create(cfg)
+    monkeypatch.setenv("TEST_EMBED_KEY", "s3cret")
+    create(cfg).embed(["hello"])
+    assert server.auth == ["Bearer s3cret"]

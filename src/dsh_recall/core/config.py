@@ -36,6 +36,7 @@ class EmbedderConfig(_Section):
     url: str | None = None  # for name = "http"
     api: Literal["ollama", "openai"] = "ollama"
     model: str | None = None  # model name sent to an http endpoint
+    api_key_env: str | None = None  # name of the env var holding a bearer token for `url`
     timeout_s: float = Field(10.0, gt=0)
     batch_size: int = Field(32, ge=1, le=1024)
     concurrency: int = Field(2, ge=1, le=16)
@@ -119,7 +120,8 @@ class Config(_Section):
 
 
 _SECTIONS = {"embedder", "history", "objects", "notes", "mcp"}
-_RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG"}
+# Not settings: where data lives, which config file, which session the caller is in.
+_RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION"}
 
 
 def _valid_keys(model: type[BaseModel]) -> list[str]:
