@@ -249,3 +249,41 @@ def test_code_search_paginates_under_a_small_budget(tmp_path: Path) -> None:
     seen = [(r["path"], r["start_line"]) for p in pages for r in p["results"]]
     assert len(seen) == len(set(seen)), "pages must not repeat results"
     assert len(seen) >= 12
+
+
+def _recalls(world: dict[str, Any]) -> int:
+    """The object store's recall counter, read in this process with the world's home."""
+    from dsh_recall.core.config import ObjectsConfig
+    from dsh_recall.services.objects import ObjectService
+
+    svc = ObjectService(ObjectsConfig(), path=world["home"] / "objects.sqlite")
+    try:
+        return svc.stats()["recalls"]
+    finally:
+        svc.close()
+
+
+def test_object_recall_counts_one_recall_per_call(tmp_path: Path) -> None:
+    world = make_world(tmp_path, sources=False)
+    from dsh_recall.core.config import ObjectsConfig
+    from dsh_recall.services.objects import ObjectService
+
+    log = "\n".join(f"line {i} INFO ok" for i in range(4000)) + "\nFATAL disk quota\n"
+    svc = ObjectService(ObjectsConfig(), path=world["home"] / "objects.sqlite")
+    try:
+        obj_id = svc.put(log, session="s", seq=1, tool="bash").id
+    finally:
+        svc.close()
+    assert obj_id and _recalls(world) == 0
+
+    async def body(session: ClientSession):
+        found = await session.call_tool("object_recall", {"id": obj_id, "query": "FATAL"})
+        after_search = _recalls(world)
+        ranged = await session.call_tool("object_recall", {"id": obj_id, "start": 0,
+                                                           "count": 100})
+        return found, after_search, ranged, _recalls(world)
+
+    found, after_search, ranged, after_range = asyncio.run(_session_run(world, body))
+    assert not found.is_error and found.structured_content["total"] == len(log)
+    assert after_search == 1, "a search must count one recall, not one more for its size"
+    assert not ranged.is_error and after_range == 2

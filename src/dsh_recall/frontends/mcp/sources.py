@@ -68,7 +68,9 @@ class SourceHandlers:
         try:
             if a.get("query"):
                 found = svc.search(obj_id, str(a["query"]), limit=int(a.get("limit") or 20))
-                total = svc.get(obj_id, 0, 1).total
+                # size() reads the length from the row: a get() here would count a
+                # second recall and inflate the recalls/offloaded ratio.
+                total = svc.size(obj_id)
                 return {"id": found.id, "total": total,
                         "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
                                     for m in found.matches]}
