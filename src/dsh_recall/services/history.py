@@ -1,7 +1,8 @@
 """History recall: import transcripts, search them in three layers, show original text.
 
 Public functions return plain dicts (JSON-ready) so the CLI, an MCP server and hooks share
-one pipeline: `import_paths`, `search`, `show`, `compaction_anchor`, `status`.
+one pipeline: `import_paths`, `search`, `show`, `compaction_anchor`, `status`, and for the
+auto-recall gate `known_terms` / `OlderTurns` / `recent_events`.
 
 Token counts use core.text.estimate_tokens (one per CJK character plus one per four other
 characters) over the compact JSON of the answer, which is what a caller pastes into a model.
@@ -23,8 +24,9 @@ from ..chunkers.transcript import CHUNKER_VERSION, event_blocks
 from ..core.config import Config, load_config
 from ..core.errors import InputError, RecallError
 from ..core.paths import recall_home
-from ..core.text import estimate_tokens, index_text
+from ..core.text import estimate_tokens, fts_quote, index_text
 from ..search import history_query as hq
+from ..search.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ..search.aggregate import BlockHit, aggregate
 from ..search.fuse import rrf
 from ..sources.transcripts import ReadContext, discover_default, expand, reader
@@ -223,11 +225,18 @@ def search(
     cfg: Config | None = None,
     store: HistoryStore | None = None,
     cwd: str | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """Search history. Coarse by default (events grouped per session, within
     `history.coarse_budget_tokens`); `detail=True` gives the full ranked list, one hit per
-    event seq. An empty query returns no hits."""
+    event seq. An empty query returns no hits.
+
+    Paging: `offset` skips the first `offset` hits of the same ranking (events when coarse,
+    event seqs with `detail`); the answer's `has_more` says whether hits follow this page and
+    `next_offset` is the offset to ask for next (None on the last page).
+    """
     cfg = _cfg(cfg)
+    offset = max(0, int(offset or 0))
     layers = list(layers or LAYERS)
     bad = [x for x in layers if x not in LAYERS]
     if bad:
@@ -237,7 +246,8 @@ def search(
     try:
         scope = resolve_scope(store, session, workspace, all_sessions, cwd)
         answer: dict[str, Any] = {"query": query, "scope": {"kind": scope["kind"], "value": scope["value"]},
-                                  "hits": [], "layers": []}
+                                  "hits": [], "layers": [], "offset": offset, "has_more": False,
+                                  "next_offset": None}
         if not query.strip() or (scope["sessions"] is not None and not scope["sessions"]):
             answer["layer_status"] = {n: "not run" for n in LAYERS}
             return answer
@@ -250,9 +260,18 @@ def search(
                 for i, s, r in fused if i in rows]
         terms = hq.terms(query)
         if detail:
-            answer["hits"] = _detail_hits(store, hits, rows, terms, limit or 20)
+            n = limit or 20
+            page = _detail_hits(store, hits, rows, terms, offset, n + 1)
+            answer["hits"] = page[:n]
         else:
-            _coarse(store, cfg, answer, hits, rows, terms, limit or cfg.history.max_sessions)
+            answer["next_offset"] = 10**6  # as wide as the real value, so the budget fit holds
+            page = _coarse(store, cfg, answer, hits, rows, terms, offset, limit or cfg.history.max_sessions)
+        # One hit beyond the page is looked for, so `has_more` is exact, not a guess; hits
+        # the coarse budget left out come first on the next page.
+        answer["has_more"] = len(page) > len(answer["hits"])
+        answer["next_offset"] = offset + len(answer["hits"]) if answer["has_more"] else None
+        if "tokens" in answer:
+            answer["tokens"] = answer_tokens(answer)
         return answer
     finally:
         if own:
@@ -283,11 +302,11 @@ def _hit(ev: dict, rows, best: BlockHit, start: int, end: int, ids: list[str], l
     return h
 
 
-def _detail_hits(store, hits: list[BlockHit], rows, terms, limit: int) -> list[dict]:
+def _detail_hits(store, hits: list[BlockHit], rows, terms, offset: int, limit: int) -> list[dict]:
     best: dict[tuple[str, int], BlockHit] = {}
     for h in hits:  # fused order: the first block of an event is its best
         best.setdefault((h.session, h.seq), h)
-    chosen = list(best.values())[:limit]
+    chosen = list(best.values())[offset:offset + limit]
     evs = _event_rows(store, {(h.session, h.seq) for h in chosen})
     out = []
     for h in chosen:
@@ -297,24 +316,41 @@ def _detail_hits(store, hits: list[BlockHit], rows, terms, limit: int) -> list[d
     return out
 
 
-def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms, limit: int) -> None:
-    """Up to max_sessions sessions x events_per_session events, cut to the token budget."""
+def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms, offset: int,
+            limit: int) -> list:
+    """Up to events_per_session events per session, `limit` events from at most max_sessions
+    sessions a page, cut to the token budget.
+
+    The ranked event sequence does not depend on `offset`, so pages partition it. Returns
+    the events from `offset` on (up to `limit + 1`): more than the answer shows means
+    another page exists (events the budget or the session cap left out come next).
+    """
     hc = cfg.history
     per_session: dict[str, int] = {}
-    picked = []
+    ranked = []
     # Only strong hits form events: a ranker that scores everything (vectors) would
     # otherwise chain a whole session into one event.
     top = hits[0].score if hits else 0.0
-    strong = [h for h in hits[: max(10, limit * hc.events_per_session)] if h.score >= COARSE_MIN_SHARE * top]
+    want = offset + limit + 1
+    # Every strong hit (not a prefix sized by the page) so that events, and therefore
+    # pages, do not depend on `offset`.
+    strong = [h for h in hits if h.score >= COARSE_MIN_SHARE * top]
     for ev in aggregate(strong, hc.event_gap):
         if per_session.get(ev.session, 0) >= hc.events_per_session:
             continue
-        if ev.session not in per_session and len(per_session) >= hc.max_sessions:
-            continue
         per_session[ev.session] = per_session.get(ev.session, 0) + 1
-        picked.append(ev)
-        if len(picked) >= limit:
+        ranked.append(ev)
+        if len(ranked) >= want:
             break
+    rest = ranked[offset:]
+    picked: list = []
+    page_sessions: set[str] = set()
+    for ev in rest[:limit]:
+        if ev.session not in page_sessions and len(page_sessions) >= hc.max_sessions:
+            break
+        page_sessions.add(ev.session)
+        picked.append(ev)
+    per_session = {e.session: 1 for e in picked}
     evs = _event_rows(store, {(h.session, h.seq) for e in picked for h in e.hits})
     sess = {s["id"]: s for s in store.sessions(list(per_session))} if per_session else {}
     answer["sessions"] = {sid: {"title": (sess.get(sid) or {}).get("title"),
@@ -330,6 +366,7 @@ def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms,
         hit["score"] = round(e.score, 5)
         full.append((hit, rows[e.best.block].text))
     _fit_budget(answer, full, terms, hc.coarse_budget_tokens)
+    return rest
 
 
 def answer_tokens(answer: dict) -> int:
@@ -477,14 +514,19 @@ def _event_out(e: dict, max_chars: int) -> dict:
 
 
 def show(session: str, around: int | None = None, window: int = 3, page: int | None = None,
-         page_size: int = 20, max_chars: int = 20000, store: HistoryStore | None = None) -> dict[str, Any]:
+         page_size: int = 20, max_chars: int = 20000, store: HistoryStore | None = None,
+         offset: int | None = None) -> dict[str, Any]:
     """The exact original text of a session's events: `window` events either side of seq
-    `around`, or page `page` (1-based, `page_size` events) when browsing."""
+    `around`; or, when browsing, `page_size` events from event index `offset` (0-based) or
+    page `page` (1-based). Every answer carries `offset` (index of its first event),
+    `has_more` and `next_offset` (where browsing continues; None at the session's end)."""
     own = store is None
     store = store or open_store()
     try:
         info = _session_info(store, session)
-        pages = max(1, -(-info["events"] // page_size))
+        total = info["events"]
+        page_size = max(1, page_size)
+        pages = max(1, -(-total // page_size))
         out: dict[str, Any] = {"session": info}
         if around is not None:
             lo, hi = store.event_seqs_near(session, around, max(0, window))
@@ -492,37 +534,115 @@ def show(session: str, around: int | None = None, window: int = 3, page: int | N
                 lo = hi = around
             evs = store.events(session, lo=lo, hi=hi)
             out["around"] = around
+            first = store.events_before(session, evs[0]["seq"]) if evs else store.events_before(session, around)
         else:
-            k = min(max(1, page or 1), pages)
-            evs = store.events(session, offset=(k - 1) * page_size, limit=page_size)
-            out.update(page=k, pages=pages)
+            if offset is not None:
+                first = min(max(0, int(offset)), total)
+            else:
+                first = (min(max(1, page or 1), pages) - 1) * page_size
+            evs = store.events(session, offset=first, limit=page_size)
+            out.update(page=first // page_size + 1, pages=pages)
         out["events"] = [_event_out(e, max_chars) for e in evs]
+        end = first + len(evs)
+        out.update(offset=first, has_more=end < total, next_offset=end if end < total else None)
         return out
     finally:
         if own:
             store.close()
 
 
-def compaction_anchor(session: str, max_fragments: int = 6, fragment_chars: int = 600,
+def compaction_anchor(session: str, max_fragments: int = MAX_FRAGMENTS, budget_chars: int = 2400,
                       store: HistoryStore | None = None) -> dict[str, Any]:
-    """The latest compaction summary of a session and key original fragments it replaced
-    (the user's words and the assistant's replies from the shadowed span)."""
+    """The anchor for a session's latest compaction: the summary plus up to `max_fragments`
+    (3) key original fragments it replaced (the user's messages first, then the longest
+    assistant text blocks; never tool output), all within `budget_chars`.
+
+    The one place anchors are made (the SessionStart hook goes through here); the choice
+    and cutting of fragments is the pure `search.anchor.build_anchor`. Candidates are the
+    events the compaction shadowed (flagged pruned/summarized); a harness that does not
+    flag them (Claude Code, Codex) offers the events before the summary instead. Returns
+    `{session, summary, fragments, ttl, context}`; `summary` and `context` are None when the
+    session has no compaction.
+    """
     own = store is None
     store = store or open_store()
     try:
         info = _session_info(store, session)
         summ = store.latest_summary(session)
-        frags: list[dict] = []
-        if summ is not None:
-            shadowed = store.flagged_events(session, "summarized", 500) + store.flagged_events(session, "pruned", 500)
-            seen = set()
-            for e in sorted(shadowed, key=lambda x: x["seq"]):
-                if e["seq"] in seen or e["role"] in ("tool",):
+        out: dict[str, Any] = {"session": info, "summary": None, "fragments": [], "ttl": ANCHOR_TTL_TURNS,
+                               "context": None}
+        if summ is None:
+            return out
+        shadowed = store.flagged_events(session, "summarized", 500) + store.flagged_events(session, "pruned", 500)
+        if not shadowed:
+            shadowed = [e for e in store.events(session, hi=summ["seq"] - 1)[-200:]]
+        seen: set[int] = set()
+        events = [e for e in sorted(shadowed, key=lambda x: x["seq"])
+                  if not (e["seq"] in seen or seen.add(e["seq"]))]
+        a = build_anchor(session, summ["text"], events, budget_chars=budget_chars, max_fragments=max_fragments)
+        summary = _event_out(summ, len(summ["text"]))
+        summary["text"] = a.summary
+        if len(a.summary) < len(summ["text"]):
+            summary["truncated"] = len(summ["text"])
+        out.update(summary=summary, fragments=[dict(f.__dict__) for f in a.fragments], ttl=a.ttl,
+                   context=a.render())
+        return out
+    finally:
+        if own:
+            store.close()
+
+
+# -- helpers for the auto-recall gate -------------------------------------------------------
+
+def known_terms(terms: Sequence[str], session: str, before_seq: int | None = None,
+                store: HistoryStore | None = None) -> set[str]:
+    """The terms (words, phrases, CJK segments) that occur in the session's events before
+    seq `before_seq` (all events when None): literal words first, then CJK bigrams, then
+    trigrams, so a typo or a fragment still counts. Never raises on odd input."""
+    own = store is None
+    store = store or open_store()
+    try:
+        found: set[str] = set()
+        for term in dict.fromkeys(t for t in terms if isinstance(t, str) and t.strip()):
+            for layer, match in (("literal", fts_quote(term)), ("cjk", hq.cjk_match(term)),
+                                 ("trigram", hq.trigram_match(term))):
+                if not match:
                     continue
-                seen.add(e["seq"])
-                frags.append(_event_out(e, fragment_chars))
-            frags = frags[-max_fragments:]
-        return {"session": info, "summary": _event_out(summ, 20000) if summ else None, "fragments": frags}
+                try:
+                    ids = [i for i, _ in store.fts(layer, match, [session], 20)]
+                except sqlite3.Error:  # an FTS syntax edge must not break recall
+                    continue
+                if any(before_seq is None or r.seq < before_seq for r in store.blocks(ids).values()):
+                    found.add(term)
+                    break
+        return found
+    finally:
+        if own:
+            store.close()
+
+
+class OlderTurns:
+    """A lazy `term in older` container over a session's older events, for the gate
+    (search.gate probes only the segments it needs); answers are memoised."""
+
+    def __init__(self, session: str, before_seq: int | None, store: HistoryStore):
+        self.session, self.before, self.store = session, before_seq, store
+        self._memo: dict[str, bool] = {}
+
+    def __contains__(self, term: object) -> bool:
+        if not isinstance(term, str):
+            return False
+        if term not in self._memo:
+            self._memo[term] = bool(known_terms([term], self.session, self.before, self.store))
+        return self._memo[term]
+
+
+def recent_events(session: str, n: int, store: HistoryStore | None = None) -> list[dict]:
+    """The session's last `n` events (seq, role, text, ...), oldest first; [] if unknown."""
+    own = store is None
+    store = store or open_store()
+    try:
+        return store.last_events(session, max(0, n))
     finally:
         if own:
             store.close()

@@ -14,42 +14,12 @@ from typing import Any
 
 from ..core.config import Config
 from ..core.paths import ensure_dir, recall_home
-from ..core.text import fts_quote
-from ..search.anchor import ANCHOR_TTL_TURNS, build_anchor
+from ..search.anchor import ANCHOR_TTL_TURNS
 from ..search.gate import GateState, gate, referring_segments
 from . import history
 
 RECENT_IN_CONTEXT = 2  # events this close to the end are still in the model's context
 CONTEXT_BUDGET_CHARS = 2400
-
-
-class _OlderTurns:
-    """`term in older`: does the term hit the session's older events (literal, then fuzzy)?"""
-
-    def __init__(self, store: history.HistoryStore, session: str, before_seq: int | None):
-        self.store, self.session, self.before = store, session, before_seq
-        self._memo: dict[str, bool] = {}
-
-    def __contains__(self, term: object) -> bool:
-        if not isinstance(term, str):
-            return False
-        if term not in self._memo:
-            found = False
-            for layer, match in (("literal", fts_quote(term)),
-                                 ("cjk", history.hq.cjk_match(term)),
-                                 ("trigram", history.hq.trigram_match(term))):
-                if not match:
-                    continue
-                try:
-                    ids = [i for i, _ in self.store.fts(layer, match, [self.session], 20)]
-                except Exception:  # noqa: BLE001 - an FTS syntax edge must not break recall
-                    continue
-                rows = self.store.blocks(ids)
-                if any(self.before is None or r.seq < self.before for r in rows.values()):
-                    found = True
-                    break
-            self._memo[term] = found
-        return self._memo[term]
 
 
 class RecallService:
@@ -100,11 +70,11 @@ class RecallService:
         self.refresh(transcript)
         store = history.open_store()
         try:
-            events = store.events(session)
+            events = history.recent_events(session, max(4, RECENT_IN_CONTEXT), store=store)
             if not events:
                 return {"fire": False, "reason": "session not in history yet", "turn": turn}
             recent = events[-RECENT_IN_CONTEXT:]
-            older = _OlderTurns(store, session, recent[0]["seq"] if recent else None)
+            older = history.OlderTurns(session, recent[0]["seq"] if recent else None, store)
             prev = " ".join(e["text"] for e in events[-4:] if e["role"] in ("user", "assistant"))
             d = gate(prompt, older, referring_segments(prev)[:12],
                      GateState(turn, st.get("live_until")))
@@ -135,18 +105,13 @@ class RecallService:
     def anchor(self, session: str, transcript: str | None = None) -> dict[str, Any] | None:
         """The anchor for the session's latest compaction (None without one); goes live."""
         self.refresh(transcript)
-        store = history.open_store()
         try:
-            summ = store.latest_summary(session)
-            if summ is None:
-                return None
-            shadowed = (store.flagged_events(session, "summarized", 500)
-                        + store.flagged_events(session, "pruned", 500))
-            seen: set[int] = set()
-            events = [e for e in shadowed if not (e["seq"] in seen or seen.add(e["seq"]))]
-        finally:
-            store.close()
-        a = build_anchor(session, summ["text"], events, budget_chars=CONTEXT_BUDGET_CHARS)
+            a = history.compaction_anchor(session, budget_chars=CONTEXT_BUDGET_CHARS)
+        except history.InputError:  # a session not in history has no compaction to anchor
+            return None
+        if a["summary"] is None:
+            return None
         turn = int(self.state(session).get("turn", 0))
         self._set(session, live_until=turn + ANCHOR_TTL_TURNS)
-        return {**a.as_dict(), "context": a.render()}
+        return {"session": session, "summary": a["summary"]["text"], "ttl": a["ttl"],
+                "fragments": a["fragments"], "context": a["context"]}

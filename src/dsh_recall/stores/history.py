@@ -270,6 +270,17 @@ class HistoryStore:
     def event_count(self, session: str) -> int:
         return self.conn.execute("SELECT count(*) FROM events WHERE session = ?", (session,)).fetchone()[0]
 
+    def events_before(self, session: str, seq: int) -> int:
+        """How many events of the session have a seq below `seq` (an event's index)."""
+        return self.conn.execute("SELECT count(*) FROM events WHERE session = ? AND seq < ?",
+                                 (session, seq)).fetchone()[0]
+
+    def last_events(self, session: str, n: int) -> list[dict]:
+        """The session's last `n` events, in seq order."""
+        cur = self.conn.execute("SELECT * FROM events WHERE session = ? ORDER BY seq DESC LIMIT ?", (session, n))
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in reversed(cur.fetchall())]
+
     def event_seqs_near(self, session: str, seq: int, window: int) -> tuple[int, int]:
         """The seq range covering `window` indexed events before and after `seq`."""
         before = self.conn.execute(
