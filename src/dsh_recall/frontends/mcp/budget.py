@@ -28,7 +28,10 @@ TRUNCATION_MARK = " …[cut {n} chars; page with a narrower range or query]"
 def answer_tokens(data: dict[str, Any], render: Render) -> int:
     """Estimated tokens of an answer as sent: its JSON plus its text rendering."""
     as_json = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return estimate_tokens(as_json) + estimate_tokens(render(data)) + ENVELOPE_TOKENS
+    # The rendering travels as a JSON string: count its escapes (code has many newlines
+    # and quotes), which the envelope allowance alone does not cover.
+    text = json.dumps(render(data), ensure_ascii=False)
+    return estimate_tokens(as_json) + estimate_tokens(text) + ENVELOPE_TOKENS
 
 
 def args_key(args: dict[str, Any]) -> str:

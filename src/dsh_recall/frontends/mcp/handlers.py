@@ -141,19 +141,27 @@ class RecallApp(SourceHandlers):
         offset = data.pop("_offset", offset)
         more = bool(data.pop("_more", more))
         data = conform(data, spec.output_schema)
+        has_flag = "truncated" in spec.output_schema["properties"]
+        # A handler may have cut already (object_recall drops matching lines).
+        cut_before = data.get("truncated") is True
+        if has_flag:
+            # Fit with the flag set (its rendering adds a line) so setting it never overflows.
+            data["truncated"] = True
         if spec.list_key:
+            key = budget_mod.args_key(args)
+            # Likewise a cursor at least as long as any real one is counted while fitting.
+            data["next_cursor"] = budget_mod.encode_cursor(10 ** 9, key)
             page = budget_mod.paginate(data, spec.list_key, render, self.token_budget,
                                        offset=offset, more_available=more)
             out = dict(page.data)
-            out["truncated"] = page.truncated
+            out["truncated"] = page.truncated or cut_before
             out.pop("next_cursor", None)
             if page.next_offset is not None:
-                out["next_cursor"] = budget_mod.encode_cursor(page.next_offset,
-                                                              budget_mod.args_key(args))
+                out["next_cursor"] = budget_mod.encode_cursor(page.next_offset, key)
         else:
             out, cut = budget_mod.shrink_to_fit(data, render, self.token_budget)
-            if "truncated" in spec.output_schema["properties"]:
-                out["truncated"] = cut
+            if has_flag:
+                out["truncated"] = cut or cut_before
         return out, render(out)
 
     # -- code ------------------------------------------------------------------------------

@@ -71,14 +71,33 @@ class SourceHandlers:
                 # size() reads the length from the row: a get() here would count a
                 # second recall and inflate the recalls/offloaded ratio.
                 total = svc.size(obj_id)
-                return {"id": found.id, "total": total,
-                        "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
-                                    for m in found.matches]}
+                return self._fit_matches({
+                    "id": found.id, "total": total,
+                    "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
+                                for m in found.matches]})
             got = svc.get(obj_id, a.get("start"), a.get("count"))
         finally:
             svc.close()
         return self._fit_slice({"id": got.id, "total": got.total, "start": got.start,
                                 "text": got.text})
+
+    def _fit_matches(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Drop the lowest-ranked matching lines until the answer fits the budget.
+
+        Lines are short, so cutting strings (what the generic fit does) cannot make twenty
+        long log lines fit a small budget; fewer lines can. At least one line stays.
+        """
+        from . import render as render_mod
+
+        render: Callable[[dict[str, Any]], str] = lambda d: render_mod.render("object_recall", d)  # noqa: E731
+        matches = data["matches"]
+        while len(matches) > 1 and budget_mod.answer_tokens(
+                {**data, "matches": matches, "truncated": True}, render) > self.token_budget:
+            matches = matches[:-1]
+        if len(matches) < len(data["matches"]):
+            data["truncated"] = True
+        data["matches"] = matches
+        return data
 
     def _fit_slice(self, data: dict[str, Any]) -> dict[str, Any]:
         """Shorten a text slice until the answer fits; say where the next slice starts."""

@@ -1,0 +1,81 @@
+"""The token budget as the server applies it: cursors and flags added after fitting, JSON
+escapes of the text rendering, and object searches whose lines are each short."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsh_recall.core.config import load_config
+from dsh_recall.core.text import estimate_tokens
+from dsh_recall.frontends.mcp import budget as budget_mod
+from dsh_recall.frontends.mcp import render as render_mod
+from dsh_recall.frontends.mcp.handlers import RecallApp
+from dsh_recall.frontends.mcp.tools import CODE_SEARCH
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> RecallApp:
+    cfg = load_config(workspace=tmp_path, overrides={"embedder": {"name": "fake"}})
+    a = RecallApp(tmp_path, cfg)
+    yield a
+    a.close()
+
+
+def _code_answer(n: int, lines: int) -> dict:
+    """A code_search answer of n results whose excerpts are code full of quotes and newlines."""
+    body = "\n".join(f'    x_{j} = d["key_{j}"]  # "quoted"' for j in range(lines))
+    return {"query": "q", "layers": ["lexical"], "pending": 0, "scope": ".", "notes": [],
+            "results": [{"path": f"pkg/m{i}.py", "source_path": f"/r/pkg/m{i}.py",
+                         "start_line": 1, "end_line": lines, "score": 1.0, "symbols": [],
+                         "excerpt": body, "stale": False} for i in range(n)]}
+
+
+def _sent_tokens(out: dict, text: str) -> int:
+    """What the client receives, counted independently of the server's helper."""
+    sent = json.dumps({"content": [{"type": "text", "text": text}], "structuredContent": out},
+                      ensure_ascii=False, separators=(",", ":"))
+    return estimate_tokens(sent)
+
+
+@pytest.mark.parametrize("budget", range(600, 3001, 150))
+def test_a_paged_answer_with_its_cursor_stays_under_the_budget(app: RecallApp, budget: int) -> None:
+    app.token_budget = budget
+    data = _code_answer(30, 25)
+    data.update(_offset=0, _more=True)
+    out, text = app.finish(CODE_SEARCH, data, {"query": "q"})
+    assert out.get("next_cursor"), "30 long excerpts cannot fit: a cursor must be offered"
+    assert out["results"], "every page makes progress"
+    render = lambda d: render_mod.render("code_search", d)  # noqa: E731
+    assert text == render(out)
+    assert budget_mod.answer_tokens(out, render) <= budget
+    # The JSON-quoted rendering (escaped newlines and quotes) is what travels.
+    assert _sent_tokens(out, text) <= budget
+
+
+def test_answer_tokens_counts_the_escapes_of_the_rendering() -> None:
+    plain = budget_mod.answer_tokens({}, lambda d: "a" * 400)
+    escaped = budget_mod.answer_tokens({}, lambda d: '"\n' * 200)
+    assert escaped > plain
+
+
+def test_object_search_drops_lines_to_fit_a_small_budget(app: RecallApp) -> None:
+    from dsh_recall.services.objects import ObjectService
+
+    long_line = "ERROR " + "x" * 150 + " failed"
+    text = "\n".join(f"{i} {long_line}" if i % 10 == 0 else f"{i} ok" for i in range(2000))
+    svc = ObjectService(app.cfg.objects)
+    try:
+        obj_id = svc.put(text, session="s", seq=1, tool="bash").id
+    finally:
+        svc.close()
+    full, _ = app.call("object_recall", {"id": obj_id, "query": "ERROR failed"})
+    assert len(full["matches"]) == 20 and full["truncated"] is False
+    app.token_budget = 600
+    small, text_out = app.call("object_recall", {"id": obj_id, "query": "ERROR failed"})
+    render = lambda d: render_mod.render("object_recall", d)  # noqa: E731
+    assert budget_mod.answer_tokens(small, render) <= 600
+    assert 1 <= len(small["matches"]) < 20 and small["truncated"] is True
+    assert small["matches"] == full["matches"][: len(small["matches"])], "best lines kept"
