@@ -79,3 +79,69 @@ def test_object_search_drops_lines_to_fit_a_small_budget(app: RecallApp) -> None
     assert budget_mod.answer_tokens(small, render) <= 600
     assert 1 <= len(small["matches"]) < 20 and small["truncated"] is True
     assert small["matches"] == full["matches"][: len(small["matches"])], "best lines kept"
+
+
+def _import_history(tmp_path: Path, cfg) -> None:
+    """Eight sessions of ordinary talk; every ninth turn is about the canary rollout."""
+    from dsh_recall.services import history
+
+    filler = ["we renamed the parser module", "the tests pass on python 3.11",
+              "lunch order is pizza today", "the linter wants shorter lines",
+              "docs build is green again", "the laptop fan is loud"]
+    path = tmp_path / "talk.jsonl"
+    with path.open("w") as f:
+        for sess in range(8):
+            for seq in range(40):
+                text = (f"canary rollout {sess}-{seq}: the canary waits {seq} minutes before "
+                        "the deploy is promoted" if seq % 9 == 0
+                        else f"{filler[(seq + sess) % len(filler)]} ({sess}-{seq})")
+                f.write(json.dumps({"session": f"s{sess}", "seq": seq,
+                                    "role": "user" if seq % 2 else "assistant", "text": text,
+                                    "id": f"m{sess}-{seq}", "workspace": "w"}) + "\n")
+    history.import_paths([str(path)], "generic", cfg)
+
+
+def _pages(app: RecallApp, args: dict) -> list[dict]:
+    pages, cursor = [], None
+    for _ in range(60):
+        out, _ = app.call("history_search", dict(args, cursor=cursor) if cursor else args)
+        pages.append(out)
+        cursor = out.get("next_cursor")
+        if not cursor:
+            break
+    return pages
+
+
+def test_history_search_cursor_walks_the_service_ranking_once(app: RecallApp,
+                                                              tmp_path: Path) -> None:
+    from dsh_recall.services import history
+
+    _import_history(tmp_path, app.cfg)
+    args = {"query": "canary rollout promoted", "scope": "all", "detail": True, "limit": 10}
+    whole = history.search(args["query"], all_sessions=True, detail=True, limit=500,
+                           cfg=app.cfg)["hits"]
+    assert len(whole) > 30
+    app.token_budget = 700  # smaller than a page of 10: the MCP fit cuts inside pages too
+    pages = _pages(app, args)
+    seen = [h["start_seq"] for p in pages for h in p["hits"]]
+    assert len(pages) > len(whole) // 10, "the budget must split service pages further"
+    assert seen == [h["start_seq"] for h in whole], "pages follow the ranking, no gap, no repeat"
+    render = lambda d: render_mod.render("history_search", d)  # noqa: E731
+    assert all(budget_mod.answer_tokens(p, render) <= 700 for p in pages)
+
+
+def test_history_search_coarse_pages_match_the_service_pages(app: RecallApp,
+                                                             tmp_path: Path) -> None:
+    from dsh_recall.services import history
+
+    _import_history(tmp_path, app.cfg)
+    query = "canary rollout promoted"
+    direct, offset = [], 0
+    while offset is not None and len(direct) < 200:
+        ans = history.search(query, all_sessions=True, limit=3, offset=offset, cfg=app.cfg)
+        direct += [(h["session"], h["start_seq"], h["end_seq"]) for h in ans["hits"]]
+        offset = ans["next_offset"]
+    pages = _pages(app, {"query": query, "scope": "all", "limit": 3})
+    spans = [(h["session"], h["start_seq"], h["end_seq"]) for p in pages for h in p["hits"]]
+    assert len(pages) > 1 and len(direct) > 3
+    assert spans == direct, "every coarse event once, in the service's order"

@@ -140,6 +140,9 @@ class RecallApp(SourceHandlers):
         render = lambda d: render_mod.render(spec.name, d)  # noqa: E731
         offset = data.pop("_offset", offset)
         more = bool(data.pop("_more", more))
+        # `_base`: the list already starts at this absolute position (a service that pages
+        # itself); cursors count from the start of the whole ranking.
+        base = int(data.pop("_base", 0))
         data = conform(data, spec.output_schema)
         has_flag = "truncated" in spec.output_schema["properties"]
         # A handler may have cut already (object_recall drops matching lines).
@@ -157,7 +160,7 @@ class RecallApp(SourceHandlers):
             out["truncated"] = page.truncated or cut_before
             out.pop("next_cursor", None)
             if page.next_offset is not None:
-                out["next_cursor"] = budget_mod.encode_cursor(page.next_offset, key)
+                out["next_cursor"] = budget_mod.encode_cursor(base + page.next_offset, key)
         else:
             out, cut = budget_mod.shrink_to_fit(data, render, self.token_budget)
             if has_flag:

@@ -31,16 +31,19 @@ class SourceHandlers:
         scope = a.get("scope") or "session"
         session = a.get("session") or (self.current_session() if scope == "session" else None)
         limit = int(a.get("limit") or (20 if a.get("detail") else self.cfg.history.max_sessions))
+        # The service pages its own ranking: its hits start at `offset`. Re-running with a
+        # longer limit and slicing would not do, since a coarse answer is cut to its own
+        # budget and session cap, so a longer page is not a prefix-extension of a shorter one.
         data = history.search(
             query, session=session, workspace=str(self.workspace) if scope != "all" and not session
             else None, all_sessions=scope == "all" and not a.get("session"),
-            limit=offset + limit, detail=bool(a.get("detail")), cfg=self.cfg,
-            cwd=str(self.workspace))
+            limit=limit, detail=bool(a.get("detail")), cfg=self.cfg,
+            cwd=str(self.workspace), offset=offset)
         if scope == "session" and not session:
             data.setdefault("layer_status", {})["scope"] = (
                 "no current session known (configure session=...): searched this workspace")
-        data["_offset"] = offset
-        data["_more"] = len(data.get("hits", [])) >= offset + limit
+        data["_base"] = offset
+        data["_more"] = bool(data.get("has_more"))
         return data
 
     def tool_history_detail(self, a: dict[str, Any]) -> dict[str, Any]:
