@@ -20,6 +20,19 @@ this those to too us very was we were what when where which while who whom why w
 would you your yours am any all also about after again against because before between both
 each few more most other own same over under until up down out off once only here ever
 """.split())
+# Words of the question's form rather than its topic ("what kind of", "did she mention",
+# "how does he describe"): matching them finds turns that talk the same way, not about the
+# same thing. Dropped only while topic terms remain.
+QUESTION_WORDS = frozenset("""
+kind type sort think thinks thought feel feels felt mention mentioned mentions say said says
+describe described tell told recent recently ever like likes often usually way ways
+something anything thing things happen happened
+""".split())
+
+# A turn next to a strong match shares part of its score: in a conversation the answer
+# sits next to its question ("what did you paint?" / "a sunrise"). 0.2 lifts literal R@5
+# on locomo-dev from 0.543 to 0.565; more starts to crowd out direct matches.
+NEIGHBOUR_SHARE = 0.2
 
 MAX_TRIGRAMS = 48
 
@@ -32,13 +45,27 @@ def terms(query: str) -> list[str]:
         if t not in seen:
             seen.append(t)
     content = [t for t in seen if t not in STOPWORDS and not (len(t) == 1 and t.isascii())]
-    return content or seen
+    topical = [t for t in content if t not in QUESTION_WORDS]
+    return topical or content or seen
 
 
 def literal_match(query: str) -> str | None:
     """An OR of quoted terms for the word index (ranked by BM25), or None for no terms."""
     ts = terms(query)
     return " OR ".join(fts_quote(t) for t in ts) if ts else None
+
+
+def spread_to_neighbours(scores: dict[int, float], neighbours: dict[int, list[int]],
+                         share: float = NEIGHBOUR_SHARE) -> list[int]:
+    """Ids ranked by their own score (higher is better) plus `share` of each adjacent
+    block's; a block with no match of its own can enter through its neighbours. Ties keep
+    the input order."""
+    out = dict(scores)
+    for i, s in scores.items():
+        for n in neighbours.get(i, ()):
+            out[n] = out.get(n, 0.0) + share * s
+    order = {i: k for k, i in enumerate(out)}
+    return sorted(out, key=lambda i: (-out[i], order[i]))
 
 
 def trigrams(word: str) -> list[str]:

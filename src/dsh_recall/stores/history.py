@@ -241,6 +241,18 @@ class HistoryStore:
         sql, args = fts_sql(FTS_TABLES[layer], sessions)
         return [(r[0], r[1]) for r in self.conn.execute(sql, [match, *args, limit])]
 
+    def neighbours(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        """Block id -> the ids of the blocks just before and after it in its session."""
+        out: dict[int, list[int]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i:i + 500])
+            cur = self.conn.execute(
+                f"SELECT b.id, n.id FROM blocks b JOIN blocks n ON n.session = b.session "
+                f"AND n.ord IN (b.ord - 1, b.ord + 1) WHERE b.id IN ({','.join('?' * len(chunk))})", chunk)
+            for a, n in cur:
+                out.setdefault(a, []).append(n)
+        return out
+
     def blocks(self, ids: Sequence[int]) -> dict[int, BlockRow]:
         out: dict[int, BlockRow] = {}
         for i in range(0, len(ids), 500):
