@@ -145,3 +145,18 @@ def test_history_search_coarse_pages_match_the_service_pages(app: RecallApp,
     spans = [(h["session"], h["start_seq"], h["end_seq"]) for p in pages for h in p["hits"]]
     assert len(pages) > 1 and len(direct) > 3
     assert spans == direct, "every coarse event once, in the service's order"
+
+
+def test_history_detail_browse_cursor_runs_through_the_session(app: RecallApp,
+                                                               tmp_path: Path) -> None:
+    _import_history(tmp_path, app.cfg)
+    app.token_budget = 500
+    seqs, cursor = [], None
+    for _ in range(100):
+        args = {"session": "s3", "page": 1}
+        out, _ = app.call("history_detail", dict(args, cursor=cursor) if cursor else args)
+        seqs += [e["seq"] for e in out["events"]]
+        cursor = out.get("next_cursor")
+        if not cursor:
+            break
+    assert seqs == list(range(40)), "every event of the session once, in order"

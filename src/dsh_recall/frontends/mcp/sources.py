@@ -54,10 +54,19 @@ class SourceHandlers:
             raise InputError("which session? pass `session` (from a history_search hit)")
         offset = budget_mod.decode_cursor(a.get("cursor"), budget_mod.args_key(a))
         around = a.get("around")
-        data = history.show(session, around=None if around is None else int(around),
-                            window=int(a.get("window", 3)), page=a.get("page"),
-                            max_chars=self.cfg.history.result_block_chars * 5)
-        data["_offset"] = offset
+        max_chars = self.cfg.history.result_block_chars * 5
+        if around is not None:
+            # A window is small and fixed: re-read it and skip what earlier pages showed.
+            data = history.show(session, around=int(around), window=int(a.get("window", 3)),
+                                max_chars=max_chars)
+            data["_offset"] = offset
+            return data
+        # Browsing: the cursor is an event index in the session, so it runs on past the
+        # end of the requested page instead of stopping there.
+        data = history.show(session, page=a.get("page"), max_chars=max_chars,
+                            offset=offset if a.get("cursor") else None)
+        data["_base"] = int(data.get("offset") or 0)
+        data["_more"] = bool(data.get("has_more"))
         return data
 
     # -- objects ---------------------------------------------------------------------------
