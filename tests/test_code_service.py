@@ -320,3 +320,13 @@ def test_unknown_config_key_is_a_clear_error(repo, monkeypatch):
     res = CliRunner().invoke(cli, ["search", "x", "--workspace", str(repo)])
     assert res.exit_code == 1
     assert "bogus_key" in res.output and "excerpt_lines" in res.output
+
+
+def test_layer_weights_follow_query_shape():
+    from dsh_recall.search.fuse import layer_weights
+
+    plain = layer_weights("python check if a variable is iterable", 1.0, 1.0)
+    assert plain["lexical"] < plain["vector"]
+    for q in ("gitignore handling", "parse_http_response fails", "Session.resolve_redirects copies",
+              " ".join(["word"] * 40)):
+        assert layer_weights(q, 1.0, 1.0) == {"lexical": 1.0, "vector": 1.0}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 
@@ -54,3 +55,28 @@ def is_test_path(path: str) -> bool:
 
 def wants_tests(terms: Sequence[str]) -> bool:
     return any(t in ("test", "tests", "testing", "spec", "fixture", "fixtures") for t in terms)
+
+
+_CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|\(\)|::|->|[{};=<>]|/\w")
+
+
+def query_shape(query: str) -> tuple[int, float]:
+    """(number of words, share of words that look like code: snake_case, camelCase, a.b, ())."""
+    words = query.split()
+    if not words:
+        return 0, 0.0
+    code = sum(1 for w in words if _CODE_LIKE.search(w))
+    return len(words), code / len(words)
+
+
+def layer_weights(query: str, lexical: float, vector: float) -> dict[str, float]:
+    """RRF weights by query shape. A question in plain words ("python check if a variable is
+    iterable") is where word overlap misleads and meaning matters: the lexical layer counts
+    for less. A few keywords, identifiers, paths and long pasted text keep both layers."""
+    n, code = query_shape(query)
+    if 4 <= n <= 16 and code == 0:
+        return {"lexical": lexical * NATURAL_LEXICAL_SHARE, "vector": vector}
+    return {"lexical": lexical, "vector": vector}
+
+
+NATURAL_LEXICAL_SHARE = 0.25

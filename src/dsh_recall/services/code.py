@@ -22,7 +22,7 @@ from ..core.text import code_tokens, index_text, safe_decode
 from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
-from ..search.fuse import is_test_path, rrf, wants_tests
+from ..search.fuse import is_test_path, layer_weights, rrf, wants_tests
 from ..search.vector import top_k
 from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
                                  parse_source_roots, walk)
@@ -289,7 +289,7 @@ class CodeService:
                 rankings["vector"] = [i for i, _ in vec]
                 vec_scores = dict(vec)
                 used.append("vector")
-        weights = {"lexical": cfg.lexical_weight, "vector": cfg.vector_weight}
+        weights = layer_weights(query, cfg.lexical_weight, cfg.vector_weight)
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
         rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]])
