@@ -91,3 +91,25 @@ def test_kill_9_mid_index_then_index_again(tmp_path):
     assert len(partial[0]) < 300 or partial[3] > 0
     subprocess.run(index_cmd(ws), env=env_for(home), check=True, capture_output=True, timeout=300)
     assert snapshot(home, ws) == reference
+
+
+def test_index_runs_in_the_background_by_default(tmp_path):
+    import json as _json
+
+    ws = make_tree(tmp_path / "ws", 30)
+    home = tmp_path / "home"
+    out = subprocess.run([sys.executable, "-m", "dsh_recall", "index", str(ws), "--json"],
+                         env=env_for(home), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    started = _json.loads(out.stdout)
+    assert started["background"] is True and started["pid"] > 0
+    deadline = time.monotonic() + 120
+    status = {}
+    while time.monotonic() < deadline:
+        st = subprocess.run([sys.executable, "-m", "dsh_recall", "status", "--workspace", str(ws),
+                             "--json"], env=env_for(home), capture_output=True, text=True)
+        status = _json.loads(st.stdout)
+        if status["indexed"] and status["pending"] == 0 and status["files"] == 30:
+            break
+        time.sleep(0.2)
+    assert status["files"] == 30 and status["pending"] == 0
