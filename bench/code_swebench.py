@@ -95,8 +95,11 @@ def main() -> None:
     ap.add_argument("--modes", default="lexical,vector,hybrid,bm25")
     ap.add_argument("--home", default=str(TMP / "swebench-recall-home"))
     ap.add_argument("--out", default="")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config override for the engine, e.g. --set vector_weight=0.5")
     args = ap.parse_args()
     modes = args.modes.split(",")
+    overrides = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     rows = [json.loads(line) for line in open(EVAL / "queries.jsonl")]
     if args.limit:
         rows = rows[: args.limit]
@@ -108,7 +111,7 @@ def main() -> None:
     chunks_total = 0
     for n, row in enumerate(rows, 1):
         ws = tree(row["tree_tag"])
-        cfg = load_config(workspace=ws, overrides={"embedder": {"name": args.embedder}})
+        cfg = load_config(workspace=ws, overrides={"embedder": {"name": args.embedder}, **overrides})
         svc = CodeService(ws, cfg, home)
         fresh = svc.store.get_meta("last_index") is None
         t0 = time.monotonic()
