@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..core.errors import StoreError
+from .sqlite import connect as sqlite_connect
 
 APPLICATION_ID = 0x44524848  # "DRHH": marks a dsh-recall history store
 SCHEMA_VERSION = "1"
@@ -96,22 +96,7 @@ def fts_sql(table: str, sessions: Sequence[str] | None) -> tuple[str, list[str]]
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the history database; refuse a file that is not ours."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 30000")
-        app = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and re-import") from e
-    if app != APPLICATION_ID and (app != 0 or tables):
-        conn.close()
-        raise StoreError(f"{path} is not a dsh-recall history database; refusing to write to it")
-    if app == 0:
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return conn
+    return sqlite_connect(path, APPLICATION_ID, "dsh-recall history database", "re-import")
 
 
 class HistoryStore:

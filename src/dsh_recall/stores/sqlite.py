@@ -57,8 +57,12 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
     return p, p[:-1] + chr(ord("/") + 1)
 
 
-def connect(path: Path, application_id: int) -> sqlite3.Connection:
-    """Open (creating if needed) a SQLite file we own; refuse a foreign one."""
+def connect(path: Path, application_id: int, kind: str = "dsh-recall database of this kind",
+            redo: str = "re-index") -> sqlite3.Connection:
+    """Open (creating if needed) a SQLite file we own, in WAL mode; refuse a foreign one.
+
+    `kind` names the database in the refusal; `redo` is what rebuilds it if it is unusable.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
@@ -67,10 +71,10 @@ def connect(path: Path, application_id: int) -> sqlite3.Connection:
         app = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and re-index") from e
+        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and {redo}") from e
     if app != application_id and (app != 0 or tables):
         conn.close()
-        raise StoreError(f"{path} is not a dsh-recall database of this kind; refusing to write to it")
+        raise StoreError(f"{path} is not a {kind}; refusing to write to it")
     if app == 0:
         conn.execute(f"PRAGMA application_id = {application_id}")
     conn.execute("PRAGMA journal_mode = WAL")
