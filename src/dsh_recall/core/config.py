@@ -104,7 +104,9 @@ class Config(_Section):
     excerpt_lines: int = Field(40, ge=1, le=400)
     limit: int = Field(8, ge=1, le=200)
     candidate_pool: int = Field(200, ge=1)
-    rrf_k: int = Field(60, ge=1)
+    # RRF constant: 10 (not the customary 60) trusts each layer's top ranks more; measured
+    # better on both SWE-bench dev (Acc@5 0.569 -> 0.667) and CoSQA dev (MRR 0.651 -> 0.680).
+    rrf_k: int = Field(10, ge=1)
     lexical_weight: float = Field(1.0, ge=0)
     vector_weight: float = Field(1.0, ge=0)
     embed_budget_s: float = Field(2.0, ge=0)  # cold start: embed what fits, then answer
