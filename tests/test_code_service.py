@@ -330,3 +330,25 @@ def test_layer_weights_follow_query_shape():
     for q in ("gitignore handling", "parse_http_response fails", "Session.resolve_redirects copies",
               " ".join(["word"] * 40)):
         assert layer_weights(q, 1.0, 1.0) == {"lexical": 1.0, "vector": 1.0}
+
+
+def test_implementation_ranks_above_docs_and_tests_unless_asked(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "tests").mkdir()
+    (ws / "app").mkdir()
+    (ws / "docs" / "blueprints.rst").write_text(
+        "Blueprints\n==========\n\nHow blueprints are registered on the app: register_blueprint.\n")
+    (ws / "tests" / "test_blueprints.py").write_text(
+        "def test_register_blueprint():\n    app.register_blueprint(bp)  # blueprints registered\n")
+    (ws / "app" / "blueprints.py").write_text(
+        "def register_blueprint(app, bp):\n    \"\"\"Blueprints are registered on the app here.\"\"\"\n"
+        "    app.blueprints[bp.name] = bp\n")
+    svc = CodeService(ws, fake_cfg(ws))
+    svc.index()
+    top = svc.search("how are blueprints registered on the app", files=True)["results"]
+    assert top[0]["path"] == "app/blueprints.py"
+    asked = svc.search("docs: how are blueprints registered", files=True, layers=("lexical",))["results"]
+    assert asked[0]["path"] == "docs/blueprints.rst"
+    tests = svc.search("tests for register_blueprint", files=True, layers=("lexical",))["results"]
+    assert tests[0]["path"] == "tests/test_blueprints.py"

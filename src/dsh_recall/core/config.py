@@ -114,6 +114,7 @@ class Config(_Section):
     weak_score: float = Field(0.5, ge=0)  # a best result under this inside a focus scope is "weak"
     # Tests, fixtures and examples rank below implementation unless the query asks for them.
     test_weight: float = Field(0.5, ge=0, le=1)
+    doc_weight: float = Field(0.7, ge=0, le=1)  # prose docs (.md, .rst, docs/) likewise
     embedder: EmbedderConfig = EmbedderConfig()
     history: HistoryConfig = HistoryConfig()
     objects: ObjectsConfig = ObjectsConfig()

@@ -57,6 +57,29 @@ def wants_tests(terms: Sequence[str]) -> bool:
     return any(t in ("test", "tests", "testing", "spec", "fixture", "fixtures") for t in terms)
 
 
+_DOC_EXTS = (".md", ".rst", ".txt", ".adoc", ".markdown")
+_DOC_DIRS = {"doc", "docs", "documentation"}
+_DOC_WORDS = {"doc", "docs", "documentation", "documented", "readme", "guide", "tutorial",
+              "changelog", "changes"}
+
+
+def is_doc_path(path: str) -> bool:
+    """Prose documentation by extension or folder."""
+    parts = path.lower().split("/")
+    return parts[-1].endswith(_DOC_EXTS) or any(p in _DOC_DIRS for p in parts[:-1])
+
+
+def path_prior(path: str, terms: Sequence[str], test_weight: float, doc_weight: float) -> float:
+    """Score multiplier for where a chunk lives: code recall answers with implementation
+    first; tests and prose docs rank below it unless the query asks for them."""
+    w = 1.0
+    if test_weight < 1 and is_test_path(path) and not wants_tests(terms):
+        w *= test_weight
+    if doc_weight < 1 and is_doc_path(path) and not any(t in _DOC_WORDS for t in terms):
+        w *= doc_weight
+    return w
+
+
 _CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|\(\)|::|->|[{};=<>]|/\w")
 
 

@@ -22,7 +22,7 @@ from ..core.text import code_tokens, index_text, safe_decode
 from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
-from ..search.fuse import is_test_path, layer_weights, rrf, wants_tests
+from ..search.fuse import layer_weights, path_prior, rrf
 from ..search.vector import top_k
 from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
                                  parse_source_roots, walk)
@@ -293,10 +293,10 @@ class CodeService:
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
         rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]])
-        if cfg.test_weight < 1 and not wants_tests(terms):
+        if cfg.test_weight < 1 or cfg.doc_weight < 1:
             fused = sorted(
-                ((i, s * (cfg.test_weight if i in rows and is_test_path(rows[i].path) else 1.0), r)
-                 for i, s, r in fused), key=lambda x: -x[1])
+                ((i, s * (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight)
+                          if i in rows else 1.0), r) for i, s, r in fused), key=lambda x: -x[1])
         results: list[dict[str, Any]] = []
         seen_files: set[str] = set()
         stale_cache: dict[str, bool] = {}
