@@ -130,10 +130,20 @@ def index(ctx: click.Context, directory: str | None, wait: bool, lexical_only: b
         + "".join(f"\nnote: {n}" for n in (d['notes'] or []) + (d['problems'] or []))))
 
 
+def _embedder_line(e: dict[str, Any]) -> str:
+    line = f"{e['name']} ({e.get('fingerprint') or 'not loaded'})"
+    if "endpoint_ok" in e:
+        line += f"; endpoint {'answered' if e['endpoint_ok'] else 'did not answer'}: {e.get('endpoint', '')}"
+    if e.get("error"):
+        line += f"; unavailable: {e['error']}"
+    return line
+
+
 def render_status(d: dict[str, Any]) -> str:
     lines = [f"workspace  {d['workspace']}", f"database   {d['database']} ({d['index_bytes']} bytes)",
              f"files      {d['files']}   chunks {d['chunks']}   vectors {d['vectors']}   pending {d['pending']}",
-             f"embedder   {d['embedder']}", f"fingerprint {d['fingerprint']}",
+             "embedder   " + _embedder_line(d["embedder"]),
+             f"index of   embedder {d['fingerprint']['embedder'] or '-'}, chunker {d['fingerprint']['chunker'] or '-'}",
              "roots      " + ", ".join(f"{r['label'] or '.'}={r['path']}" for r in d["roots"]),
              "scopes     " + (", ".join(d["scopes"]) or "(none)")]
     if d["skipped"]:
