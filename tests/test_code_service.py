@@ -352,3 +352,21 @@ def test_implementation_ranks_above_docs_and_tests_unless_asked(tmp_path):
     assert asked[0]["path"] == "docs/blueprints.rst"
     tests = svc.search("tests for register_blueprint", files=True, layers=("lexical",))["results"]
     assert tests[0]["path"] == "tests/test_blueprints.py"
+
+
+def test_search_from_a_subdirectory_uses_the_enclosing_workspace(tmp_path, monkeypatch):
+    ws = tmp_path / "mono"
+    (ws / ".git").mkdir(parents=True)
+    for name in ("alpha", "beta"):
+        (ws / name).mkdir()
+        (ws / name / "package.json").write_text("{}")
+        (ws / name / "main.js").write_text(f"function {name}Handler() {{ return 'handled' }}\n")
+    monkeypatch.setenv("DSH_RECALL_EMBEDDER__NAME", "fake")
+    monkeypatch.chdir(ws / "beta")
+    res = CliRunner().invoke(cli, ["search", "handled", "--json", "--lexical-only"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["scope"] == "beta"
+    assert [r["path"] for r in data["results"]] == ["beta/main.js"]
+    res = CliRunner().invoke(cli, ["status", "--json"])
+    assert json.loads(res.output)["workspace"] == str(ws.resolve())

@@ -42,6 +42,24 @@ def embed_text(path: str, symbols: tuple[str, ...], text: str) -> str:
     return head + "\n" + text
 
 
+_VCS_MARKERS = (".git", ".hg", ".svn", ".jj")
+
+
+def find_workspace(start: Path, home: Path | None = None) -> Path:
+    """The workspace a command run in `start` means: the nearest enclosing directory that
+    already has an index, else the nearest version-control root, else `start` itself. So a
+    search from `repo/src/` uses the repository's index (and `src/` as its focus scope)."""
+    start = Path(start).resolve()
+    chain = [start, *start.parents]
+    for d in chain:
+        if (workspace_dir(d, home or recall_home()) / "index.sqlite").exists():
+            return d
+    for d in chain:
+        if any((d / m).exists() for m in _VCS_MARKERS):
+            return d
+    return start
+
+
 @dataclass
 class IndexReport:
     files: int = 0

@@ -10,12 +10,13 @@ from typing import Any
 
 import click
 
-from ...services.code import CodeService
+from ...services.code import CodeService, find_workspace
 from .common import emit, get_config, handle_errors, json_option
 
 
 def _workspace(ws: str | None) -> Path:
-    return Path(ws or os.getcwd()).resolve()
+    """An explicit directory as given; otherwise the workspace enclosing the cwd."""
+    return Path(ws).resolve() if ws else find_workspace(Path(os.getcwd()))
 
 
 def _service(ctx: click.Context, ws: Path, **overrides: Any) -> CodeService:

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
+from ...services.code import find_workspace
 from .common import get_config, handle_errors
 
 
 @click.command()
 @click.option("--workspace", "ws", type=click.Path(file_okay=False),
-              help="Workspace root to search (default: the current directory).")
+              help="Workspace root to search (default: the indexed or version-controlled directory enclosing the cwd).")
 @click.option("--http", "port", type=int, default=None,
               help="Serve streamable HTTP on this port (at /mcp) instead of stdio.")
 @click.option("--host", default=None,
@@ -23,7 +24,7 @@ def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None) 
     """Run the MCP server. Logs go to stderr; stdout belongs to the protocol."""
     from ..mcp import server  # the SDK is only imported when serving
 
-    workspace = Path(ws or os.getcwd()).resolve()
+    workspace = Path(ws).resolve() if ws else find_workspace(Path(os.getcwd()))
     cfg = get_config(ctx, workspace)
     root = ctx.find_root()
     cfg_file = root.params.get("config_file") if root.params else None
