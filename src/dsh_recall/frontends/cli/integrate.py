@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,18 @@ CLAUDE_HOOKS = [
 def _q(value: str) -> str:
     """A YAML scalar: JSON string syntax is valid YAML and needs no escaping rules of its own."""
     return json.dumps(value, ensure_ascii=False)
+
+
+def default_command() -> str:
+    """`dsh-recall` when the harness will find this same program on PATH; otherwise the full
+    path of the running one (a virtualenv that is not on PATH still works)."""
+    running = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    found = shutil.which("dsh-recall")
+    if found and (running is None or Path(found).resolve() == running or not running.exists()):
+        return "dsh-recall"
+    if running is not None and running.exists() and running.name == "dsh-recall":
+        return str(running)
+    return "dsh-recall"
 
 
 def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
@@ -173,11 +187,12 @@ def claude_code() -> None:
 @claude_code.command("install")
 @click.option("--project", type=click.Path(file_okay=False), default=".",
               help="Project root holding .mcp.json and .claude/ (default: cwd).")
-@click.option("--command", "command", default="dsh-recall", help="How to run dsh-recall.")
+@click.option("--command", "command", default=None,
+              help="How to run dsh-recall (default: `dsh-recall` when it is on PATH, else this executable's full path).")
 @handle_errors
-def cc_install(project: str, command: str) -> None:
+def cc_install(project: str, command: str | None) -> None:
     """Add the `recall` MCP server and the hooks; running it twice changes nothing."""
-    for p in claude_install(Path(project).resolve(), command):
+    for p in claude_install(Path(project).resolve(), command or default_command()):
         click.echo(f"updated {p}")
 
 
@@ -199,12 +214,13 @@ def dsh() -> None:
 @click.option("--write", "write", type=click.Path(dir_okay=False), default=None,
               help="Write the patch to this file (e.g. $DSH_HOME/cordis.patch.yml) "
                    "instead of printing it.")
-@click.option("--command", "command", default="dsh-recall", help="How to run dsh-recall.")
+@click.option("--command", "command", default=None,
+              help="How to run dsh-recall (default: `dsh-recall` when it is on PATH, else this executable's full path).")
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,
               help="Pin a workspace (default: the session's cwd).")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE passed to the server (repeatable).")
 @handle_errors
-def dsh_patch_cmd(write: str | None, command: str, workspace: str | None,
+def dsh_patch_cmd(write: str | None, command: str | None, workspace: str | None,
                   env: tuple[str, ...]) -> None:
     """Print (or write) the patch; dsh drops DSH_* variables, so pass them with --env."""
     pairs = {}
@@ -213,7 +229,7 @@ def dsh_patch_cmd(write: str | None, command: str, workspace: str | None,
         if not sep or not k:
             raise InputError(f"--env expects KEY=VALUE, got '{item}'")
         pairs[k] = v
-    text = dsh_patch(command, Path(workspace).resolve() if workspace else None, pairs)
+    text = dsh_patch(command or default_command(), Path(workspace).resolve() if workspace else None, pairs)
     if write:
         path = Path(write).expanduser()
         if path.exists() and "@deepseek-ai/dsh-mcp-client" in path.read_text(encoding="utf-8") \
@@ -227,7 +243,8 @@ def dsh_patch_cmd(write: str | None, command: str, workspace: str | None,
 
 
 @integrate.command("codex")
-@click.option("--command", "command", default="dsh-recall", help="How to run dsh-recall.")
-def codex(command: str) -> None:
+@click.option("--command", "command", default=None,
+              help="How to run dsh-recall (default: `dsh-recall` when it is on PATH, else this executable's full path).")
+def codex(command: str | None) -> None:
     """Print the `[mcp_servers.recall]` entry for ~/.codex/config.toml."""
-    click.echo(codex_entry(command), nl=False)
+    click.echo(codex_entry(command or default_command()), nl=False)
