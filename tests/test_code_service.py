@@ -370,3 +370,12 @@ def test_search_from_a_subdirectory_uses_the_enclosing_workspace(tmp_path, monke
     assert [r["path"] for r in data["results"]] == ["beta/main.js"]
     res = CliRunner().invoke(cli, ["status", "--json"])
     assert json.loads(res.output)["workspace"] == str(ws.resolve())
+
+
+def test_public_python_api(repo):
+    import dsh_recall
+
+    svc = dsh_recall.CodeService(repo, dsh_recall.load_config(
+        workspace=repo, overrides={"embedder": {"name": "fake"}}))
+    assert svc.search("OccupancyStateMachine")["results"][0]["path"] == "pkg/occupancy.py"
+    assert callable(dsh_recall.history.search)

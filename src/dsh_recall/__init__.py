@@ -1,3 +1,38 @@
-"""dsh-recall: a local recall engine for AI coding agents."""
+"""dsh-recall: a local recall engine for AI coding agents.
+
+The handful of names a library user needs (imported lazily, so `import dsh_recall` is cheap):
+
+    from dsh_recall import CodeService, load_config
+    svc = CodeService(".", load_config(workspace="."))
+    svc.search("where is the retry policy decided")
+
+    from dsh_recall import history, ObjectService, NotesService
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "load_config": ("dsh_recall.core.config", "load_config"),
+    "Config": ("dsh_recall.core.config", "Config"),
+    "RecallError": ("dsh_recall.core.errors", "RecallError"),
+    "CodeService": ("dsh_recall.services.code", "CodeService"),
+    "ObjectService": ("dsh_recall.services.objects", "ObjectService"),
+    "NotesService": ("dsh_recall.services.notes", "NotesService"),
+    "history": ("dsh_recall.services.history", None),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'dsh_recall' has no attribute {name!r}") from None
+    mod = importlib.import_module(module)
+    return mod if attr is None else getattr(mod, attr)
