@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
 
 CHUNKER_VERSION = "transcript-1"
+# What the semantic layer embeds for a block (see embed_text); part of the vector
+# fingerprint, so a change here discards old vectors instead of mixing two kinds.
+EMBED_TEXT_VERSION = "own+prev-tail-400"
+CONTEXT_CHARS = 400
 MAX_RESULT_BLOCKS = 8
 MAX_TEXT_BLOCKS = 32
 _PLAIN_ROLES = {"user", "assistant", "tool", "summary", "system"}
@@ -50,6 +54,20 @@ class Block:
 
 def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def embed_text(text: str, prev: str | None) -> str:
+    """The text the semantic layer embeds for a block: its own text, then the last
+    `CONTEXT_CHARS` characters of the block before it in the session.
+
+    A turn alone is often elliptic ("a sunrise, last week"); the turn before says what it
+    is about. Own text first, so a model that truncates long input drops context, never
+    the block itself. On locomo-dev (minilm) semantic-only turn R@5 0.371 -> 0.454; the
+    previous turn put first gave only 0.393.
+    """
+    if not prev:
+        return text
+    return text + "\n" + prev[-CONTEXT_CHARS:]
 
 
 def split_text(text: str, block_chars: int, max_blocks: int) -> list[str]:

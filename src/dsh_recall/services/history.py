@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..chunkers.transcript import CHUNKER_VERSION, event_blocks
+from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, event_blocks, text_hash
 from ..core.config import Config, load_config
 from ..core.errors import InputError, RecallError
 from ..core.paths import recall_home
@@ -423,7 +423,10 @@ def _embedder(cfg: Config):
 
 
 class SemanticLayer:
-    """Vectors of blocks, keyed by text hash; degrades to `status != "ok"`, never raises.
+    """Vectors of blocks, keyed by the hash of the text embedded (chunkers.transcript.
+    embed_text: the block with the tail of the one before it); a block whose context
+    changes gets a new hash and a new vector, so nothing mixes. Degrades to
+    `status != "ok"`, never raises.
 
     The coverage gate: while less than `history.coverage_gate` of the blocks in scope are
     embedded, the layer stays out of a merged ranking (a half-embedded corpus would push
@@ -436,7 +439,7 @@ class SemanticLayer:
         self.emb = None
         try:
             self.emb = _embedder(cfg)
-            fp = f"{self.emb.fingerprint}|{CHUNKER_VERSION}"
+            fp = f"{self.emb.fingerprint}|{CHUNKER_VERSION}|{EMBED_TEXT_VERSION}"
             if store.get_meta("fingerprint") != fp:
                 # Never mix two vector spaces: a new embedder starts from zero.
                 store.clear_vectors()
@@ -451,16 +454,18 @@ class SemanticLayer:
         done = 0
         deadline = None if budget_s is None else _time.monotonic() + budget_s
         batch = max(8, self.emb.batch_size)
+        while todo := self.store.unhashed(scope, 2000):  # cheap: a hash per block, no model
+            self.store.set_embed_hashes([(i, text_hash(embed_text(t, p))) for i, t, p in todo])
         while deadline is None or _time.monotonic() < deadline:
             todo = self.store.pending(scope, batch)
             if not todo:
                 break
             try:
-                vecs = self.emb.embed([t for _, t in todo])
+                vecs = self.emb.embed([embed_text(t, p) for _, t, p in todo])
             except (RecallError, ImportError, OSError, ValueError, RuntimeError) as e:
                 self.status = f"failed: {e}"
                 break
-            self.store.put_vectors([(h, v) for (h, _), v in zip(todo, vecs)])
+            self.store.put_vectors([(h, v) for (h, _, _), v in zip(todo, vecs)])
             done += len(todo)
         return done
 

@@ -3,7 +3,8 @@
 Tables: sessions, files (how far each transcript was read), events (original text of each
 message-like event, with compaction flags), blocks (the indexable pieces of events), three
 FTS5 indexes over blocks (literal words; trigrams; CJK character bigrams) and vectors keyed
-by the hash of the embedded text. SQL only: ranking policy lives in services/history.py.
+by the hash of the text actually embedded (`blocks.embed_hash`: a block's text with its
+context, set by the service; NULL until then). SQL only: ranking policy lives in services/history.py.
 WAL + busy timeout so an import and a search can run at the same time.
 """
 
@@ -37,7 +38,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS blocks (
   id INTEGER PRIMARY KEY, session TEXT NOT NULL, seq INTEGER NOT NULL, part INTEGER NOT NULL,
   ord INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, text TEXT NOT NULL,
-  hash TEXT NOT NULL, UNIQUE (session, seq, part));
+  hash TEXT NOT NULL, embed_hash TEXT, UNIQUE (session, seq, part));
 CREATE INDEX IF NOT EXISTS blocks_ord ON blocks(session, ord);
 CREATE INDEX IF NOT EXISTS blocks_hash ON blocks(hash);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_literal USING fts5(
@@ -106,6 +107,10 @@ class HistoryStore:
         self.path = Path(path)
         self.conn = connect(self.path)
         self.conn.executescript(SCHEMA)
+        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(blocks)")}
+        if "embed_hash" not in cols:  # a database from before embed_hash: NULL = not hashed yet
+            self.conn.execute("ALTER TABLE blocks ADD COLUMN embed_hash TEXT")
+        self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_embed ON blocks(embed_hash)")
         if self.get_meta("schema") is None:
             self.set_meta("schema", SCHEMA_VERSION)
 
@@ -311,15 +316,33 @@ class HistoryStore:
     def embedded_count(self, sessions: Sequence[str] | None = None) -> int:
         where, args = scope_clause(sessions)
         return self.conn.execute(
-            f"SELECT count(*) FROM blocks b JOIN vectors v ON v.hash = b.hash WHERE 1{where}", args).fetchone()[0]
+            f"SELECT count(*) FROM blocks b JOIN vectors v ON v.hash = b.embed_hash WHERE 1{where}",
+            args).fetchone()[0]
 
-    def pending(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[str, str]]:
-        """(hash, text) of blocks without a vector, newest sessions' blocks last."""
+    def unhashed(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[int, str, str | None]]:
+        """(id, text, text of the block before it in its session) of blocks whose
+        embed_hash is not set yet."""
         where, args = scope_clause(sessions)
         cur = self.conn.execute(
-            f"SELECT b.hash, min(b.text) FROM blocks b LEFT JOIN vectors v ON v.hash = b.hash "
-            f"WHERE v.hash IS NULL{where} GROUP BY b.hash LIMIT ?", [*args, limit])
-        return [(r[0], r[1]) for r in cur]
+            f"SELECT b.id, b.text, p.text FROM blocks b LEFT JOIN blocks p ON p.session = b.session "
+            f"AND p.ord = b.ord - 1 WHERE b.embed_hash IS NULL{where} LIMIT ?", [*args, limit])
+        return [(r[0], r[1], r[2]) for r in cur]
+
+    def set_embed_hashes(self, items: Sequence[tuple[int, str]]) -> None:
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany("UPDATE blocks SET embed_hash = ? WHERE id = ?", [(h, i) for i, h in items])
+
+    def pending(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[str, str, str | None]]:
+        """(embed_hash, text, previous block's text) of hashed blocks without a vector,
+        one per embed_hash."""
+        where, args = scope_clause(sessions)
+        cur = self.conn.execute(
+            f"SELECT b.embed_hash, b.text, p.text FROM blocks b LEFT JOIN vectors v ON v.hash = b.embed_hash "
+            f"LEFT JOIN blocks p ON p.session = b.session AND p.ord = b.ord - 1 "
+            f"WHERE b.embed_hash IS NOT NULL AND v.hash IS NULL{where} GROUP BY b.embed_hash LIMIT ?",
+            [*args, limit])
+        return [(r[0], r[1], r[2]) for r in cur]
 
     def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
         with self.conn:
@@ -328,13 +351,15 @@ class HistoryStore:
                                   [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
 
     def clear_vectors(self) -> None:
+        """Forget every vector and every embed hash (a new embedder or embed text)."""
         self.conn.execute("DELETE FROM vectors")
+        self.conn.execute("UPDATE blocks SET embed_hash = NULL WHERE embed_hash IS NOT NULL")
 
     def vector_matrix(self, sessions: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
         """(block ids, unit vectors) of the embedded blocks in scope."""
         where, args = scope_clause(sessions)
         rows = self.conn.execute(
-            f"SELECT b.id, v.vec FROM blocks b JOIN vectors v ON v.hash = b.hash WHERE 1{where}", args).fetchall()
+            f"SELECT b.id, v.vec FROM blocks b JOIN vectors v ON v.hash = b.embed_hash WHERE 1{where}", args).fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
         ids = np.array([r[0] for r in rows], dtype=np.int64)
