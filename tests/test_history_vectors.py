@@ -87,3 +87,17 @@ def test_a_database_without_embed_hash_is_migrated(tmp_path, cfg):
         assert "semantic" in ans["layers"] and store.embedded_count() == 4
     finally:
         store.close()
+
+
+def test_fuse_scores_keeps_a_layers_margin_and_ranks():
+    from dsh_recall.search.history_query import fuse_scores
+
+    # Literal finds 1 far ahead of 2; semantic slightly prefers 2. By score, 1 keeps its
+    # lead (reciprocal rank would tie them).
+    out = fuse_scores({"literal": [(1, 10.0), (2, 1.0)], "semantic": [(2, 0.3), (1, 0.28)]},
+                      {"literal": 1.0, "semantic": 1.0})
+    assert [i for i, _, _ in out] == [1, 2]
+    assert out[0][2] == {"literal": 1, "semantic": 2} and out[0][1] == pytest.approx(1 + 0.28 / 0.3)
+    # A zero-weight or all-zero layer adds nothing but still reports its ranks.
+    out = fuse_scores({"a": [(5, 2.0)], "b": [(6, 0.0), (5, 0.0)]}, {"a": 1.0})
+    assert [i for i, _, _ in out] == [5, 6] and out[1][1] == 0.0 and out[0][2] == {"a": 1, "b": 2}

@@ -55,17 +55,46 @@ def literal_match(query: str) -> str | None:
     return " OR ".join(fts_quote(t) for t in ts) if ts else None
 
 
-def spread_to_neighbours(scores: dict[int, float], neighbours: dict[int, list[int]],
-                         share: float = NEIGHBOUR_SHARE) -> list[int]:
-    """Ids ranked by their own score (higher is better) plus `share` of each adjacent
-    block's; a block with no match of its own can enter through its neighbours. Ties keep
-    the input order."""
+def spread_scores(scores: dict[int, float], neighbours: dict[int, list[int]],
+                  share: float = NEIGHBOUR_SHARE) -> list[tuple[int, float]]:
+    """(id, score) ranked by the block's own score (higher is better) plus `share` of each
+    adjacent block's; a block with no match of its own can enter through its neighbours.
+    Ties keep the input order."""
     out = dict(scores)
     for i, s in scores.items():
         for n in neighbours.get(i, ()):
             out[n] = out.get(n, 0.0) + share * s
     order = {i: k for k, i in enumerate(out)}
-    return sorted(out, key=lambda i: (-out[i], order[i]))
+    return [(i, out[i]) for i in sorted(out, key=lambda i: (-out[i], order[i]))]
+
+
+def spread_to_neighbours(scores: dict[int, float], neighbours: dict[int, list[int]],
+                         share: float = NEIGHBOUR_SHARE) -> list[int]:
+    """The ids of `spread_scores`, best first."""
+    return [i for i, _ in spread_scores(scores, neighbours, share)]
+
+
+def fuse_scores(layers: dict[str, list[tuple[int, float]]],
+                weights: dict[str, float]) -> list[tuple[int, float, dict[str, int]]]:
+    """Fuse layers by score: each layer's scores (higher is better, >= 0) are divided by
+    its best, then summed with the layer's weight. Returns (id, score, {layer: 1-based
+    rank}) best first, like `fuse.rrf`; ties break by best single rank, then id.
+
+    Unlike reciprocal rank, a block that one layer ranks far above the rest keeps that
+    margin, and a layer's long tail of weak matches adds almost nothing.
+    """
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    for name, items in layers.items():
+        top = max((s for _, s in items), default=0.0)
+        w = weights.get(name, 1.0)
+        for r, (i, s) in enumerate(items, 1):
+            if name in ranks.get(i, {}):
+                continue
+            ranks.setdefault(i, {})[name] = r
+            scores[i] = scores.get(i, 0.0) + (w * max(0.0, s) / top if top > 0 else 0.0)
+    order = sorted(scores, key=lambda i: (-scores[i], min(ranks[i].values()), i))
+    return [(i, scores[i], ranks[i]) for i in order]
 
 
 def trigrams(word: str) -> list[str]:
