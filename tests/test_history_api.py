@@ -173,3 +173,15 @@ def test_answer_next_to_its_question_is_found(tmp_path, cfg):
     _import(tmp_path, rows, cfg)
     hits = svc.search("ledger database", session="q", detail=True, layers=["literal"], cfg=cfg)["hits"]
     assert [h["start_seq"] for h in hits] == [0, 1]
+
+
+def test_fusion_by_rank_or_by_score():
+    from dsh_recall.core.config import HistoryConfig
+    from dsh_recall.services.history import fuse_layers
+
+    layers = {"literal": [(1, 9.0), (2, 1.0)], "semantic": [(3, 0.4), (2, 0.3), (1, 0.0)]}
+    by_rank = fuse_layers(layers, HistoryConfig(fusion="rank"))
+    assert [i for i, _, _ in by_rank] == [2, 1, 3]  # found by both layers first
+    assert "semantic" not in dict((i, r) for i, _, r in by_rank)[1]  # zero score: no rank
+    by_score = fuse_layers(layers, HistoryConfig(fusion="score"))
+    assert [i for i, _, _ in by_score][0] == 1  # literal's large margin survives

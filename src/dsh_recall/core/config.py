@@ -51,7 +51,10 @@ class HistoryConfig(_Section):
     events_per_session: int = Field(3, ge=1)
     max_sessions: int = Field(10, ge=1)
     coarse_budget_tokens: int = Field(800, ge=50)
-    rrf_k: int = Field(60, ge=1)
+    # "score" (default): each layer's scores over its best, weighted; measured better on
+    # locomo-dev than "rank" (reciprocal rank fusion, k = rrf_k): turn R@5 0.627 vs 0.604.
+    fusion: Literal["rank", "score"] = "score"
+    rrf_k: int = Field(10, ge=1)
     candidate_pool: int = Field(100, ge=1)
 
 

@@ -28,21 +28,36 @@ from ..core.text import estimate_tokens, fts_quote, index_text
 from ..search import history_query as hq
 from ..search.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ..search.aggregate import BlockHit, aggregate
+from ..search.fuse import rrf
 from ..sources.transcripts import ReadContext, discover_default, expand, reader
 from ..stores.history import BlockIn, HistoryStore, dumps_flags, loads_flags
 
 LAYERS = ("literal", "fuzzy", "semantic")
-# Layers are fused by score (search.history_query.fuse_scores): each layer's scores over
-# its best, weighted. Fuzzy mostly re-finds literal's matches (and adds typos), so it counts
-# half lest it double literal's vote. The semantic score is the cosine's margin over the
-# scope's mean cosine, so only blocks closer than typical count. Measured on locomo-dev
-# (bench/history_locomo.py, minilm with context vectors): merged turn R@5 0.587 by
-# reciprocal rank (k 60, weights 1/0.5/0.3), 0.622 by score with 1/0.5/0.8 (0.616-0.628
-# for a semantic weight anywhere in 0.6-1.2).
-LAYER_WEIGHTS = {"literal": 1.0, "fuzzy": 0.5, "semantic": 0.8}
+
+# Layers merge by score (history.fusion = "score", the default: search.history_query.
+# fuse_scores, each layer's scores over its best) or by reciprocal rank ("rank", k = rrf_k).
+# Fuzzy mostly re-finds literal's matches (and adds typos), so it counts half lest it double
+# literal's vote. The semantic score is the cosine's margin over the scope's mean cosine.
+# Measured on locomo-dev (bench/history_locomo.py, minilm with context vectors): merged turn
+# R@5 0.604 by rank (k 10, weights 1/0.5/0.7; k 60 gave 0.584), 0.627 by score (1/0.5/0.8).
+LAYER_WEIGHTS = {"rank": {"literal": 1.0, "fuzzy": 0.5, "semantic": 0.7},
+                 "score": {"literal": 1.0, "fuzzy": 0.5, "semantic": 0.8}}
 EVENT_TEXT_CAP = 262_144  # chars of one event's original text kept for `show`
 SESSION_ENV = "DSH_RECALL_SESSION"
 _HEAD = 4096
+
+
+def fuse_layers(rankings: dict[str, list[tuple[int, float]]], hcfg) -> list[tuple[int, float, dict[str, int]]]:
+    """Merge the layers' (id, score) lists by score (default) or by rank, per config."""
+    weights = LAYER_WEIGHTS[hcfg.fusion]
+    if hcfg.fusion == "score":
+        return hq.fuse_scores(rankings, weights)
+    # A layer's zero scores are "not found" (the semantic layer scores every candidate, with
+    # its margin over the scope's mean floored at 0): only positive scores earn a rank.
+    return rrf({n: [i for i, s in items if s > 0] for n, items in rankings.items()},
+               k=hcfg.rrf_k, weights=weights)
+
+
 COARSE_MIN_SHARE = 0.3  # a hit below this share of the best fused score is not shown coarse
 
 
@@ -262,7 +277,7 @@ def search(
         rankings, status = _rank_layers(store, cfg, query, scope["sessions"], layers)
         answer["layers"] = [n for n in LAYERS if n in rankings]
         answer["layer_status"] = status
-        fused = hq.fuse_scores(rankings, LAYER_WEIGHTS)
+        fused = fuse_layers(rankings, cfg.history)
         rows = store.blocks([i for i, _, _ in fused])
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))
                 for i, s, r in fused if i in rows]
@@ -324,6 +339,22 @@ def _detail_hits(store, hits: list[BlockHit], rows, terms, offset: int, limit: i
     return out
 
 
+def _strong_hits(hits: list[BlockHit], top: float, fusion: str, limit: int) -> list[BlockHit]:
+    """Hits allowed to form coarse events. By score: those within COARSE_MIN_SHARE of the
+    best. By rank (scores only reflect positions there): every hit a word layer found, plus
+    the best `limit` that only the semantic layer found, so vectors cannot chain a session."""
+    if fusion == "score":
+        return [h for h in hits if h.score >= COARSE_MIN_SHARE * top]
+    out, semantic_only = [], 0
+    for h in hits:
+        if "literal" in h.layers or "fuzzy" in h.layers:
+            out.append(h)
+        elif semantic_only < max(limit, 10):
+            semantic_only += 1
+            out.append(h)
+    return out
+
+
 def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms, offset: int,
             limit: int) -> list:
     """Up to events_per_session events per session, `limit` events from at most max_sessions
@@ -342,7 +373,7 @@ def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms,
     want = offset + limit + 1
     # Every strong hit (not a prefix sized by the page) so that events, and therefore
     # pages, do not depend on `offset`.
-    strong = [h for h in hits if h.score >= COARSE_MIN_SHARE * top]
+    strong = _strong_hits(hits, top, hc.fusion, limit)
     for ev in aggregate(strong, hc.event_gap):
         if per_session.get(ev.session, 0) >= hc.events_per_session:
             continue
