@@ -58,7 +58,7 @@ def wants_tests(terms: Sequence[str]) -> bool:
 
 
 _DOC_EXTS = (".md", ".rst", ".txt", ".adoc", ".markdown")
-_DOC_DIRS = {"doc", "docs", "documentation"}
+_DOC_DIRS = {"doc", "docs", "documentation", "man"}
 _DOC_WORDS = {"doc", "docs", "documentation", "documented", "readme", "guide", "tutorial",
               "changelog", "changes"}
 
