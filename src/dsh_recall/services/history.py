@@ -2,7 +2,10 @@
 
 Public functions return plain dicts (JSON-ready) so the CLI, an MCP server and hooks share
 one pipeline: `import_paths`, `search`, `show`, `compaction_anchor`, `status`, and for the
-auto-recall gate `known_terms` / `OlderTurns` / `recent_events`.
+auto-recall gate `known_terms` / `OlderTurns` / `recent_events`. This module holds search,
+ranking and the coarse answer; importing (history_import), the semantic layer
+(history_semantic) and the detail calls (history_detail) live next to it, sharing
+history_common, and are re-exported here: callers import from this module only.
 
 Token counts use core.text.estimate_tokens (one per CJK character plus one per four other
 characters) over the compact JSON of the answer, which is what a caller pastes into a model.
@@ -13,26 +16,29 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import time as _time
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-import numpy as np
-
-from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, event_blocks, text_hash
-from ..core.config import Config, load_config
-from ..core.errors import InputError, RecallError
-from ..core.paths import recall_home
-from ..core.text import estimate_tokens, fts_quote, index_text
+from ..core.config import Config
+from ..core.errors import InputError
+from ..core.text import estimate_tokens
 from ..search import history_query as hq
-from ..search.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ..search.aggregate import BlockHit, aggregate
 from ..search.fuse import rrf
-from ..sources.transcripts import ReadContext, discover_default, expand, reader
-from ..stores.history import BlockIn, HistoryStore, dumps_flags, loads_flags
+from ..stores.history import HistoryStore, loads_flags
+# The use cases live next door; this module re-exports them so it stays the one entry point.
+from .history_common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
+from .history_detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
+from .history_import import EVENT_TEXT_CAP, import_file, import_paths
+from .history_semantic import SemanticLayer
 
-LAYERS = ("literal", "fuzzy", "semantic")
+__all__ = [
+    "LAYERS", "LAYER_WEIGHTS", "SESSION_ENV", "EVENT_TEXT_CAP", "COARSE_MIN_SHARE", "InputError",
+    "db_path", "open_store", "status",
+    "import_file", "import_paths",
+    "SemanticLayer",
+    "resolve_scope", "fuse_layers", "search", "answer_tokens",
+    "show", "compaction_anchor", "known_terms", "OlderTurns", "recent_events",
+]
 
 # Layers merge by score (history.fusion = "score", the default: search.history_query.
 # fuse_scores, each layer's scores over its best) or by reciprocal rank ("rank", k = rrf_k).
@@ -42,9 +48,6 @@ LAYERS = ("literal", "fuzzy", "semantic")
 # R@5 0.604 by rank (k 10, weights 1/0.5/0.7; k 60 gave 0.584), 0.627 by score (1/0.5/0.8).
 LAYER_WEIGHTS = {"rank": {"literal": 1.0, "fuzzy": 0.5, "semantic": 0.7},
                  "score": {"literal": 1.0, "fuzzy": 0.5, "semantic": 0.8}}
-EVENT_TEXT_CAP = 262_144  # chars of one event's original text kept for `show`
-SESSION_ENV = "DSH_RECALL_SESSION"
-_HEAD = 4096
 
 
 def fuse_layers(rankings: dict[str, list[tuple[int, float]]], hcfg) -> list[tuple[int, float, dict[str, int]]]:
@@ -59,122 +62,6 @@ def fuse_layers(rankings: dict[str, list[tuple[int, float]]], hcfg) -> list[tupl
 
 
 COARSE_MIN_SHARE = 0.3  # a hit below this share of the best fused score is not shown coarse
-
-
-def db_path() -> Path:
-    return recall_home() / "history.sqlite"
-
-
-def open_store(path: Path | None = None) -> HistoryStore:
-    return HistoryStore(path or db_path())
-
-
-def _cfg(cfg: Config | None) -> Config:
-    return cfg if cfg is not None else load_config()
-
-
-# -- import --------------------------------------------------------------------------------
-
-def _head_hash(path: Path, n: int) -> str:
-    import hashlib
-
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read(min(n, _HEAD))).hexdigest()
-
-
-def _event_text(ev) -> str:
-    parts = []
-    for p in ev.pieces:
-        label = {"reasoning": "[reasoning] ", "tool_call": "[tool call] ", "summary": ""}.get(p.kind, "")
-        if p.kind == "tool_result":
-            label = f"[{p.tool or 'tool'} result] "
-        parts.append(label + p.text)
-    text = "\n".join(parts)
-    if len(text) > EVENT_TEXT_CAP:
-        text = text[:EVENT_TEXT_CAP] + f"\n[... {len(text) - EVENT_TEXT_CAP} more chars in the source file ...]"
-    return text
-
-
-def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config) -> dict[str, Any]:
-    """Import what is new in one transcript file; a rewritten or shrunk file is re-imported."""
-    key = str(path.resolve())
-    report: dict[str, Any] = {"path": str(path), "format": fmt, "events": 0, "blocks": 0,
-                              "skipped": 0, "ignored": 0, "notes": []}
-    try:
-        st = path.stat()
-        row = store.file(key)
-        if row is not None:
-            if st.st_size < row["offset"] or _head_hash(path, row["offset"]) != row["head_hash"]:
-                gone = store.forget_file(key)
-                report["notes"].append(f"file was rewritten; re-imported ({len(gone)} sessions replaced)")
-                row = None
-            elif st.st_size == row["offset"] and st.st_mtime_ns == row["mtime_ns"]:
-                report["status"] = "unchanged"
-                return report
-        ctx = ReadContext()
-        if row is not None:
-            sess = store.sessions([row["session"]]) if row["session"] else []
-            ctx = ReadContext(session=row["session"], workspace=sess[0]["workspace"] if sess else None,
-                              line_no=row["line_no"], call_tools=store.call_tools(row["session"]) if row["session"] else {})
-        res = reader(fmt)(path, row["offset"] if row else 0, ctx)
-    except OSError as e:
-        report["status"] = "error"
-        report["notes"].append(f"cannot read: {e}")
-        return report
-    last_time: dict[str, int] = {}
-    for ev in res.events:
-        if ev.time_ms:
-            last_time[ev.session] = max(last_time.get(ev.session, 0), ev.time_ms)
-    sessions = [{"id": m.id, "source": m.source, "workspace": m.workspace, "title": m.title,
-                 "created_ms": m.created_ms, "updated_ms": last_time.get(m.id) or m.created_ms, "path": key}
-                for m in res.sessions.values()]
-    events = [{"session": e.session, "seq": e.seq, "role": e.role, "time_ms": e.time_ms, "time": e.time,
-               "message_id": e.message_id, "call_id": e.call_id, "flags": dumps_flags(e.flags),
-               "text": _event_text(e)} for e in res.events]
-    blocks = [BlockIn(b.session, b.seq, b.part, b.role, b.kind, b.tool, b.text, b.hash,
-                      literal=index_text(b.text), trigram=b.text, cjk=hq.cjk_body(b.text))
-              for b in event_blocks(res.events, cfg.history.result_block_chars)]
-    file_session = next(iter(res.sessions)) if len(res.sessions) == 1 else (row["session"] if row else None)
-    file_row = {"path": key, "format": fmt, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "offset": res.offset, "line_no": res.line_no, "head_hash": _head_hash(path, res.offset),
-                "session": file_session}
-    report["blocks"] = store.write_batch(sessions, events, blocks, res.marks, file_row)
-    report.update(status="imported", events=len(res.events), skipped=res.skipped, ignored=res.ignored,
-                  sessions=sorted(res.sessions), notes=report["notes"] + res.notes)
-    return report
-
-
-def import_paths(
-    paths: Sequence[str] | None = None,
-    fmt: str | None = None,
-    cfg: Config | None = None,
-    embed: bool = False,
-    store: HistoryStore | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Import transcripts (explicit files/folders, or the default locations when none).
-
-    Lexical indexes are written first; then blocks are embedded: all of them with
-    `embed=True`, else as many as fit in `embed_budget_s`. Embedding never fails an import.
-    """
-    cfg = _cfg(cfg)
-    own = store is None
-    store = store or open_store()
-    try:
-        files = expand(list(paths), fmt) if paths else discover_default()
-        reports = []
-        for path, f in files:
-            if progress:
-                progress(str(path))
-            reports.append(import_file(store, path, f, cfg))
-        sem = SemanticLayer(store, cfg)
-        budget = None if embed else cfg.embed_budget_s
-        embedded = sem.fill(None, budget)
-        totals = {k: sum(r.get(k, 0) for r in reports) for k in ("events", "blocks", "skipped", "ignored")}
-        return {"files": reports, **totals, "embedded": embedded, "semantic": sem.status, "index": store.stats()}
-    finally:
-        if own:
-            store.close()
 
 
 # -- search --------------------------------------------------------------------------------
@@ -192,12 +79,6 @@ def resolve_scope(store: HistoryStore, session: str | None = None, workspace: st
         return {"kind": "session", "value": session, "sessions": [session]}
     ids = [s["id"] for s in store.sessions(workspace=workspace.rstrip("/") or "/")]
     return {"kind": "workspace", "value": workspace, "sessions": ids}
-
-
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[str] | None,
@@ -441,266 +322,8 @@ def _fit_budget(answer: dict, full: list[tuple[dict, str]], terms, budget: int) 
     answer["tokens"] = answer_tokens(answer)
 
 
-# -- semantic layer ------------------------------------------------------------------------
-
-_EMBEDDERS: dict[str, Any] = {}
-
-
-def _embedder(cfg: Config):
-    key = cfg.embedder.model_dump_json()
-    if key not in _EMBEDDERS:
-        from ..embedders import create
-
-        _EMBEDDERS[key] = create(cfg.embedder)
-    return _EMBEDDERS[key]
-
-
-class SemanticLayer:
-    """Vectors of blocks, keyed by the hash of the text embedded (chunkers.transcript.
-    embed_text: the block with the tail of the one before it); a block whose context
-    changes gets a new hash and a new vector, so nothing mixes. Degrades to
-    `status != "ok"`, never raises.
-
-    The coverage gate: while less than `history.coverage_gate` of the blocks in scope are
-    embedded, the layer stays out of a merged ranking (a half-embedded corpus would push
-    the embedded half up for no reason), and `status` says how far it got.
-    """
-
-    def __init__(self, store: HistoryStore, cfg: Config):
-        self.store, self.cfg = store, cfg
-        self.status = "ok"
-        self.emb = None
-        try:
-            self.emb = _embedder(cfg)
-            fp = f"{self.emb.fingerprint}|{CHUNKER_VERSION}|{EMBED_TEXT_VERSION}"
-            if store.get_meta("fingerprint") != fp:
-                # Never mix two vector spaces: a new embedder starts from zero.
-                store.clear_vectors()
-                store.set_meta("fingerprint", fp)
-        except (RecallError, ImportError, OSError) as e:
-            self.status = f"unavailable: {e}"
-
-    def fill(self, scope: Sequence[str] | None, budget_s: float | None) -> int:
-        """Embed blocks without vectors (all, or until `budget_s` runs out). Returns count."""
-        if self.emb is None:
-            return 0
-        done = 0
-        deadline = None if budget_s is None else _time.monotonic() + budget_s
-        batch = max(8, self.emb.batch_size)
-        while todo := self.store.unhashed(scope, 2000):  # cheap: a hash per block, no model
-            self.store.set_embed_hashes([(i, text_hash(embed_text(t, p))) for i, t, p in todo])
-        while deadline is None or _time.monotonic() < deadline:
-            todo = self.store.pending(scope, batch)
-            if not todo:
-                break
-            try:
-                vecs = self.emb.embed([embed_text(t, p) for _, t, p in todo])
-            except (RecallError, ImportError, OSError, ValueError, RuntimeError) as e:
-                self.status = f"failed: {e}"
-                break
-            self.store.put_vectors([(h, v) for (h, _, _), v in zip(todo, vecs)])
-            done += len(todo)
-        return done
-
-    def coverage(self, scope: Sequence[str] | None) -> tuple[int, int]:
-        return self.store.embedded_count(scope), self.store.block_count(scope)
-
-    def rank(self, query: str, scope: Sequence[str] | None, limit: int, gate: bool = True,
-             extra: set[int] | frozenset[int] = frozenset()) -> list[tuple[int, float]]:
-        """(block id, score) by cosine similarity to the query, best first: the top `limit`
-        plus the blocks in `extra` (other layers' candidates). The score is the cosine's
-        margin over the mean cosine in scope, floored at 0. [] when gated or broken."""
-        if self.emb is None:
-            return []
-        done, total = self.coverage(scope)
-        if total and done / total < self.cfg.history.coverage_gate:
-            self.fill(scope, self.cfg.embed_budget_s)
-            done, total = self.coverage(scope)
-        if self.status != "ok":
-            return []
-        if total == 0:
-            return []
-        if gate and done / total < self.cfg.history.coverage_gate:
-            self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {self.cfg.history.coverage_gate:.0%})"
-            return []
-        try:
-            q = self.emb.embed([query], query=True)[0]
-        except (RecallError, ImportError, OSError, ValueError, RuntimeError) as e:
-            self.status = f"failed: {e}"
-            return []
-        ids, mat = self.store.vector_matrix(scope)
-        if not len(ids) or mat.shape[1] != q.shape[0]:
-            return []
-        cos = mat @ q
-        margin = np.maximum(cos - float(cos.mean()), 0.0)
-        top = np.argsort(-cos, kind="stable")[:limit]
-        keep = set(top.tolist())
-        if extra:
-            keep |= set(np.flatnonzero(np.isin(ids, list(extra))).tolist())
-        order = sorted(keep, key=lambda k: (-cos[k], k))
-        return [(int(ids[k]), float(margin[k])) for k in order]
-
-
-# -- detail: original text -----------------------------------------------------------------
-
-def _session_info(store: HistoryStore, session: str) -> dict:
-    rows = store.sessions([session])
-    if not rows:
-        raise InputError(f"unknown session '{session}'; import it first (dsh-recall history import)")
-    s = rows[0]
-    return {"id": s["id"], "source": s["source"], "workspace": s["workspace"], "title": s["title"],
-            "created": _iso(s["created_ms"]), "updated": _iso(s["updated_ms"]),
-            "events": store.event_count(session)}
-
-
-def _event_out(e: dict, max_chars: int) -> dict:
-    text = e["text"]
-    out = {"seq": e["seq"], "role": e["role"], "time": _iso(e["time_ms"]) or e["time"],
-           "message_id": e["message_id"], "text": text[:max_chars]}
-    if len(text) > max_chars:
-        out["truncated"] = len(text)
-    flags = loads_flags(e["flags"])
-    if flags:
-        out["flags"] = flags
-    return out
-
-
-def show(session: str, around: int | None = None, window: int = 3, page: int | None = None,
-         page_size: int = 20, max_chars: int = 20000, store: HistoryStore | None = None,
-         offset: int | None = None) -> dict[str, Any]:
-    """The exact original text of a session's events: `window` events either side of seq
-    `around`; or, when browsing, `page_size` events from event index `offset` (0-based) or
-    page `page` (1-based). Every answer carries `offset` (index of its first event),
-    `has_more` and `next_offset` (where browsing continues; None at the session's end)."""
-    own = store is None
-    store = store or open_store()
-    try:
-        info = _session_info(store, session)
-        total = info["events"]
-        page_size = max(1, page_size)
-        pages = max(1, -(-total // page_size))
-        out: dict[str, Any] = {"session": info}
-        if around is not None:
-            lo, hi = store.event_seqs_near(session, around, max(0, window))
-            if window <= 0:
-                lo = hi = around
-            evs = store.events(session, lo=lo, hi=hi)
-            out["around"] = around
-            first = store.events_before(session, evs[0]["seq"]) if evs else store.events_before(session, around)
-        else:
-            if offset is not None:
-                first = min(max(0, int(offset)), total)
-            else:
-                first = (min(max(1, page or 1), pages) - 1) * page_size
-            evs = store.events(session, offset=first, limit=page_size)
-            out.update(page=first // page_size + 1, pages=pages)
-        out["events"] = [_event_out(e, max_chars) for e in evs]
-        end = first + len(evs)
-        out.update(offset=first, has_more=end < total, next_offset=end if end < total else None)
-        return out
-    finally:
-        if own:
-            store.close()
-
-
-def compaction_anchor(session: str, max_fragments: int = MAX_FRAGMENTS, budget_chars: int = 2400,
-                      store: HistoryStore | None = None) -> dict[str, Any]:
-    """The anchor for a session's latest compaction: the summary plus up to `max_fragments`
-    (3) key original fragments it replaced (the user's messages first, then the longest
-    assistant text blocks; never tool output), all within `budget_chars`.
-
-    The one place anchors are made (the SessionStart hook goes through here); the choice
-    and cutting of fragments is the pure `search.anchor.build_anchor`. Candidates are the
-    events the compaction shadowed (flagged pruned/summarized); a harness that does not
-    flag them (Claude Code, Codex) offers the events before the summary instead. Returns
-    `{session, summary, fragments, ttl, context}`; `summary` and `context` are None when the
-    session has no compaction.
-    """
-    own = store is None
-    store = store or open_store()
-    try:
-        info = _session_info(store, session)
-        summ = store.latest_summary(session)
-        out: dict[str, Any] = {"session": info, "summary": None, "fragments": [], "ttl": ANCHOR_TTL_TURNS,
-                               "context": None}
-        if summ is None:
-            return out
-        shadowed = store.flagged_events(session, "summarized", 500) + store.flagged_events(session, "pruned", 500)
-        if not shadowed:
-            shadowed = [e for e in store.events(session, hi=summ["seq"] - 1)[-200:]]
-        seen: set[int] = set()
-        events = [e for e in sorted(shadowed, key=lambda x: x["seq"])
-                  if not (e["seq"] in seen or seen.add(e["seq"]))]
-        a = build_anchor(session, summ["text"], events, budget_chars=budget_chars, max_fragments=max_fragments)
-        summary = _event_out(summ, len(summ["text"]))
-        summary["text"] = a.summary
-        if len(a.summary) < len(summ["text"]):
-            summary["truncated"] = len(summ["text"])
-        out.update(summary=summary, fragments=[dict(f.__dict__) for f in a.fragments], ttl=a.ttl,
-                   context=a.render())
-        return out
-    finally:
-        if own:
-            store.close()
-
-
-# -- helpers for the auto-recall gate -------------------------------------------------------
-
-def known_terms(terms: Sequence[str], session: str, before_seq: int | None = None,
-                store: HistoryStore | None = None) -> set[str]:
-    """The terms (words, phrases, CJK segments) that occur in the session's events before
-    seq `before_seq` (all events when None): literal words first, then CJK bigrams, then
-    trigrams, so a typo or a fragment still counts. Never raises on odd input."""
-    own = store is None
-    store = store or open_store()
-    try:
-        found: set[str] = set()
-        for term in dict.fromkeys(t for t in terms if isinstance(t, str) and t.strip()):
-            for layer, match in (("literal", fts_quote(term)), ("cjk", hq.cjk_match(term)),
-                                 ("trigram", hq.trigram_match(term))):
-                if not match:
-                    continue
-                try:
-                    ids = [i for i, _ in store.fts(layer, match, [session], 20)]
-                except sqlite3.Error:  # an FTS syntax edge must not break recall
-                    continue
-                if any(before_seq is None or r.seq < before_seq for r in store.blocks(ids).values()):
-                    found.add(term)
-                    break
-        return found
-    finally:
-        if own:
-            store.close()
-
-
-class OlderTurns:
-    """A lazy `term in older` container over a session's older events, for the gate
-    (search.gate probes only the segments it needs); answers are memoised."""
-
-    def __init__(self, session: str, before_seq: int | None, store: HistoryStore):
-        self.session, self.before, self.store = session, before_seq, store
-        self._memo: dict[str, bool] = {}
-
-    def __contains__(self, term: object) -> bool:
-        if not isinstance(term, str):
-            return False
-        if term not in self._memo:
-            self._memo[term] = bool(known_terms([term], self.session, self.before, self.store))
-        return self._memo[term]
-
-
-def recent_events(session: str, n: int, store: HistoryStore | None = None) -> list[dict]:
-    """The session's last `n` events (seq, role, text, ...), oldest first; [] if unknown."""
-    own = store is None
-    store = store or open_store()
-    try:
-        return store.last_events(session, max(0, n))
-    finally:
-        if own:
-            store.close()
-
-
 def status(store: HistoryStore | None = None) -> dict[str, Any]:
+    """Where the history database is and what it holds (counts of sessions, events, blocks, vectors, files)."""
     own = store is None
     store = store or open_store()
     try:

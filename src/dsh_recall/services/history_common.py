@@ -1,0 +1,36 @@
+"""Shared by the history service modules: where the database lives, how to open it, the
+layer names and the session variable. Kept tiny so the use-case modules (history,
+history_import, history_semantic, history_detail) import it without importing each other.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..core.config import Config, load_config
+from ..core.paths import recall_home
+from ..stores.history import HistoryStore
+
+LAYERS = ("literal", "fuzzy", "semantic")
+SESSION_ENV = "DSH_RECALL_SESSION"
+
+
+def db_path() -> Path:
+    """The history database under the recall home."""
+    return recall_home() / "history.sqlite"
+
+
+def open_store(path: Path | None = None) -> HistoryStore:
+    """Open the history store (the default database unless `path` is given)."""
+    return HistoryStore(path or db_path())
+
+
+def _cfg(cfg: Config | None) -> Config:
+    return cfg if cfg is not None else load_config()
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

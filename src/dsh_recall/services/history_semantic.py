@@ -1,0 +1,112 @@
+"""The history service's semantic layer: block vectors keyed by embed-text hash, filled
+within a time budget, ranked by cosine margin, gated by coverage."""
+
+from __future__ import annotations
+
+import time as _time
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, text_hash
+from ..core.config import Config
+from ..core.errors import RecallError
+from ..stores.history import HistoryStore
+
+_EMBEDDERS: dict[str, Any] = {}
+
+
+def _embedder(cfg: Config):
+    key = cfg.embedder.model_dump_json()
+    if key not in _EMBEDDERS:
+        from ..embedders import create
+
+        _EMBEDDERS[key] = create(cfg.embedder)
+    return _EMBEDDERS[key]
+
+
+class SemanticLayer:
+    """Vectors of blocks, keyed by the hash of the text embedded (chunkers.transcript.
+    embed_text: the block with the tail of the one before it); a block whose context
+    changes gets a new hash and a new vector, so nothing mixes. Degrades to
+    `status != "ok"`, never raises.
+
+    The coverage gate: while less than `history.coverage_gate` of the blocks in scope are
+    embedded, the layer stays out of a merged ranking (a half-embedded corpus would push
+    the embedded half up for no reason), and `status` says how far it got.
+    """
+
+    def __init__(self, store: HistoryStore, cfg: Config):
+        self.store, self.cfg = store, cfg
+        self.status = "ok"
+        self.emb = None
+        try:
+            self.emb = _embedder(cfg)
+            fp = f"{self.emb.fingerprint}|{CHUNKER_VERSION}|{EMBED_TEXT_VERSION}"
+            if store.get_meta("fingerprint") != fp:
+                # Never mix two vector spaces: a new embedder starts from zero.
+                store.clear_vectors()
+                store.set_meta("fingerprint", fp)
+        except (RecallError, ImportError, OSError) as e:
+            self.status = f"unavailable: {e}"
+
+    def fill(self, scope: Sequence[str] | None, budget_s: float | None) -> int:
+        """Embed blocks without vectors (all, or until `budget_s` runs out). Returns count."""
+        if self.emb is None:
+            return 0
+        done = 0
+        deadline = None if budget_s is None else _time.monotonic() + budget_s
+        batch = max(8, self.emb.batch_size)
+        while todo := self.store.unhashed(scope, 2000):  # cheap: a hash per block, no model
+            self.store.set_embed_hashes([(i, text_hash(embed_text(t, p))) for i, t, p in todo])
+        while deadline is None or _time.monotonic() < deadline:
+            todo = self.store.pending(scope, batch)
+            if not todo:
+                break
+            try:
+                vecs = self.emb.embed([embed_text(t, p) for _, t, p in todo])
+            except (RecallError, ImportError, OSError, ValueError, RuntimeError) as e:
+                self.status = f"failed: {e}"
+                break
+            self.store.put_vectors([(h, v) for (h, _, _), v in zip(todo, vecs)])
+            done += len(todo)
+        return done
+
+    def coverage(self, scope: Sequence[str] | None) -> tuple[int, int]:
+        return self.store.embedded_count(scope), self.store.block_count(scope)
+
+    def rank(self, query: str, scope: Sequence[str] | None, limit: int, gate: bool = True,
+             extra: set[int] | frozenset[int] = frozenset()) -> list[tuple[int, float]]:
+        """(block id, score) by cosine similarity to the query, best first: the top `limit`
+        plus the blocks in `extra` (other layers' candidates). The score is the cosine's
+        margin over the mean cosine in scope, floored at 0. [] when gated or broken."""
+        if self.emb is None:
+            return []
+        done, total = self.coverage(scope)
+        if total and done / total < self.cfg.history.coverage_gate:
+            self.fill(scope, self.cfg.embed_budget_s)
+            done, total = self.coverage(scope)
+        if self.status != "ok":
+            return []
+        if total == 0:
+            return []
+        if gate and done / total < self.cfg.history.coverage_gate:
+            self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {self.cfg.history.coverage_gate:.0%})"
+            return []
+        try:
+            q = self.emb.embed([query], query=True)[0]
+        except (RecallError, ImportError, OSError, ValueError, RuntimeError) as e:
+            self.status = f"failed: {e}"
+            return []
+        ids, mat = self.store.vector_matrix(scope)
+        if not len(ids) or mat.shape[1] != q.shape[0]:
+            return []
+        cos = mat @ q
+        margin = np.maximum(cos - float(cos.mean()), 0.0)
+        top = np.argsort(-cos, kind="stable")[:limit]
+        keep = set(top.tolist())
+        if extra:
+            keep |= set(np.flatnonzero(np.isin(ids, list(extra))).tolist())
+        order = sorted(keep, key=lambda k: (-cos[k], k))
+        return [(int(ids[k]), float(margin[k])) for k in order]
+
