@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .sqlite import connect as sqlite_connect
+from .sqlite_util import connect as sqlite_connect
 
 APPLICATION_ID = 0x44524848  # "DRHH": marks a dsh-recall history store
 SCHEMA_VERSION = "1"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..core.errors import StoreError
+from .sqlite_util import set_wal
 
 # 'DSHO' as a big-endian int32: marks the file as a dsh-recall object store.
 APPLICATION_ID = 0x4453484F
@@ -102,8 +103,13 @@ class ObjectStore:
 
     def _init(self) -> None:
         db = self.db
-        app_id = db.execute("PRAGMA application_id").fetchone()[0]
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        # Both reads in one snapshot: another process may be creating the store right now.
+        db.execute("BEGIN")
+        try:
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            db.execute("COMMIT")
         if app_id == APPLICATION_ID:
             self._set_wal()
             self._check_version()
@@ -136,8 +142,7 @@ class ObjectStore:
         self._set_wal()
 
     def _set_wal(self) -> None:
-        if self.db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            self.db.execute("PRAGMA journal_mode = WAL")
+        set_wal(self.db)
         self.db.execute("PRAGMA synchronous = NORMAL")
 
     def _check_version(self) -> None:

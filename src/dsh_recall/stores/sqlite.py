@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core.errors import StoreError
 from .base import ChunkRow, FileRow, IndexedChunk
+from .sqlite_util import connect
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
 SCHEMA_VERSION = "1"
@@ -55,32 +56,6 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
     """Range [lo, hi) of paths under a directory prefix (uses the unique index on path)."""
     p = prefix.rstrip("/") + "/"
     return p, p[:-1] + chr(ord("/") + 1)
-
-
-def connect(path: Path, application_id: int, kind: str = "dsh-recall database of this kind",
-            redo: str = "re-index") -> sqlite3.Connection:
-    """Open (creating if needed) a SQLite file we own, in WAL mode; refuse a foreign one.
-
-    `kind` names the database in the refusal; `redo` is what rebuilds it if it is unusable.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 30000")
-        app = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and {redo}") from e
-    if app != application_id and (app != 0 or tables):
-        conn.close()
-        raise StoreError(f"{path} is not a {kind}; refusing to write to it")
-    if app == 0:
-        conn.execute(f"PRAGMA application_id = {application_id}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
 
 
 class SqliteChunkStore:

@@ -1,0 +1,57 @@
+"""Opening a SQLite file we own: WAL, busy timeout, and refusing a foreign database.
+Kept free of heavy imports, so the hooks that only touch the object store start fast."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from ..core.errors import StoreError
+
+
+def connect(path: Path, application_id: int, kind: str = "dsh-recall database of this kind",
+            redo: str = "re-index") -> sqlite3.Connection:
+    """Open (creating if needed) a SQLite file we own, in WAL mode; refuse a foreign one.
+
+    `kind` names the database in the refusal; `redo` is what rebuilds it if it is unusable.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        # One write transaction for the check and the claim: two processes creating the
+        # same file at once must not see each other's half-made state.
+        conn.execute("BEGIN IMMEDIATE")
+        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        foreign = app != application_id and (app != 0 or tables)
+        if app == 0 and not foreign:
+            conn.execute(f"PRAGMA application_id = {application_id}")
+        conn.execute("ROLLBACK" if foreign else "COMMIT")
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and {redo}") from e
+    if foreign:
+        conn.close()
+        raise StoreError(f"{path} is not a {kind}; refusing to write to it")
+    set_wal(conn)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def set_wal(conn: sqlite3.Connection, timeout_s: float = 30.0) -> None:
+    """Switch to WAL. The switch needs an exclusive lock and SQLite may answer "database is
+    locked" at once (without its busy handler) while another process opens the same new
+    file, so it is retried here."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
