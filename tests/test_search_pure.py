@@ -125,3 +125,20 @@ def test_bm25_order_matches_reference_implementation():
         docs, scores = retriever.retrieve([terms], k=len(corpus), show_progress=False)
         ref = [int(d) for d, s in zip(docs[0], scores[0]) if s > 0]
         assert ours[:2] == ref[:2], q
+
+
+def test_identifiers_in_the_query_count_twice():
+    from dsh_recall.search.lexical import identifier_terms
+
+    ids = identifier_terms("Session.resolve_redirects copies; parseHTTPResponse fails in MyClass")
+    assert {"session", "resolve_redirects", "parsehttpresponse", "myclass"} <= ids
+    assert "copies" not in ids and "fails" not in ids
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize = \"unicode61 tokenchars '_'\")")
+    conn.execute("INSERT INTO t(body) VALUES (?)", (index_text("handle the redirect request twice request request"),))
+    conn.execute("INSERT INTO t(body) VALUES (?)", (index_text("def resolve_redirects(self): pass"),))
+    terms = ["request", "resolve_redirects"]
+    plain = conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (match_expression(terms),)).fetchall()
+    boosted = conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)",
+                           (match_expression(terms, {"resolve_redirects"}),)).fetchall()
+    assert plain[0] == (1,) and boosted[0] == (2,)

@@ -118,6 +118,7 @@ class Config(_Section):
     # Tests, fixtures and examples rank below implementation unless the query asks for them.
     test_weight: float = Field(0.5, ge=0, le=1)
     doc_weight: float = Field(0.7, ge=0, le=1)  # prose docs (.md, .rst, docs/) likewise
+    identifier_boost: bool = True  # identifiers written in the query count twice in BM25
     embedder: EmbedderConfig = EmbedderConfig()
     history: HistoryConfig = HistoryConfig()
     objects: ObjectsConfig = ObjectsConfig()

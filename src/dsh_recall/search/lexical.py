@@ -8,6 +8,7 @@ document frequency in the index, so one call stays fast and focused.
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, Mapping, Sequence
 
 from ..core.text import code_tokens, fts_quote
@@ -58,9 +59,27 @@ def select_terms(
     return chosen or ranked[:max_terms]
 
 
-def match_expression(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH string: OR of quoted terms (BM25 rewards chunks matching more of them)."""
-    return " OR ".join(fts_quote(t) for t in terms)
+def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = frozenset()) -> str:
+    """An FTS5 MATCH string: OR of quoted terms (BM25 rewards chunks matching more of them).
+
+    A boosted term is repeated: FTS5's bm25() sums over the query's phrases, so it counts
+    twice."""
+    return " OR ".join(fts_quote(t) for term in terms for t in [term] * (2 if term in boost else 1))
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[A-Za-z0-9]*_[A-Za-z0-9_]+"
+                    r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*")
+
+
+def identifier_terms(text: str) -> set[str]:
+    """Whole identifiers written in the query (snake_case, camelCase, dotted.names): in a
+    bug report or a question they point at code more surely than prose words do."""
+    out: set[str] = set()
+    for m in _IDENT.finditer(text[:MAX_QUERY_CHARS]):
+        for part in m.group(0).split("."):
+            if part.strip("_"):
+                out.add(part.lower().strip("_") if part.startswith("__") else part.lower())
+    return out
 
 
 def idf(df: int, n: int) -> float:

@@ -294,7 +294,8 @@ class CodeService:
         used: list[str] = []
         lex_scores: dict[int, float] = {}
         if "lexical" in layers and chosen:
-            hits = self.store.lexical(lex.match_expression(chosen), pool, prefix)
+            boost = lex.identifier_terms(query) if cfg.identifier_boost else frozenset()
+            hits = self.store.lexical(lex.match_expression(chosen, boost), pool, prefix)
             rankings["lexical"] = [i for i, _ in hits]
             lex_scores = dict(hits)
             used.append("lexical")
