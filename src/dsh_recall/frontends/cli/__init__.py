@@ -1,4 +1,8 @@
-"""The `dsh-recall` command. Each source registers its own group from its own module."""
+"""The `dsh-recall` command. Each source registers its own group from its own module.
+
+Commands are imported only when invoked, so a hook that runs on every tool call does not
+pay for loading the code index, numpy or the embedder.
+"""
 
 from __future__ import annotations
 
@@ -9,42 +13,41 @@ import click
 
 from ...core.errors import RecallError
 
-# (module under this package, attribute): a click command or group to mount.
-_COMMANDS = [
-    ("code", "search"),
-    ("code", "index"),
-    ("code", "status"),
-    ("history", "history"),
-    ("objects", "object_group"),
-    ("notes", "notes"),
-    ("hooks", "hook"),
-    ("mcp", "mcp"),
-    ("integrate", "integrate"),
-    ("proxy", "proxy"),
-    ("config", "config_group"),
-]
+# command name -> (module under this package, attribute): a click command or group.
+_COMMANDS = {
+    "search": ("code", "search"),
+    "index": ("code", "index"),
+    "status": ("code", "status"),
+    "history": ("history", "history"),
+    "object": ("objects", "object_group"),
+    "notes": ("notes", "notes"),
+    "hook": ("hooks", "hook"),
+    "mcp": ("mcp", "mcp"),
+    "integrate": ("integrate", "integrate"),
+    "proxy": ("proxy", "proxy"),
+    "config": ("config", "config_group"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands load on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in _COMMANDS:
+            return None
+        module, attr = _COMMANDS[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="A TOML config file (overrides the recall home's and the workspace's).")
 @click.version_option(package_name="dsh-recall")
 def cli(config_file: str | None) -> None:
     """dsh-recall: bring back exactly the slice of context an agent needs, offline."""
-
-
-def _mount() -> None:
-    for module, attr in _COMMANDS:
-        try:
-            mod = importlib.import_module(f"{__name__}.{module}")
-        except ModuleNotFoundError as e:
-            if e.name == f"{__name__}.{module}":
-                continue  # that front end is not part of this build
-            raise
-        cli.add_command(getattr(mod, attr))
-
-
-_mount()
 
 
 def main() -> None:
