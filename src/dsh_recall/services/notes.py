@@ -32,7 +32,7 @@ from ..core.types import Chunk
 from ..embedders import Embedder
 from ..search import access
 from ..search import lexical as lex
-from ..search.fuse import rrf
+from ..search.fuse import layer_weights, rrf
 from ..search.vector import top_k
 from ..sources.notes import resolve_roots, walk_notes
 from ..stores.base import FileRow, IndexedChunk
@@ -304,8 +304,9 @@ class NotesService:
                 cos = dict(vec)
         if not rankings:
             return []
-        fused = rrf(rankings, k=self.ncfg.rrf_k)
-        norm = (self.ncfg.rrf_k + 1) / len(rankings)
+        weights = layer_weights(query, 1.0, 1.0)
+        fused = rrf(rankings, k=self.ncfg.rrf_k, weights=weights)
+        norm = (self.ncfg.rrf_k + 1) / sum(weights[n] for n in rankings)
         rows = store.chunks_by_id([i for i, _, _ in fused])
         df = store.doc_freqs(terms) if terms else {}
         out: list[Hit] = []
