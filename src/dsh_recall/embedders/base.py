@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
+
+from ..core.errors import EmbedderError
 
 
 class Embedder(ABC):
     """Subclasses set `name`, `dim`, and implement `_embed_batch`.
 
     `fingerprint` identifies the vector space: two indexes with different fingerprints must
-    never mix vectors. Capability flags instead of isinstance checks:
-    `remote` (an HTTP endpoint that may be slow or down), `batch_size`.
+    never mix vectors. Capability flags instead of isinstance checks: `remote` (an HTTP
+    endpoint that may be slow or down), `batch_size`, `concurrency` (batches in flight),
+    `dim_known` (False until the first answer teaches the dimension).
     """
 
     name: str = "base"
     dim: int = 0
     batch_size: int = 32
+    concurrency: int = 1  # batches in flight at once (an HTTP endpoint may serve several)
     remote: bool = False
+    dim_known: bool = True  # False: the dimension is learned from the first answer
     version: str = "1"
 
     @property
@@ -37,20 +43,48 @@ class Embedder(ABC):
         query: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> np.ndarray:
-        """Embed in batches; rows are L2-normalised float32."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i in range(0, len(texts), self.batch_size):
-            batch = [t if t.strip() else " " for t in texts[i:i + self.batch_size]]
-            vecs = np.asarray(self._embed_batch(batch, query=query), dtype=np.float32)
-            if vecs.shape != (len(batch), self.dim):
-                from ..core.errors import EmbedderError
+        """Embed in batches of `batch_size`, up to `concurrency` batches at a time; rows are
+        L2-normalised float32 in the order given."""
+        batches = [[t if t.strip() else " " for t in texts[i:i + self.batch_size]]
+                   for i in range(0, len(texts), self.batch_size)]
+        results: list[np.ndarray] = []
+        done = 0
 
-                raise EmbedderError(
-                    f"embedder {self.name} returned shape {vecs.shape}, expected {(len(batch), self.dim)}"
-                )
-            out[i:i + len(batch)] = vecs
+        def collect(batch: list[str], vecs: np.ndarray) -> None:
+            nonlocal done
+            vecs = np.asarray(vecs, dtype=np.float32)
+            if vecs.ndim != 2 or vecs.shape[0] != len(batch):
+                raise EmbedderError(f"embedder {self.name} returned shape {vecs.shape} for "
+                                    f"{len(batch)} texts")
+            results.append(vecs)
+            done += len(batch)
             if progress:
-                progress(min(i + len(batch), len(texts)), len(texts))
+                progress(done, len(texts))
+
+        # An embedder that learns its dimension from its first answer gets that batch alone.
+        first = 0 if self.dim_known else 1
+        for batch in batches[:first]:
+            collect(batch, self._embed_batch(batch, query=query))
+        rest = batches[first:]
+        if self.concurrency <= 1 or len(rest) <= 1:
+            for batch in rest:
+                collect(batch, self._embed_batch(batch, query=query))
+        else:
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                futures = [pool.submit(self._embed_batch, b, query=query) for b in rest]
+                try:
+                    for batch, fut in zip(rest, futures):
+                        collect(batch, fut.result())
+                except BaseException:
+                    for f in futures:
+                        f.cancel()  # stop sending work to an embedder that failed
+                    raise
+        if not results:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = np.concatenate(results, axis=0)
+        if out.shape != (len(texts), self.dim):
+            raise EmbedderError(
+                f"embedder {self.name} returned shape {out.shape}, expected {(len(texts), self.dim)}")
         return normalize(out)
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -15,14 +15,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..core.config import EmbedderConfig
 from ..core.errors import ConfigError, EmbedderError
-from .base import Embedder, normalize
+from .base import Embedder
 
 # Answers worth one more try: the server is busy or restarting, not wedged.
 _RETRY_STATUS = {429, 502, 503, 504}
@@ -170,55 +169,9 @@ class HttpEmbedder(Embedder):
             self._learn_dim(vecs)
         return vecs
 
-    def embed(
-        self,
-        texts: Sequence[str],
-        *,
-        query: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> np.ndarray:
-        """Embed in batches of `batch_size`, up to `concurrency` requests at a time."""
-        batches = [
-            [t if t.strip() else " " for t in texts[i:i + self.batch_size]]
-            for i in range(0, len(texts), self.batch_size)
-        ]
-        if not batches:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        results: list[np.ndarray] = []
-        done = 0
-
-        def collect(batch: list[str], vecs: np.ndarray) -> None:
-            nonlocal done
-            results.append(vecs)
-            done += len(batch)
-            if progress:
-                progress(done, len(texts))
-
-        # While the dimension is unknown the first batch goes alone and teaches it, so
-        # no separate probe request is spent.
-        first = 1 if self._dim is None else 0
-        for batch in batches[:first]:
-            collect(batch, self._embed_batch(batch, query=query))
-        rest = batches[first:]
-        if self.concurrency == 1 or len(rest) <= 1:
-            for batch in rest:
-                collect(batch, self._embed_batch(batch, query=query))
-        elif rest:
-            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-                futures = [pool.submit(self._embed_batch, b, query=query) for b in rest]
-                try:
-                    for batch, fut in zip(rest, futures):
-                        collect(batch, fut.result())
-                except BaseException:
-                    for f in futures:
-                        f.cancel()  # do not keep hammering an endpoint that failed
-                    raise
-        out = np.concatenate(results, axis=0)
-        if out.shape != (len(texts), self.dim):
-            raise EmbedderError(
-                f"{self.endpoint} returned shape {out.shape}, expected {(len(texts), self.dim)}"
-            )
-        return normalize(out)
+    @property
+    def dim_known(self) -> bool:  # type: ignore[override]
+        return self._dim is not None
 
     def probe(self, timeout_s: float = 10.0) -> tuple[bool, str]:
         """One request, no retry, at most min(timeout_s, 10 s); returns (ok, message)."""
