@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -11,6 +9,7 @@ import time
 from pathlib import Path
 
 from dsh_recall.core.paths import workspace_dir
+from procs import cli, env_for, kill_9_when
 
 
 def make_tree(root: Path, n: int = 300) -> Path:
@@ -24,15 +23,8 @@ def make_tree(root: Path, n: int = 300) -> Path:
     return root
 
 
-def env_for(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DSH_RECALL_HOME"] = str(home)
-    env["DSH_RECALL_EMBEDDER__NAME"] = "fake"
-    return env
-
-
 def index_cmd(ws: Path) -> list[str]:
-    return [sys.executable, "-m", "dsh_recall", "index", str(ws), "--wait", "--json"]
+    return cli("index", str(ws), "--wait", "--json")
 
 
 def snapshot(home: Path, ws: Path) -> tuple:
@@ -69,23 +61,7 @@ def test_kill_9_mid_index_then_index_again(tmp_path):
     reference = snapshot(ref_home, ws)
 
     db = workspace_dir(ws, home) / "index.sqlite"
-    proc = subprocess.Popen(index_cmd(ws), env=env_for(home), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    killed_mid = False
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            conn = sqlite3.connect(db, timeout=5)
-            n = conn.execute("SELECT count(*) FROM files").fetchone()[0]
-            conn.close()
-        except sqlite3.Error:
-            n = 0
-        if n >= 20:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed_mid = True
-            break
-        time.sleep(0.01)
-    proc.wait()
+    killed_mid = kill_9_when(index_cmd(ws), env_for(home), db, "SELECT count(*) FROM files", 20)
     assert killed_mid, "the indexer finished before it could be killed; grow the tree"
     partial = snapshot(home, ws)  # sound after the kill
     assert len(partial[0]) < 300 or partial[3] > 0
@@ -98,7 +74,7 @@ def test_index_runs_in_the_background_by_default(tmp_path):
 
     ws = make_tree(tmp_path / "ws", 30)
     home = tmp_path / "home"
-    out = subprocess.run([sys.executable, "-m", "dsh_recall", "index", str(ws), "--json"],
+    out = subprocess.run(cli("index", str(ws), "--json"),
                          env=env_for(home), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     started = _json.loads(out.stdout)
@@ -106,8 +82,8 @@ def test_index_runs_in_the_background_by_default(tmp_path):
     deadline = time.monotonic() + 120
     status = {}
     while time.monotonic() < deadline:
-        st = subprocess.run([sys.executable, "-m", "dsh_recall", "status", "--workspace", str(ws),
-                             "--json"], env=env_for(home), capture_output=True, text=True)
+        st = subprocess.run(cli("status", "--workspace", str(ws), "--json"), env=env_for(home),
+                            capture_output=True, text=True)
         status = _json.loads(st.stdout)
         if status["indexed"] and status["pending"] == 0 and status["files"] == 30:
             break

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
-
-def env_for(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DSH_RECALL_HOME"] = str(home)
-    env["DSH_RECALL_EMBEDDER__NAME"] = "fake"
-    return env
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dsh_recall", *args]
+from procs import cli, env_for, kill_9_when
 
 
 def write_sessions(folder: Path, sessions: int, turns: int) -> Path:
@@ -68,23 +55,8 @@ def test_kill_9_mid_import_then_import_again(tmp_path):
     subprocess.run(cli("history", "import", str(src), "--format", "generic"), env=env_for(ref),
                    check=True, capture_output=True, timeout=300)
     reference = history_snapshot(ref)
-    proc = subprocess.Popen(cli("history", "import", str(src), "--format", "generic"), env=env_for(home),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed = False
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            conn = sqlite3.connect(home / "history.sqlite", timeout=5)
-            n = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
-            conn.close()
-        except sqlite3.Error:
-            n = 0
-        if n >= 5:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.01)
-    proc.wait()
+    killed = kill_9_when(cli("history", "import", str(src), "--format", "generic"), env_for(home),
+                         home / "history.sqlite", "SELECT count(*) FROM sessions", 5)
     assert killed, "the import finished before it could be killed; grow the input"
     history_snapshot(home)  # sound after the kill
     subprocess.run(cli("history", "import", str(src), "--format", "generic"), env=env_for(home),
