@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 EXE = shutil.which("dsh-recall", path=str(Path(sys.executable).parent)) or "dsh-recall"
