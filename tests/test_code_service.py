@@ -379,3 +379,18 @@ def test_public_python_api(repo):
         workspace=repo, overrides={"embedder": {"name": "fake"}}))
     assert svc.search("OccupancyStateMachine")["results"][0]["path"] == "pkg/occupancy.py"
     assert callable(dsh_recall.history.search)
+
+
+def test_a_chunk_declaring_the_named_symbol_ranks_first(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    body = "\n".join(f"        value_{i} = compute(value_{i - 1}, other_{i})" for i in range(1, 30))
+    (ws / "session.py").write_text(
+        f"class SessionManager:\n    def refresh_token(self, token):\n{body}\n        return token\n")
+    calls = "\n".join(f"    manager.refresh_token(token_{i})  # SessionManager refresh_token" for i in range(12))
+    (ws / "client.py").write_text(f"def rotate_all(manager):\n{calls}\n")
+    for boost, first in ((1.0, "client.py"), (1.5, "session.py")):
+        svc = CodeService(ws, fake_cfg(ws, symbol_boost=boost))
+        svc.index()
+        out = svc.search("SessionManager.refresh_token", layers=("lexical",))
+        assert out["results"][0]["path"] == first, boost

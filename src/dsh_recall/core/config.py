@@ -119,6 +119,7 @@ class Config(_Section):
     test_weight: float = Field(0.5, ge=0, le=1)
     doc_weight: float = Field(0.7, ge=0, le=1)  # prose docs (.md, .rst, docs/) likewise
     identifier_boost: bool = True  # identifiers written in the query count twice in BM25
+    symbol_boost: float = Field(1.5, ge=1)  # a chunk declaring a name the query writes
     embedder: EmbedderConfig = EmbedderConfig()
     history: HistoryConfig = HistoryConfig()
     objects: ObjectsConfig = ObjectsConfig()

@@ -63,10 +63,32 @@ _DOC_WORDS = {"doc", "docs", "documentation", "documented", "readme", "guide", "
               "changelog", "changes"}
 
 
+_DOC_NAMES = ("license", "licence", "notice", "copying", "authors", "contributors", "changelog",
+              "changes", "history", "news")
+
+
 def is_doc_path(path: str) -> bool:
-    """Prose documentation by extension or folder."""
+    """Prose documentation by extension, folder, or a project's legal / release files."""
     parts = path.lower().split("/")
-    return parts[-1].endswith(_DOC_EXTS) or any(p in _DOC_DIRS for p in parts[:-1])
+    name = parts[-1]
+    return (name.endswith(_DOC_EXTS) or name.split(".")[0] in _DOC_NAMES
+            or any(p in _DOC_DIRS for p in parts[:-1]))
+
+
+def names_symbol(symbols: Sequence[str], named: set[str] | frozenset[str]) -> bool:
+    """Does the chunk declare something the query names? A dotted name matches the symbol
+    or whole trailing parts of it (`Session.send` matches `Session.send` and
+    `requests.Session.send`); a plain name matches the symbol or its last part (`send`
+    matches `Session.send`)."""
+    if not named:
+        return False
+    for sym in symbols:
+        low = sym.lower()
+        last = low.rsplit(".", 1)[-1]
+        for n in named:
+            if low == n or ("." in n and low.endswith("." + n)) or ("." not in n and last == n):
+                return True
+    return False
 
 
 def path_prior(path: str, terms: Sequence[str], test_weight: float, doc_weight: float) -> float:

@@ -71,6 +71,16 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[A-Za-
                     r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*")
 
 
+def named_symbols(text: str) -> set[str]:
+    """Names the query writes as code (`CodeService.search`, `parse_args`, `HttpClient`, or
+    a query that is one identifier), lower-cased, dotted names kept whole."""
+    out = {m.group(0).lower() for m in _IDENT.finditer(text[:MAX_QUERY_CHARS])}
+    word = text.strip()
+    if word.isidentifier():
+        out.add(word.lower())
+    return out
+
+
 def identifier_terms(text: str) -> set[str]:
     """Whole identifiers written in the query (snake_case, camelCase, dotted.names): in a
     bug report or a question they point at code more surely than prose words do."""

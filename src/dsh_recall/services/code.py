@@ -22,7 +22,7 @@ from ..core.text import code_tokens, index_text, safe_decode
 from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
-from ..search.fuse import layer_weights, path_prior, rrf
+from ..search.fuse import layer_weights, names_symbol, path_prior, rrf, wants_tests
 from ..search.vector import top_k
 from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
                                  parse_source_roots, walk)
@@ -312,10 +312,18 @@ class CodeService:
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
         rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]])
-        if cfg.test_weight < 1 or cfg.doc_weight < 1:
-            fused = sorted(
-                ((i, s * (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight)
-                          if i in rows else 1.0), r) for i, s, r in fused), key=lambda x: -x[1])
+        named = lex.named_symbols(query) if cfg.symbol_boost > 1 else set()
+        if named and wants_tests(terms):  # "tests for parse_args" names test_parse_args too
+            named |= {f"{p}{n}{s}" for n in named if "." not in n
+                      for p, s in (("test_", ""), ("", "_test"), ("test", ""))}
+
+        def prior(i: int) -> float:
+            if i not in rows:
+                return 1.0
+            return (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight)
+                    * (cfg.symbol_boost if names_symbol(rows[i].symbols, named) else 1.0))
+
+        fused = sorted(((i, s * prior(i), r) for i, s, r in fused), key=lambda x: -x[1])
         results: list[dict[str, Any]] = []
         seen_files: set[str] = set()
         stale_cache: dict[str, bool] = {}
