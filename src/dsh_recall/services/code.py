@@ -303,7 +303,7 @@ class CodeService:
             used.append("lexical")
         vec_scores: dict[int, float] = {}
         if "vector" in layers and query.strip() and cfg.vector_weight > 0:
-            vec = self._vector_ranking(query, pool, prefix, deadline, t0, notes)
+            vec = self._vector_ranking(query, pool, prefix, deadline, notes)
             if vec is not None:
                 rankings["vector"] = [i for i, _ in vec]
                 vec_scores = dict(vec)
@@ -312,18 +312,7 @@ class CodeService:
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
         rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]])
-        named = lex.named_symbols(query) if cfg.symbol_boost > 1 else set()
-        if named and wants_tests(terms):  # "tests for parse_args" names test_parse_args too
-            named |= {f"{p}{n}{s}" for n in named if "." not in n
-                      for p, s in (("test_", ""), ("", "_test"), ("test", ""))}
-
-        def prior(i: int) -> float:
-            if i not in rows:
-                return 1.0
-            return (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight)
-                    * (cfg.symbol_boost if names_symbol(rows[i].symbols, named) else 1.0))
-
-        fused = sorted(((i, s * prior(i), r) for i, s, r in fused), key=lambda x: -x[1])
+        fused = self._apply_priors(query, terms, fused, rows)
         results: list[dict[str, Any]] = []
         seen_files: set[str] = set()
         stale_cache: dict[str, bool] = {}
@@ -350,12 +339,11 @@ class CodeService:
             if len(results) >= limit:
                 break
         if focus_label is not None:
-            if not results or self._weak(results[0], terms, vec_scores):
+            if not results or self._weak(results[0], terms):
                 notes.append(f"weak match inside focus scope '{focus_label}'; "
                              "try searching the whole workspace (omit --focus / --path)")
         returned = sum(len(r["excerpt"]) for r in results)
-        file_rows = self.store.files()
-        source = sum(file_rows[p].chars for p in {r["path"] for r in results} if p in file_rows)
+        source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
         last = json.loads(self.store.get_meta("last_index") or "{}")
         problems = last.get("problems") or []
         out = {
@@ -368,7 +356,24 @@ class CodeService:
             out["terms"] = chosen
         return out
 
-    def _weak(self, best: dict[str, Any], terms: list[str], vec_scores: dict[int, float]) -> bool:
+    def _apply_priors(self, query: str, terms: list[str], fused: list, rows: dict) -> list:
+        """Re-weigh fused chunks by where they live (tests, docs) and by whether they declare
+        a name the query writes; returns them best first."""
+        cfg = self.cfg
+        named = lex.named_symbols(query) if cfg.symbol_boost > 1 else set()
+        if named and wants_tests(terms):  # "tests for parse_args" names test_parse_args too
+            named |= {f"{p}{n}{s}" for n in named if "." not in n
+                      for p, s in (("test_", ""), ("", "_test"), ("test", ""))}
+
+        def prior(i: int) -> float:
+            if i not in rows:
+                return 1.0
+            return (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight)
+                    * (cfg.symbol_boost if names_symbol(rows[i].symbols, named) else 1.0))
+
+        return sorted(((i, s * prior(i), r) for i, s, r in fused), key=lambda x: -x[1])
+
+    def _weak(self, best: dict[str, Any], terms: list[str]) -> bool:
         """Weak: the best excerpt holds under `weak_score` of the query's terms."""
         if not terms:
             return False
@@ -376,7 +381,7 @@ class CodeService:
         return sum(1 for t in terms if t in have) / len(terms) < self.cfg.weak_score
 
     def _vector_ranking(self, query: str, pool: int, prefix: str | None, deadline: float,
-                        t0: float, notes: list[str]) -> list[tuple[int, float]] | None:
+                        notes: list[str]) -> list[tuple[int, float]] | None:
         """Vector ranking within the search deadline; None when the layer is unavailable."""
         emb = self.embedder()
         if emb is None:
