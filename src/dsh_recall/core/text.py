@@ -84,8 +84,9 @@ def fts_quote(token: str) -> str:
 
 
 def estimate_tokens(text: str) -> int:
-    """Rough LLM token count: one per CJK character plus one per 4 other characters."""
-    cjk = sum(1 for c in text if is_cjk(c))
+    """Rough LLM token count: one per CJK character plus one per 4 other characters.
+    One regex pass, so it stays fast on megabyte tool results."""
+    cjk = len(_CJK.findall(text))
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 

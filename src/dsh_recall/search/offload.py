@@ -27,11 +27,6 @@ LINE_TEXT_MAX = 400
 
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# Same rule as core.text.estimate_tokens (one token per CJK char, one per 4 others), but one
-# findall instead of a per-character Python loop: it runs on megabyte results.
-_CJK = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u31f0-\u31ff]"
-)
 # A harness's own "the full output is elsewhere" notice (Claude Code, dsh, shells): when the
 # tail holds one it is kept whole so the agent still sees where the harness put the file.
 _SPILL = re.compile(
@@ -60,12 +55,6 @@ def fold_case(text: str) -> str:
     if len(low) == len(text):  # lower() never shrinks a char, so equal length means 1:1
         return low
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-
-
-def count_tokens(text: str) -> int:
-    """Rough LLM token count, same rule as core.text.estimate_tokens, fast on big text."""
-    cjk = len(_CJK.findall(text))
-    return cjk + -(-(len(text) - cjk) // 4)
 
 
 def make_id(session: str, seq: int, size: int, attempt: int = 0) -> str:

@@ -16,12 +16,12 @@ from typing import Any, Callable, Sequence
 from ..core.config import ObjectsConfig
 from ..core.errors import InputError
 from ..core.paths import recall_home
+from ..core.text import estimate_tokens
 from ..search.offload import (
     SEARCH_LIMIT,
     Candidate,
     LineMatch,
     clamp_range,
-    count_tokens,
     join_surrogates,
     make_id,
     plan_offloads,
@@ -133,8 +133,8 @@ class ObjectService:
         sha = text_sha(data)
         row = ObjectRow(
             id="", session=session, seq=-1 if seq is None else seq, tool=tool, chars=chars,
-            tokens=count_tokens(text), inline_chars=len(probe.text),
-            inline_tokens=count_tokens(probe.text), raw_bytes=len(data), created=self.clock(),
+            tokens=estimate_tokens(text), inline_chars=len(probe.text),
+            inline_tokens=estimate_tokens(probe.text), raw_bytes=len(data), created=self.clock(),
             sha=sha, evicted=None,
         )
         stored, created = self.store.put(
@@ -155,7 +155,7 @@ class ObjectService:
         `keep`, honour `budget_tokens`, skip what the store already offloaded. Returns the
         rewritten results by seq."""
         done = self.store.offloaded_seqs(session)
-        items = [Candidate(r.seq, len(r.text or ""), count_tokens(r.text or ""), r.text is not None)
+        items = [Candidate(r.seq, len(r.text or ""), estimate_tokens(r.text or ""), r.text is not None)
                  for r in results]
         chosen = set(plan_offloads(items, self.cfg, done, context_tokens))
         out: dict[int, PutResult] = {}
