@@ -19,12 +19,17 @@ def recall_home() -> Path:
     return Path.home() / ".dsh" / "dsh-recall"
 
 
+def stable_key(label: str, identity: str) -> str:
+    """A readable, stable directory or file name: a cleaned label plus a hash of identity."""
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-") or "root"
+    return f"{name[:40]}-{digest}"
+
+
 def workspace_key(workspace: Path) -> str:
     """A stable directory name for a workspace, keyed by its resolved path."""
     resolved = str(Path(workspace).resolve())
-    digest = hashlib.sha256(resolved.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(resolved).name).strip("-") or "root"
-    return f"{name[:40]}-{digest}"
+    return stable_key(Path(resolved).name, resolved)
 
 
 def workspace_dir(workspace: Path, home: Path | None = None) -> Path:

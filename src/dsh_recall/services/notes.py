@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -26,7 +25,7 @@ import numpy as np
 from ..chunkers import notes as note_chunker
 from ..core.config import Config, load_config
 from ..core.errors import RecallError
-from ..core.paths import ensure_dir, recall_home
+from ..core.paths import ensure_dir, recall_home, stable_key
 from ..core.text import index_text, safe_decode
 from ..core.types import Chunk
 from ..embedders import Embedder
@@ -51,10 +50,7 @@ def _sha(data: bytes) -> str:
 
 def notes_key(roots: Sequence[Path]) -> str:
     """A stable file name for the index of this list of (resolved) roots."""
-    joined = "\n".join(str(r) for r in roots)
-    digest = _sha(joined.encode("utf-8", "surrogatepass"))[:12]
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", roots[0].name if roots else "none").strip("-")
-    return f"{(name or 'root')[:40]}-{digest}"
+    return stable_key(roots[0].name if roots else "none", "\n".join(str(r) for r in roots))
 
 
 def embed_text(path: str, heading: Sequence[str], text: str) -> str:
