@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 from dsh_recall.search.gate import (TTL_AFTER_RESTORE, TTL_TURNS, GateState, gate,
                                     is_process_command, past_reference, referring_segments,
                                     vocabulary)
+from fixtures import eval_set
 
 OLDER = vocabulary([
     "Let's add a retry decorator to fetch_orders with exponential backoff.",
@@ -88,9 +89,7 @@ def test_gate_is_total_and_deterministic(msg: str) -> None:
 
 def test_bench_script_reports_coverage_and_false_positive_rate() -> None:
     root = Path(__file__).resolve().parents[1]
-    locomo = root.parent / "shared" / "eval" / "locomo-dev"
-    if not locomo.exists():
-        pytest.skip("LoCoMo dev set not available")
+    locomo = eval_set("locomo-dev")
     out = subprocess.run([sys.executable, str(root / "bench" / "gate_eval.py"), "--json",
                           "--locomo", str(locomo)], capture_output=True, text=True, check=True)
     table = json.loads(out.stdout)["table"]

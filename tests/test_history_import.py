@@ -11,11 +11,7 @@ import zstandard
 from dsh_recall.core.config import load_config
 from dsh_recall.services import history as svc
 from dsh_recall.sources.transcripts import ReadContext, reader
-
-FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "dsh-sessions"
-if not FIX.is_dir():
-    FIX = Path("/work/shared/fixtures/dsh-sessions")
-pytestmark = pytest.mark.skipif(not FIX.is_dir(), reason="dsh fixtures not available")
+from fixtures import DSH_SESSIONS as FIX
 
 
 @pytest.fixture

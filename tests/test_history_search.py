@@ -15,12 +15,8 @@ from dsh_recall.frontends.cli import cli
 from dsh_recall.search.aggregate import BlockHit, aggregate
 from dsh_recall.search.history_query import snippet
 from dsh_recall.services import history as svc
+from fixtures import eval_set
 
-LOCOMO = Path("/work/shared/eval/locomo-dev")
-for _p in Path(__file__).resolve().parents:
-    if (_p / "shared" / "eval" / "locomo-dev").is_dir():
-        LOCOMO = _p / "shared" / "eval" / "locomo-dev"
-        break
 
 
 @pytest.fixture
@@ -124,8 +120,8 @@ def test_snippet_is_bounded(text, terms, n):
     assert len(snippet(text, terms, n)) <= max(n, 0)
 
 
-@pytest.mark.skipif(not LOCOMO.is_dir(), reason="locomo-dev not available")
 def test_coarse_answers_stay_within_budget_on_locomo(tmp_path, cfg):
+    LOCOMO = eval_set("locomo-dev")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import history_locomo as bench
 

@@ -4,18 +4,15 @@ integrate commands."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from dsh_recall.frontends.cli import cli
 from dsh_recall.search.anchor import build_anchor
+from fixtures import DSH_SESSIONS
 
-FIXTURE = (Path(os.environ.get("DSH_RECALL_FIXTURES")
-                or Path(__file__).resolve().parents[2] / "shared" / "fixtures")
-           / "dsh-sessions" / "sess-005-compaction.session.v4.jsonl")
+FIXTURE = DSH_SESSIONS / "sess-005-compaction.session.v4.jsonl"
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from typing import Any
 import jsonschema
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from fixtures import DSH_SESSIONS
+
 EXE = shutil.which("dsh-recall", path=str(Path(sys.executable).parent)) or "dsh-recall"
 
 
@@ -48,11 +50,7 @@ def make_world(tmp: Path, sources: bool = True, many_files: int = 0) -> dict[str
     return world
 
 
-# The shared fixtures sit next to the checkout (../shared/fixtures), or where
-# $DSH_RECALL_FIXTURES points.
-FIXTURES = Path(os.environ.get("DSH_RECALL_FIXTURES")
-                or Path(__file__).resolve().parents[2] / "shared" / "fixtures")
-FIXTURE = FIXTURES / "dsh-sessions" / "sess-005-compaction.session.v4.jsonl"
+FIXTURE = DSH_SESSIONS / "sess-005-compaction.session.v4.jsonl"
 
 
 def _add_sources(world: dict[str, Any]) -> None:
@@ -72,7 +70,6 @@ def _add_sources(world: dict[str, Any]) -> None:
         from dsh_recall.services.objects import ObjectService
 
         cfg = load_config(workspace=world["repo"])
-        assert FIXTURE.exists(), f"missing fixture {FIXTURE} (set DSH_RECALL_FIXTURES)"
         history.import_paths([str(FIXTURE)], cfg=cfg)
         world["session"] = history.search("compaction", all_sessions=True, detail=True,
                                           cfg=cfg)["hits"][0]["session"]
