@@ -1,0 +1,78 @@
+"""Input cleaning at the boundaries: argv, MCP JSON, hook stdin, transcript records.
+
+Small pure functions. Text that enters dsh-recall goes through `clean_text` once, where it
+enters, so everything below (SQLite, FTS5, tokenizers, JSON output) only ever sees valid
+Unicode: SQLite and `json.dumps(..., ensure_ascii=False).encode()` raise on a lone
+surrogate, which Python produces for invalid UTF-8 in argv (surrogateescape) and which JSON
+allows as an escape (`"\\ud800"`).
+"""
+
+from __future__ import annotations
+
+from .errors import InputError
+
+__all__ = ["QUERY_CHARS", "INT64_MAX", "INT64_MIN", "REPLACEMENT", "cap_query", "clean_int",
+           "clean_text", "refuse_nul"]
+
+REPLACEMENT = "\ufffd"
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+# The longest query any source accepts, in characters. Above the longest issue text of the
+# SWE-bench dev set (22,778 characters), so a pasted issue or stack trace is kept whole;
+# well below the 100,000-character queries that made matchers spend seconds per call. The
+# rankers keep only the rarest few dozen terms of a long query anyway, so a longer one
+# cannot rank better, only cost more.
+QUERY_CHARS = 32_768
+
+
+def clean_text(value: str | bytes | bytearray) -> str:
+    """`value` as valid Unicode: invalid UTF-8 bytes and lone surrogates become U+FFFD.
+
+    A surrogate pair written as two code points (what `surrogatepass` decoding of
+    CESU-8 gives) is joined into the character it encodes. Text that is already valid is
+    returned as is (the common case costs one encode attempt).
+    """
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        pass
+    # UTF-16 round trip: a well-formed high+low pair becomes one character, every
+    # remaining surrogate (lone, or argv's surrogateescape \udcXX) becomes U+FFFD.
+    return value.encode("utf-16-le", errors="surrogatepass").decode("utf-16-le", errors="replace")
+
+
+def refuse_nul(value: str, what: str) -> str:
+    """`value` unchanged, or InputError naming the argument when it holds a NUL character.
+
+    A NUL cannot be part of a path (the OS rejects it with a bare "embedded null byte")
+    and in an FTS5 query or an identifier it is always a mistake, so it is refused with a
+    message rather than silently dropped.
+    """
+    if "\x00" in value:
+        raise InputError(f"{what} contains a NUL character (\\x00); remove it and try again")
+    return value
+
+
+def cap_query(value: str, limit: int = QUERY_CHARS) -> str:
+    """`value` cut to at most `limit` characters (see QUERY_CHARS for why a cap exists).
+
+    The cut prefers the last whitespace in the final 200 characters, so no word is split.
+    """
+    if limit <= 0:
+        return ""
+    if len(value) <= limit:
+        return value
+    cut = value[:limit]
+    space = max(cut.rfind(" ", limit - 200), cut.rfind("\n", limit - 200), cut.rfind("\t", limit - 200))
+    return cut[:space] if space > 0 else cut
+
+
+def clean_int(value: object) -> int | None:
+    """An integer that fits SQLite's 64-bit INTEGER, else None (bool, float and text too)."""
+    if isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return None
