@@ -41,11 +41,16 @@ def test_order_kept_when_sorting_by_length(minilm):
     long = "word " * 300  # longer than max_tokens: truncated, not an error
     texts = [long, TEXTS[0], "", TEXTS[2]]
     together = minilm.embed(texts)
-    for i, text in enumerate(texts):
-        alone = minilm.embed([text])[0]
-        # int8 activations are quantized per batch, so companions shift a row slightly;
-        # a row landing in another row's slot would score far lower.
-        assert float(alone @ together[i]) > 0.97
+    alone = np.stack([minilm.embed([text])[0] for text in texts])
+    sims = alone @ together.T
+    for i in range(len(texts)):
+        # int8 activations are quantized per batch, so companions shift a row slightly and
+        # by how much depends on the CPU's int8 kernels (measured: 0.962 for "" on an AVX2
+        # EPYC, above 0.97 elsewhere). A row landing in another row's slot scores below
+        # 0.1, so the ranking and a wide floor catch a reordering on any CPU.
+        others = np.delete(sims[i], i)
+        assert int(np.argmax(sims[i])) == i
+        assert sims[i, i] > 0.9 and sims[i, i] > others.max() + 0.5
 
 
 def test_fingerprint_names_model(minilm):
