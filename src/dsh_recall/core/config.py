@@ -4,6 +4,12 @@ Precedence (later wins): built-in defaults, `<recall home>/config.toml`, the wor
 `.dsh-recall.toml`, an explicit `--config FILE` / `$DSH_RECALL_CONFIG`, environment variables
 `DSH_RECALL_<KEY>` (top level) or `DSH_RECALL_<SECTION>__<KEY>`, then command-line flags.
 An unknown key anywhere is an error naming the key and the valid ones.
+
+Trust (docs/security.md): everything the user writes (the recall home's file, `--config`,
+the environment, flags) is trusted. A workspace's `.dsh-recall.toml` comes with the
+repository and is not: from it only the keys in `WORKSPACE_KEYS` apply (ranking and walking
+inside that workspace; source roots only inside it). Other keys are refused with a one-line
+notice (`Config.notices`) unless the user trusted that exact file (`dsh-recall trust`).
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .errors import ConfigError
 from .paths import recall_home
+from .trust import is_trusted
 
 
 class _Section(BaseModel):
@@ -90,8 +97,16 @@ class NotesConfig(_Section):
 
 
 class McpConfig(_Section):
-    token_budget: int = Field(6000, ge=200)
+    token_budget: int = Field(6000, ge=200, le=24000)
     host: str = "127.0.0.1"
+    # Bearer token HTTP clients must send; required (generated when unset) off loopback.
+    token: str | None = None
+    # Extra Host header values (host or host:port) the HTTP server accepts, besides loopback,
+    # the bound address and this machine's names.
+    allowed_hosts: list[str] = []
+    # Directories a client's `configure {"workspace"}` may switch to (and below), besides
+    # the server's workspace and its source roots.
+    allowed_workspaces: list[str] = []
 
 
 class Config(_Section):
@@ -103,7 +118,7 @@ class Config(_Section):
         "pom.xml", "build.gradle", "build.gradle.kts", "CMakeLists.txt", ".dsh-recall-scope",
     ]
     ignore: list[str] = []  # extra gitignore-style patterns
-    max_file_bytes: int = Field(1_000_000, ge=1)
+    max_file_bytes: int = Field(1_000_000, ge=1, le=64_000_000)
     excerpt_lines: int = Field(40, ge=1, le=400)
     limit: int = Field(8, ge=1, le=200)
     candidate_pool: int = Field(200, ge=1)
@@ -112,8 +127,8 @@ class Config(_Section):
     rrf_k: int = Field(10, ge=1)
     lexical_weight: float = Field(1.0, ge=0)
     vector_weight: float = Field(1.0, ge=0)
-    embed_budget_s: float = Field(2.0, ge=0)  # cold start: embed what fits, then answer
-    search_deadline_s: float = Field(4.0, gt=0)
+    embed_budget_s: float = Field(2.0, ge=0, le=600)  # cold start: embed what fits, then answer
+    search_deadline_s: float = Field(4.0, gt=0, le=600)
     weak_score: float = Field(0.5, ge=0)  # a best result under this inside a focus scope is "weak"
     # Tests, fixtures and examples rank below implementation unless the query asks for them.
     test_weight: float = Field(0.5, ge=0, le=1)
@@ -125,11 +140,30 @@ class Config(_Section):
     objects: ObjectsConfig = ObjectsConfig()
     notes: NotesConfig = NotesConfig()
     mcp: McpConfig = McpConfig()
+    # Set by load_config: one line per key refused from an untrusted workspace file.
+    _notices: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def notices(self) -> list[str]:
+        return self._notices
 
 
 _SECTIONS = {"embedder", "history", "objects", "notes", "mcp"}
 # Not settings: where data lives, which config file, which session the caller is in.
-_RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION"}
+_RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION",
+                 "DSH_RECALL_CHANNEL"}
+
+# What a repository's own `.dsh-recall.toml` may set without the user trusting the file:
+# ranking and walking inside that workspace. Everything else chooses where data goes or
+# who may see it (embedder endpoint and credentials, notes roots and access, object
+# retention, the MCP bind address), or reaches outside the workspace.
+WORKSPACE_KEYS = frozenset({
+    "source_roots",  # entries inside the workspace only (checked one by one)
+    "focus_markers", "ignore", "max_file_bytes", "excerpt_lines", "limit", "candidate_pool",
+    "rrf_k", "lexical_weight", "vector_weight", "embed_budget_s", "search_deadline_s",
+    "weak_score", "test_weight", "doc_weight", "identifier_boost", "symbol_boost",
+    "mcp.token_budget",
+})
 
 
 def _valid_keys(model: type[BaseModel]) -> list[str]:
@@ -193,6 +227,47 @@ def _from_env(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def _limit_workspace_file(data: dict[str, Any], path: Path, workspace: Path,
+                          notices: list[str]) -> dict[str, Any]:
+    """Keep only what an untrusted repository file may set; note each refused key."""
+    where = f"{path} (repository config, not trusted: run `dsh-recall trust {path}` to allow it)"
+    root = workspace.resolve()
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key in _SECTIONS:
+            kept = {k: v for k, v in value.items() if f"{key}.{k}" in WORKSPACE_KEYS}
+            for k in value:
+                if k not in kept:
+                    notices.append(f"ignored '{key}.{k}' from {where}")
+            if kept:
+                out[key] = kept
+        elif key == "source_roots" and isinstance(value, list):
+            kept_roots = []
+            for entry in value:
+                _, sep, raw = str(entry).partition("=")
+                raw = raw if sep else str(entry)
+                p = Path(os.path.expanduser(raw.strip()))
+                p = (p if p.is_absolute() else root / p).resolve()
+                if _inside(p, root):
+                    kept_roots.append(entry)
+                else:
+                    notices.append(f"ignored source root '{entry}' (outside the workspace) from {where}")
+            out[key] = kept_roots
+        elif key in WORKSPACE_KEYS:
+            out[key] = value
+        else:
+            notices.append(f"ignored '{key}' from {where}")
+    return out
+
+
 def load_config(
     workspace: Path | None = None,
     config_file: Path | str | None = None,
@@ -202,13 +277,18 @@ def load_config(
     """Build the effective config; raises ConfigError on unknown keys or bad values."""
     environ = dict(os.environ if environ is None else environ)
     data: dict[str, Any] = {}
-    candidates: list[Path] = [recall_home() / "config.toml"]
+    notices: list[str] = []
+    user_file = recall_home() / "config.toml"
+    if user_file.is_file():
+        data = _merge(data, _read_toml(user_file))
     if workspace is not None:
-        candidates.append(Path(workspace) / ".dsh-recall.toml")
+        ws_file = Path(workspace) / ".dsh-recall.toml"
+        if ws_file.is_file():
+            ws_data = _read_toml(ws_file)
+            if not is_trusted(ws_file):
+                ws_data = _limit_workspace_file(ws_data, ws_file, Path(workspace), notices)
+            data = _merge(data, ws_data)
     explicit = config_file or environ.get("DSH_RECALL_CONFIG")
-    for path in candidates:
-        if path.is_file():
-            data = _merge(data, _read_toml(path))
     if explicit:
         path = Path(explicit).expanduser()
         if not path.is_file():
@@ -220,8 +300,10 @@ def load_config(
         _check_keys(clean, Config, "flags")
         data = _merge(data, clean)
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"invalid config value for '{loc}': {first['msg']}") from e
+    cfg._notices.extend(notices)
+    return cfg

@@ -117,3 +117,48 @@ def may_see(level: str, allowed: frozenset[str] | None) -> bool:
     if allowed is None:
         return True
     return (level if level == PUBLIC else PERSONAL) in allowed
+
+
+@dataclass(frozen=True)
+class NoteFile:
+    """What decides a note's level beyond its name: the name of its real path and its
+    identity on disk (None when it could not be read)."""
+
+    path: str  # display path (relative to its root)
+    real_name: str  # file name of the resolved path
+    dev: int | None = None
+    ino: int | None = None
+    nlink: int = 1
+
+
+def effective_levels(files: Sequence[NoteFile], levels: Mapping[str, str],
+                     default_level: str = PERSONAL) -> dict[str, str]:
+    """Each note's level by name, real path and identity; fails closed.
+
+    A note is public only when its display path and its real path's name are both public,
+    its identity is known, and every hard link to it is an indexed note that is public too.
+    So a link (hard or symbolic) to a secret note is as secret as the note, whatever the
+    link is called; a hard link whose other names are unknown (outside the roots) is private.
+    """
+    by_name: dict[str, str] = {}
+    for f in files:
+        lv = level_of(f.path, levels, default_level)
+        if lv == PUBLIC and f.real_name != f.path.rsplit("/", 1)[-1]:
+            lv = level_of(f.real_name, levels, default_level)
+        by_name[f.path] = lv
+    links: dict[tuple[int, int], list[NoteFile]] = {}
+    for f in files:
+        if f.ino is not None and f.dev is not None:
+            links.setdefault((f.dev, f.ino), []).append(f)
+    out: dict[str, str] = {}
+    for f in files:
+        lv = by_name[f.path]
+        if lv == PUBLIC:
+            if f.ino is None or f.dev is None:
+                lv = PERSONAL
+            else:
+                same = links[(f.dev, f.ino)]
+                if f.nlink > len(same) or any(by_name[o.path] != PUBLIC for o in same):
+                    lv = PERSONAL
+        out[f.path] = lv
+    return out

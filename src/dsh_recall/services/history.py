@@ -81,6 +81,17 @@ def resolve_scope(store: HistoryStore, session: str | None = None, workspace: st
     return {"kind": "workspace", "value": workspace, "sessions": ids}
 
 
+def _restrict_scope(store: HistoryStore, scope: dict[str, Any], viewer: Any) -> str | None:
+    """Narrow the scope's sessions to those the viewer's channel may see; say why."""
+    if viewer is None or viewer.unfiltered:
+        return None
+    visible = {s["id"] for s in store.sessions() if viewer.can_see(s.get("channel"))}
+    wanted = scope["sessions"]
+    scope["sessions"] = sorted(visible) if wanted is None else [x for x in wanted if x in visible]
+    ch = viewer.channel
+    return f"{ch.kind} channel: {ch.reason}; only sessions this channel may see"
+
+
 def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[str] | None,
                  layers: Sequence[str]) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:
     """(id, score) lists per layer, best first, scores higher-is-better and >= 0."""
@@ -130,6 +141,7 @@ def search(
     store: HistoryStore | None = None,
     cwd: str | None = None,
     offset: int = 0,
+    viewer: Any = None,
 ) -> dict[str, Any]:
     """Search history. Coarse by default (events grouped per session, within
     `history.coarse_budget_tokens`); `detail=True` gives the full ranked list, one hit per
@@ -138,6 +150,8 @@ def search(
     Paging: `offset` skips the first `offset` hits of the same ranking (events when coarse,
     event seqs with `detail`); the answer's `has_more` says whether hits follow this page and
     `next_offset` is the offset to ask for next (None on the last page).
+
+    `viewer` (services.channel.Viewer): only sessions that channel may see are searched.
     """
     cfg = _cfg(cfg)
     offset = max(0, int(offset or 0))
@@ -149,15 +163,20 @@ def search(
     store = store or open_store()
     try:
         scope = resolve_scope(store, session, workspace, all_sessions, cwd)
+        access_note = _restrict_scope(store, scope, viewer)
         answer: dict[str, Any] = {"query": query, "scope": {"kind": scope["kind"], "value": scope["value"]},
                                   "hits": [], "layers": [], "offset": offset, "has_more": False,
                                   "next_offset": None}
         if not query.strip() or (scope["sessions"] is not None and not scope["sessions"]):
             answer["layer_status"] = {n: "not run" for n in LAYERS}
+            if access_note:
+                answer["layer_status"]["access"] = access_note
             return answer
         rankings, status = _rank_layers(store, cfg, query, scope["sessions"], layers)
         answer["layers"] = [n for n in LAYERS if n in rankings]
         answer["layer_status"] = status
+        if access_note:
+            status["access"] = access_note
         fused = fuse_layers(rankings, cfg.history)
         rows = store.blocks([i for i, _, _ in fused])
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))

@@ -14,8 +14,10 @@ from ..stores.history import HistoryStore, loads_flags
 from .history_common import _iso, open_store
 
 
-def _session_info(store: HistoryStore, session: str) -> dict:
+def _session_info(store: HistoryStore, session: str, viewer: Any = None) -> dict:
     rows = store.sessions([session])
+    if rows and viewer is not None and not viewer.can_see(rows[0].get("channel")):
+        rows = []  # a session this channel may not see is answered as unknown
     if not rows:
         raise InputError(f"unknown session '{session}'; import it first (dsh-recall history import)")
     s = rows[0]
@@ -38,7 +40,7 @@ def _event_out(e: dict, max_chars: int) -> dict:
 
 def show(session: str, around: int | None = None, window: int = 3, page: int | None = None,
          page_size: int = 20, max_chars: int = 20000, store: HistoryStore | None = None,
-         offset: int | None = None) -> dict[str, Any]:
+         offset: int | None = None, viewer: Any = None) -> dict[str, Any]:
     """The exact original text of a session's events: `window` events either side of seq
     `around`; or, when browsing, `page_size` events from event index `offset` (0-based) or
     page `page` (1-based). Every answer carries `offset` (index of its first event),
@@ -46,7 +48,7 @@ def show(session: str, around: int | None = None, window: int = 3, page: int | N
     own = store is None
     store = store or open_store()
     try:
-        info = _session_info(store, session)
+        info = _session_info(store, session, viewer)
         total = info["events"]
         page_size = max(1, page_size)
         pages = max(1, -(-total // page_size))

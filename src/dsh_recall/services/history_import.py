@@ -39,8 +39,12 @@ def _event_text(ev) -> str:
     return text
 
 
-def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config) -> dict[str, Any]:
-    """Import what is new in one transcript file; a rewritten or shrunk file is re-imported."""
+def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
+                channel: str | None = None) -> dict[str, Any]:
+    """Import what is new in one transcript file; a rewritten or shrunk file is re-imported.
+
+    `channel`: the access channel key that produced the file's sessions, when known (a hook
+    run for that channel); None leaves a session the owner's (services/channel.py)."""
     key = str(path.resolve())
     report: dict[str, Any] = {"path": str(path), "format": fmt, "events": 0, "blocks": 0,
                               "skipped": 0, "ignored": 0, "notes": []}
@@ -70,7 +74,8 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config) -> dict[
         if ev.time_ms:
             last_time[ev.session] = max(last_time.get(ev.session, 0), ev.time_ms)
     sessions = [{"id": m.id, "source": m.source, "workspace": m.workspace, "title": m.title,
-                 "created_ms": m.created_ms, "updated_ms": last_time.get(m.id) or m.created_ms, "path": key}
+                 "created_ms": m.created_ms, "updated_ms": last_time.get(m.id) or m.created_ms, "path": key,
+                 "channel": channel}
                 for m in res.sessions.values()]
     events = [{"session": e.session, "seq": e.seq, "role": e.role, "time_ms": e.time_ms, "time": e.time,
                "message_id": e.message_id, "call_id": e.call_id, "flags": dumps_flags(e.flags),
@@ -95,8 +100,10 @@ def import_paths(
     embed: bool = False,
     store: HistoryStore | None = None,
     progress: Callable[[str], None] | None = None,
+    channel: str | None = None,
 ) -> dict[str, Any]:
     """Import transcripts (explicit files/folders, or the default locations when none).
+    `channel` tags new sessions with the access channel that produced them.
 
     Lexical indexes are written first; then blocks are embedded: all of them with
     `embed=True`, else as many as fit in `embed_budget_s`. Embedding never fails an import.
@@ -110,7 +117,7 @@ def import_paths(
         for path, f in files:
             if progress:
                 progress(str(path))
-            reports.append(import_file(store, path, f, cfg))
+            reports.append(import_file(store, path, f, cfg, channel))
         sem = SemanticLayer(store, cfg)
         budget = None if embed else cfg.embed_budget_s
         embedded = sem.fill(None, budget)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -38,10 +39,31 @@ from ..stores.base import FileRow, IndexedChunk
 from ..stores.sqlite import SqliteChunkStore
 from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_block, relevant,
                                   source_weight)
+from . import channel as channel_mod
 from .vectors import MatrixCache, embed_pending, file_lock, load_embedder, sync_fingerprint
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 LAYERS = ("lexical", "vector")
+NO_ROOTS = ("no notes roots: index a folder (`dsh-recall notes index DIR`), pass --root DIR "
+            "or set notes.roots")
+_REMEMBERED = "default-roots.json"
+
+
+def remember_roots(roots: Sequence[Path], home: Path | None = None) -> None:
+    """Keep the roots last indexed by hand as the default when notes.roots is not set."""
+    d = ensure_dir((home or recall_home()) / "notes")
+    tmp = d / f"{_REMEMBERED}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps([str(r) for r in roots]), encoding="utf-8")
+    os.replace(tmp, d / _REMEMBERED)
+
+
+def remembered_roots(home: Path | None = None) -> list[str]:
+    """The roots `remember_roots` kept, or [] (a missing or unreadable file is no default)."""
+    try:
+        data = json.loads(((home or recall_home()) / "notes" / _REMEMBERED).read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [str(r) for r in data] if isinstance(data, list) else []
 
 
 def _sha(data: bytes) -> str:
@@ -73,9 +95,9 @@ class NotesService:
                  workspace: Path | None = None, home: Path | None = None):
         self.cfg = cfg
         self.ncfg = cfg.notes
-        raw = list(roots) if roots else list(self.ncfg.roots)
-        self.roots = resolve_roots(raw, workspace)
         self.home = home or recall_home()
+        raw = list(roots) if roots else list(self.ncfg.roots) or remembered_roots(self.home)
+        self.roots = resolve_roots(raw, workspace)
         self.dir = ensure_dir(self.home / "notes")
         self.key = notes_key(self.roots)
         self.store = SqliteChunkStore(self.dir / f"{self.key}.sqlite")
@@ -173,7 +195,7 @@ class NotesService:
         if gone:
             self.store.delete_files(gone)
         if not self.roots:
-            notes.append("no notes roots configured (notes.roots); the index is empty")
+            notes.append(NO_ROOTS)
         spec = self.spec_state()
         if spec["pending"]:
             notes.append(f"chunk spec changed ({spec['index']} -> {spec['current']}): re-chunking "
@@ -219,19 +241,28 @@ class NotesService:
 
     # -- access ---------------------------------------------------------------
     def channel(self, session: str | None) -> access.Channel:
-        """What `session` may see, per the session map and owner ids (fail closed)."""
-        path = self.ncfg.session_map
-        if not path:
-            return access.channel(session, None, self.ncfg.owner_ids, map_configured=False)
-        try:
-            smap = access.parse_session_map(Path(path).expanduser().read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, access.SessionMapError) as e:
-            return access.channel(session, None, self.ncfg.owner_ids, map_error=str(e),
-                                  map_configured=True)
-        return access.channel(session, smap, self.ncfg.owner_ids, map_configured=True)
+        """What `session` (a channel key) may see, per the session map and owner ids."""
+        return channel_mod.resolve(self.cfg, session)
 
     def level(self, path: str) -> str:
+        """A note's level by its name alone; `levels()` is what access decisions use."""
         return access.level_of(path, self.ncfg.levels, self.ncfg.default_level)
+
+    def levels(self, files: dict[str, FileRow] | None = None) -> dict[str, str]:
+        """Every indexed note's level, by name, real path and file identity (hard links)."""
+        files = self.store.files() if files is None else files
+        items: list[access.NoteFile] = []
+        for path, row in files.items():
+            if self.level(path) != access.PUBLIC:
+                items.append(access.NoteFile(path, path.rsplit("/", 1)[-1]))
+                continue
+            try:
+                st = os.stat(row.abs_path)
+                real = os.path.basename(os.path.realpath(row.abs_path))
+                items.append(access.NoteFile(path, real, st.st_dev, st.st_ino, st.st_nlink))
+            except OSError:
+                items.append(access.NoteFile(path, path.rsplit("/", 1)[-1]))
+        return access.effective_levels(items, self.ncfg.levels, self.ncfg.default_level)
 
     # -- searching ------------------------------------------------------------
     def _ensure_indexed(self, notes: list[str]) -> None:
@@ -277,9 +308,10 @@ class NotesService:
         chosen = lex.select_terms(terms, store.doc_freqs, total)
         pool = max(self.ncfg.candidate_pool, limit * 4)
         files = store.files()
+        levels = self.levels(files)
         allowed_ids: set[int] | None = None
         if allowed is not None:
-            paths = [p for p in files if access.may_see(self.level(p), allowed)]
+            paths = [p for p in files if access.may_see(levels.get(p, access.PERSONAL), allowed)]
             allowed_ids = set(store.chunk_ids_for_paths(paths))
         rankings: dict[str, list[int]] = {}
         cos: dict[int, float] = {}
@@ -310,7 +342,7 @@ class NotesService:
             row = rows.get(item)
             if row is None:
                 continue
-            level = self.level(row.path)
+            level = levels.get(row.path, access.PERSONAL)
             if not access.may_see(level, allowed):  # the last word on access, whatever ranked it
                 continue
             w = source_weight(row.path, self.ncfg.weights)
@@ -341,10 +373,11 @@ class NotesService:
                          f"{spec['pending_notes']} notes): run `dsh-recall notes index "
                          "--accept-spec-change`")
         if not self.roots:
-            notes.append("no notes roots configured (notes.roots)")
+            notes.append(NO_ROOTS)
+        notes = list(dict.fromkeys(notes + (last.get("problems") or [])))  # each note once
         return {"query": query[:200], "results": results, "layers": used,
                 "access": {"channel": ch.kind, "reason": ch.reason},
-                "pending": self.store.pending_count(), "notes": notes + (last.get("problems") or []),
+                "pending": self.store.pending_count(), "notes": notes,
                 "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
 
     def auto_recall(self, message: str, session: str | None = None, *, limit: int | None = None,
@@ -417,7 +450,7 @@ class NotesService:
                          "fingerprint": self.store.get_meta("embedder")},
             "access": {"session_map": self.ncfg.session_map, "owners": len(self.ncfg.owner_ids)},
             "problems": (last.get("problems") or [])
-                        + ([] if self.roots else ["no notes roots configured (notes.roots)"]),
+                        + ([] if self.roots else [NO_ROOTS]),
         }
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
   id TEXT PRIMARY KEY, source TEXT NOT NULL, workspace TEXT, title TEXT,
-  created_ms INTEGER, updated_ms INTEGER, path TEXT);
+  created_ms INTEGER, updated_ms INTEGER, path TEXT, channel TEXT);
 CREATE INDEX IF NOT EXISTS sessions_ws ON sessions(workspace);
 CREATE TABLE IF NOT EXISTS files (
   path TEXT PRIMARY KEY, format TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -111,6 +111,10 @@ class HistoryStore:
         if "embed_hash" not in cols:  # a database from before embed_hash: NULL = not hashed yet
             self.conn.execute("ALTER TABLE blocks ADD COLUMN embed_hash TEXT")
         self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_embed ON blocks(embed_hash)")
+        if "channel" not in {r[1] for r in self.conn.execute("PRAGMA table_info(sessions)")}:
+            # From before access channels: NULL = produced by the owner (seen by owners only
+            # once a session map is configured).
+            self.conn.execute("ALTER TABLE sessions ADD COLUMN channel TEXT")
         if self.get_meta("schema") is None:
             self.set_meta("schema", SCHEMA_VERSION)
 
@@ -174,13 +178,17 @@ class HistoryStore:
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
             for s in sessions:
+                # The channel that produced a session sticks; an import that does not know it
+                # keeps it; two channels claiming one session make it the owner's (NULL).
                 self.conn.execute(
-                    "INSERT INTO sessions(id, source, workspace, title, created_ms, updated_ms, path) "
-                    "VALUES (:id, :source, :workspace, :title, :created_ms, :updated_ms, :path) "
+                    "INSERT INTO sessions(id, source, workspace, title, created_ms, updated_ms, path, channel) "
+                    "VALUES (:id, :source, :workspace, :title, :created_ms, :updated_ms, :path, :channel) "
                     "ON CONFLICT(id) DO UPDATE SET workspace = coalesce(excluded.workspace, workspace), "
                     "title = coalesce(excluded.title, title), created_ms = coalesce(created_ms, excluded.created_ms), "
                     "updated_ms = max(coalesce(updated_ms, 0), coalesce(excluded.updated_ms, 0)), "
-                    "path = coalesce(path, excluded.path)", s)
+                    "path = coalesce(path, excluded.path), "
+                    "channel = CASE WHEN excluded.channel IS NULL OR excluded.channel = channel "
+                    "THEN channel ELSE NULL END", {**s, "channel": s.get("channel")})
             for e in events:
                 self.conn.execute(
                     "INSERT OR IGNORE INTO events(session, seq, role, time_ms, time, message_id, call_id, flags, text) "

@@ -18,11 +18,24 @@ def json_option(f: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")(f)
 
 
+_SHOWN: set[str] = set()
+
+
+def show_notices(cfg: Config) -> None:
+    """Print each config notice (a refused repository key) once per process, on stderr."""
+    for n in cfg.notices:
+        if n not in _SHOWN:
+            _SHOWN.add(n)
+            click.echo(f"dsh-recall: {n}", err=True)
+
+
 def get_config(ctx: click.Context, workspace: Path | None = None, **overrides: Any) -> Config:
     """Effective config for this invocation (file, env, then --config and flags)."""
     root = ctx.find_root()
     cfg_file = root.params.get("config_file") if root.params else None
-    return load_config(workspace=workspace, config_file=cfg_file, overrides=overrides or None)
+    cfg = load_config(workspace=workspace, config_file=cfg_file, overrides=overrides or None)
+    show_notices(cfg)
+    return cfg
 
 
 def emit(data: Any, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
