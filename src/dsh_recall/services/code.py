@@ -25,7 +25,7 @@ from ..search import lexical as lex
 from ..search.fuse import layer_weights, names_symbol, path_prior, rrf, wants_tests
 from ..search.vector import top_k
 from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
-                                 parse_source_roots, walk)
+                                 parse_source_roots, read_regular, walk)
 from ..stores.base import FileRow, IndexedChunk
 from ..stores.sqlite import SqliteChunkStore
 from .vectors import (MatrixCache, Progress, embed_pending, file_lock, load_embedder,
@@ -146,8 +146,7 @@ class CodeService:
                 rep.unchanged += 1
                 continue
             try:
-                with open(sf.abs_path, "rb") as f:
-                    data = f.read(self.cfg.max_file_bytes + 1)
+                data = read_regular(sf.abs_path, self.cfg.max_file_bytes + 1)
             except OSError:
                 rep.skipped["unreadable"] = rep.skipped.get("unreadable", 0) + 1
                 continue
@@ -261,8 +260,7 @@ class CodeService:
                 if st.st_size == row.size and st.st_mtime_ns == row.mtime_ns:
                     stale = False
                 else:
-                    with open(row.abs_path, "rb") as f:
-                        stale = _sha(f.read()) != row.hash
+                    stale = _sha(read_regular(row.abs_path, row.size + 1)) != row.hash
             except OSError:
                 stale = True
         cache[path] = stale

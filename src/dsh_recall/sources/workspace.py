@@ -3,10 +3,17 @@
 Never follows a symlink. Honours .gitignore files at every level (pathspec), a default skip
 list, and the config's extra `ignore` patterns. Content checks (binary, minified, generated)
 are pure functions over bytes so the indexer can apply them after one read.
+
+Only regular files are ever read, and never more than a size bound (`read_regular`): a path
+that turned into a FIFO, a device or a symlink to `/dev/zero` after it was indexed must not
+hang or exhaust memory. A workspace that is `/` or on a pseudo-filesystem (/proc, /sys,
+/dev) is refused before any walk (`check_workspace_root`).
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import stat
 from dataclasses import dataclass, field
@@ -15,6 +22,7 @@ from typing import Iterator
 
 import pathspec
 
+from ..core.errors import InputError
 from ..core.types import SourceFile
 
 SKIP_DIRS = frozenset({
@@ -55,6 +63,156 @@ def content_skip_reason(data: bytes) -> str | None:
     return None
 
 
+# Kernel and virtual filesystems: their "files" are interfaces (reading /proc/kmsg blocks
+# and consumes the kernel log), never something to index or import.
+PSEUDO_FS_TYPES = frozenset({
+    "proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs", "securityfs", "cgroup",
+    "cgroup2", "configfs", "fusectl", "bpf", "pstore", "efivarfs", "mqueue", "binfmt_misc",
+    "autofs", "hugetlbfs", "rpc_pipefs", "nsfs", "selinuxfs",
+})
+PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+
+
+@functools.lru_cache(maxsize=1)
+def _pseudo_devs() -> frozenset[int]:
+    """Device ids of the mounted pseudo-filesystems (read once per process)."""
+    points = set(PSEUDO_ROOTS)
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            for line in f.read(1 << 20).splitlines():
+                parts = line.split()
+                if len(parts) >= 3 and parts[2] in PSEUDO_FS_TYPES:
+                    points.add(parts[1].replace("\\040", " "))
+    except OSError:
+        pass
+    devs = set()
+    for p in points:
+        try:
+            devs.add(os.stat(p).st_dev)
+        except OSError:
+            continue
+    # /dev is usually devtmpfs, but a container may mount a plain tmpfs there: count it
+    # only when it is not the root filesystem's device.
+    try:
+        devs.discard(os.stat("/").st_dev)
+    except OSError:
+        pass
+    return frozenset(devs)
+
+
+def _under_pseudo_root(resolved: str) -> bool:
+    return any(resolved == r or resolved.startswith(r + "/") for r in PSEUDO_ROOTS)
+
+
+def is_pseudo_fs(path: str | os.PathLike[str], st_dev: int | None = None) -> bool:
+    """True when `path` lies on /proc, /sys, /dev or another kernel pseudo-filesystem."""
+    try:
+        resolved = os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+    if _under_pseudo_root(resolved):
+        return True
+    if st_dev is None:
+        try:
+            st_dev = os.stat(resolved).st_dev
+        except (OSError, ValueError):
+            return False
+    return st_dev in _pseudo_devs()
+
+
+def check_workspace_root(path: str | os.PathLike[str]) -> Path:
+    """The resolved workspace, or InputError when it is `/` or on a pseudo-filesystem.
+
+    Walking `/` indexes the whole machine (and reaches /proc); walking /proc blocks on
+    files like /proc/kmsg. Neither is a project, so both are refused with a clear message.
+    """
+    if "\x00" in os.fspath(path):
+        raise InputError("workspace path contains a NUL character (\\x00)")
+    resolved = Path(path).resolve()
+    if resolved == Path(resolved.anchor):
+        raise InputError(f"workspace {path} is the filesystem root; pass a project directory "
+                         "(--workspace DIR, or run from inside the project)")
+    if is_pseudo_fs(resolved):
+        raise InputError(f"workspace {path} is on a kernel pseudo-filesystem (/proc, /sys, /dev); "
+                         "pass a project directory instead")
+    return resolved
+
+
+def _not_regular(path: str | os.PathLike[str], what: str) -> OSError:
+    return OSError(errno.EINVAL, f"not a regular file ({what})", os.fspath(path))
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "device"),
+                       (stat.S_ISBLK, "device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symlink")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def stat_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False) -> os.stat_result:
+    """`os.stat` of a regular file on a real filesystem; OSError for anything else."""
+    st = os.stat(path, follow_symlinks=follow_symlinks)
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, _kind(st.st_mode))
+    if st.st_dev in _pseudo_devs():
+        raise _not_regular(path, "pseudo-filesystem")
+    return st
+
+
+def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False) -> tuple[int, os.stat_result]:
+    """Open a regular file for reading without ever blocking; return (fd, fstat).
+
+    O_NONBLOCK keeps a FIFO (or a device) from hanging the open; O_NOFOLLOW refuses a
+    symlink unless `follow_symlinks`; fstat then requires a regular file that is not on a
+    pseudo-filesystem (/proc/kmsg is "regular" and blocks on read). OSError otherwise.
+    The caller closes the descriptor.
+    """
+    if _under_pseudo_root(os.path.realpath(path)):  # never even open a kernel interface
+        raise _not_regular(path, "pseudo-filesystem")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, _kind(st.st_mode))
+        if st.st_dev in _pseudo_devs():
+            raise _not_regular(path, "pseudo-filesystem")
+        if hasattr(os, "O_NONBLOCK"):  # regular files never block; restore normal reads
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_fd(fd: int, max_bytes: int, offset: int = 0) -> bytes:
+    """At most `max_bytes` bytes of an open file from `offset`."""
+    chunks: list[bytes] = []
+    left = max(0, max_bytes)
+    pos = offset
+    while left > 0:
+        chunk = os.pread(fd, min(left, 1 << 20), pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int, *, offset: int = 0,
+                 follow_symlinks: bool = False) -> bytes:
+    """At most `max_bytes` bytes of a regular file from `offset` (see `open_regular`)."""
+    fd, _ = open_regular(path, follow_symlinks=follow_symlinks)
+    try:
+        return read_fd(fd, max_bytes, offset)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class RootSpec:
     label: str  # "" for the workspace itself
@@ -86,6 +244,9 @@ def parse_source_roots(entries: list[str], workspace: Path) -> tuple[list[RootSp
         label = (label.strip() or path.name).strip("/")
         if not path.exists():
             problems.append(f"source root '{entry}': {path} does not exist (skipped)")
+        elif path.resolve() == Path(path.resolve().anchor) or is_pseudo_fs(path):
+            problems.append(f"source root '{entry}': {path} is the filesystem root or a "
+                            "pseudo-filesystem (skipped)")
         elif not path.is_dir():
             problems.append(f"source root '{entry}': {path} is not a directory (skipped)")
         elif label in labels or not label:
@@ -128,6 +289,7 @@ def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
     if extra is not None:
         start_specs.append((base, extra))
     stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [(base, start_specs)]
+    pseudo = _pseudo_devs()
     while stack:
         dir_path, specs = stack.pop()
         own = _load_ignore(dir_path)
@@ -150,6 +312,9 @@ def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
                 continue
             name = entry.name
             if stat.S_ISDIR(st.st_mode):
+                if st.st_dev in pseudo:  # /proc or /sys mounted inside the tree
+                    report.skip("pseudo-fs")
+                    continue
                 if name in SKIP_DIRS or name.endswith(SKIP_SUFFIXES) or os.path.exists(
                         os.path.join(entry.path, "pyvenv.cfg")):
                     report.skip("skip-list")
@@ -181,7 +346,11 @@ def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
 
 def walk(workspace: Path, source_roots: list[str], *, max_file_bytes: int,
          extra_ignore: list[str] | None = None) -> WalkReport:
-    """All indexable files of the workspace plus its extra source roots."""
+    """All indexable files of the workspace plus its extra source roots.
+
+    InputError when the workspace is `/` or on a pseudo-filesystem (check_workspace_root).
+    """
+    check_workspace_root(workspace)
     report = WalkReport()
     roots, problems = parse_source_roots(source_roots, workspace)
     report.problems.extend(problems)
