@@ -117,12 +117,21 @@ def load_cases(path: str | Path) -> list[dict[str, Any]]:
         raise InputError(f"cannot read cases file {p}: {e}") from e
     try:
         data = json.loads(raw)
-        items = data.get("cases", []) if isinstance(data, dict) else data
     except ValueError:
         try:
             items = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
         except ValueError as e:
             raise InputError(f"cases file {p} is neither JSON nor JSON lines: {e}") from e
+    else:
+        # A dict is either {"cases": [...]} or the one case of a one-line JSON lines file.
+        items = data.get("cases") if isinstance(data, dict) and "cases" in data else data
+        items = [items] if isinstance(items, dict) else items
+        if not isinstance(items, list):
+            raise InputError(f"cases file {p} holds no list of cases (a JSON list, "
+                             '{"cases": [...]} or one case per line)')
+    if not items:
+        raise InputError(f"cases file {p} has no cases: write one JSON object per line, "
+                         'e.g. {"query": "...", "expected_file": "notes.md"}')
     out: list[dict[str, Any]] = []
     for n, it in enumerate(items, 1):
         if not isinstance(it, dict):

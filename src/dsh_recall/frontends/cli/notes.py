@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ...services.notes import NotesService
+from ...services.notes import NotesService, remember_roots
 from .common import emit, get_config, handle_errors, json_option
 
 
@@ -44,8 +44,13 @@ def _render_index(d: dict[str, Any]) -> str:
 @handle_errors
 def index_cmd(ctx: click.Context, roots: tuple[str, ...], wait: bool, accept_spec_change: bool,
               lexical_only: bool, as_json: bool) -> None:
-    """Index note roots (from config when none are given). In the background unless --wait."""
+    """Index note roots (config's, else the ones last indexed). In the background unless --wait.
+
+    Roots given here become the default for later notes commands while notes.roots is unset.
+    """
     svc = _service(ctx, roots)
+    if roots:
+        remember_roots(svc.roots, svc.home)
     if not wait:
         log = svc.dir / f"{svc.key}.log"
         cmd = [sys.executable, "-m", "dsh_recall"]
@@ -159,6 +164,23 @@ def eval_cmd(ctx: click.Context, cases: str, roots: tuple[str, ...], layers: str
     emit(data, as_json, _render_eval)
 
 
+def _render_status(d: dict[str, Any]) -> str:
+    roots = ", ".join(f"{r['path']}{'' if r['ok'] else ' (missing)'}" for r in d["roots"])
+    spec = d["spec"]
+    lines = [f"roots: {roots or 'none'}",
+             f"index: {d['database']}" + ("" if d["indexed"] else " (not built yet)"),
+             f"{d['files']} notes, {d['chunks']} chunks, {d['vectors']} vectors, "
+             f"{d['pending']} pending; embedder {d['embedder']['name']}",
+             f"chunk spec: {spec['index']}" + (f" (current {spec['current']}: "
+                                               f"{spec['pending_notes']} notes to re-chunk)"
+                                               if spec["pending"] else "")]
+    if d["access"]["session_map"]:
+        lines.append(f"access: session map {d['access']['session_map']}, "
+                     f"{d['access']['owners']} owner ids")
+    lines += [f"problem: {p}" for p in d["problems"]]
+    return "\n".join(lines)
+
+
 @notes.command("status")
 @click.option("--root", "roots", multiple=True, type=click.Path(), help="Index of these roots.")
 @json_option
@@ -171,4 +193,4 @@ def status_cmd(ctx: click.Context, roots: tuple[str, ...], as_json: bool) -> Non
         data = svc.status()
     finally:
         svc.close()
-    emit(data, as_json)
+    emit(data, as_json, _render_status)
