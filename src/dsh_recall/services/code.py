@@ -9,6 +9,7 @@ import concurrent.futures as cf
 import hashlib
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -401,9 +402,19 @@ class CodeService:
             finally:
                 store.close()
 
-        ex = cf.ThreadPoolExecutor(max_workers=1)
-        fut = ex.submit(work)
-        ex.shutdown(wait=False)
+        # A daemon thread, not an executor: concurrent.futures joins its workers at
+        # interpreter exit, so a CLI search would wait for an answer it already dropped.
+        fut: cf.Future = cf.Future()
+
+        def run() -> None:
+            if not fut.set_running_or_notify_cancel():
+                return
+            try:
+                fut.set_result(work())
+            except BaseException as e:  # handed to the waiting caller
+                fut.set_exception(e)
+
+        threading.Thread(target=run, name="vector-ranking", daemon=True).start()
         try:
             return fut.result(timeout=max(0.05, deadline - time.monotonic()))
         except cf.TimeoutError:

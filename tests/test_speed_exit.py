@@ -1,0 +1,56 @@
+"""A search whose vector layer missed the deadline must not keep the process alive: the
+answer is already printed, so waiting for the dropped worker thread only costs the user."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from procs import env_for
+
+SCRIPT = textwrap.dedent('''
+    import json, sys, time
+    from pathlib import Path
+    from dsh_recall.embedders import registry
+    from dsh_recall.embedders.fake import FakeEmbedder
+
+    marker = Path(sys.argv[2])
+
+    class Slow(FakeEmbedder):
+        name = "slow"
+
+        def _embed_batch(self, texts, *, query):
+            time.sleep(20)
+            marker.write_text("the dropped worker ran to its end")
+            return super()._embed_batch(texts, query=query)
+
+    registry.register("slow", lambda cfg: Slow())
+    from dsh_recall.core.config import load_config
+    from dsh_recall.services.code import CodeService
+
+    ws = Path(sys.argv[1])
+    cfg = load_config(workspace=ws, overrides={"embedder": {"name": "slow"},
+                                               "search_deadline_s": 0.3, "embed_budget_s": 0})
+    out = CodeService(ws, cfg).search("hash_password")
+    print(json.dumps({"layers": out["layers"], "notes": out["notes"]}))
+''')
+
+
+def test_process_exits_without_waiting_for_a_dropped_vector_worker(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "auth.py").write_text("def hash_password(p):\n    return p\n")
+    marker = tmp_path / "finished"
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(ws), str(marker)],
+                          env=env_for(tmp_path / "home"), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["layers"] == ["lexical"]
+    assert any("deadline" in n for n in out["notes"])
+    # The worker sleeps 20 s before writing the marker; a process that waited for it at
+    # exit would have let it finish.
+    assert not marker.exists()
