@@ -45,7 +45,7 @@ def test_a_paged_answer_with_its_cursor_stays_under_the_budget(app: RecallApp, b
     app.token_budget = budget
     data = _code_answer(30, 25)
     data.update(_offset=0, _more=True)
-    out, text = app.finish(CODE_SEARCH, data, {"query": "q"})
+    out, text = app.default.finish(CODE_SEARCH, data, {"query": "q"})
     assert out.get("next_cursor"), "30 long excerpts cannot fit: a cursor must be offered"
     assert out["results"], "every page makes progress"
     render = lambda d: render_mod.render("code_search", d)  # noqa: E731

@@ -17,10 +17,18 @@ from .common import get_config, handle_errors
 @click.option("--http", "port", type=int, default=None,
               help="Serve streamable HTTP on this port (at /mcp) instead of stdio.")
 @click.option("--host", default=None,
-              help="Interface for --http (default: mcp.host from config, 127.0.0.1).")
+              help="Interface for --http (default: mcp.host from config, 127.0.0.1). Anything "
+                   "but loopback requires clients to send a bearer token (mcp.token, else one "
+                   "is generated and shown once).")
+@click.option("--channel", default=None,
+              help="Access channel key of the session this server answers for (default: "
+                   "$DSH_RECALL_CHANNEL); decides which notes, history and objects it shows.")
+@click.option("--allow-workspace", "allow", multiple=True, type=click.Path(file_okay=False),
+              help="A directory clients may switch their workspace to (repeatable).")
 @click.pass_context
 @handle_errors
-def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None) -> None:
+def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None,
+        channel: str | None, allow: tuple[str, ...]) -> None:
     """Run the MCP server. Logs go to stderr; stdout belongs to the protocol."""
     from ..mcp import server  # the SDK is only imported when serving
 
@@ -29,6 +37,7 @@ def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None) 
     root = ctx.find_root()
     cfg_file = root.params.get("config_file") if root.params else None
     if port is None:
-        server.run_stdio(workspace, cfg, cfg_file)
+        server.run_stdio(workspace, cfg, cfg_file, channel=channel, allow=allow)
     else:
-        server.run_http(port, host or cfg.mcp.host, workspace, cfg, cfg_file)
+        server.run_http(port, host or cfg.mcp.host, workspace, cfg, cfg_file,
+                        channel=channel, allow=allow)

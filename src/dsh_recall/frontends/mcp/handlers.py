@@ -1,8 +1,15 @@
 """The MCP server's state and tool handlers: arguments in, plain dicts out.
 
-Handlers are synchronous (the services are) and run in a worker thread; one lock keeps two
-calls from sharing a SQLite connection at once. The index job runs in its own thread with
-its own service instance, owned by this process and ending with it.
+Two levels of state (docs/security.md):
+- `RecallApp`, one per server process: what the user chose when starting it (workspace,
+  config, the access channel, the directories a client may switch to). No tool call changes it.
+- `Client`, one per MCP session: what `configure` may change for that client only (its
+  workspace within the allowed ones, its token budget, its current history session).
+
+Handlers are synchronous (the services are) and run in worker threads. A client's code
+index connection is guarded by that client's lock; the other sources open their own
+connection per call, so a slow call never holds up another. Index jobs run in their own
+thread with their own service instance, one per workspace, ending with the process.
 """
 
 from __future__ import annotations
@@ -13,16 +20,18 @@ import os
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ...core.config import Config, load_config
 from ...core.errors import InputError, RecallError
+from ...services.channel import Viewer, channel_key_from_env
 from ...services.code import CodeService
 from . import budget as budget_mod
 from . import render as render_mod
 from .sources import SourceHandlers
-from .tools import ALL_TOOLS, ToolSpec, conform
+from .tools import ALL_TOOLS, ToolSpec, conform, validate_args
 
 
 def log(msg: str) -> None:
@@ -90,23 +99,109 @@ def service_available(module: str | None) -> bool:
         return False
 
 
-class RecallApp(SourceHandlers):
-    """Everything one MCP server process holds: config, workspace, services, jobs."""
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+class RecallApp:
+    """What one MCP server process holds: the user's choices, shared by every client.
+
+    `channel` is the access channel key of whoever started the server (flag, else
+    `$DSH_RECALL_CHANNEL`); it decides which notes, history sessions and objects any of
+    its clients may see. `allow` adds directories clients may switch their workspace to.
+    """
 
     def __init__(self, workspace: Path | None = None, cfg: Config | None = None,
-                 config_file: str | None = None):
+                 config_file: str | None = None, channel: str | None = None,
+                 allow: Iterable[str | Path] = ()):
         self.workspace = Path(workspace or os.getcwd()).resolve()
         self.config_file = config_file
         self.cfg = cfg or load_config(workspace=self.workspace, config_file=config_file)
-        self.token_budget = self.cfg.mcp.token_budget
-        self.session: str | None = None
-        self.job = IndexJob()
-        self._code: CodeService | None = None
-        self._lock = threading.Lock()
+        self.channel = channel if channel is not None else channel_key_from_env()
+        self.allowed_roots = self._allowed_roots(allow)
+        self.jobs: dict[Path, IndexJob] = {}
+        self._jobs_lock = threading.Lock()
         self.specs: dict[str, ToolSpec] = {}
         for spec in ALL_TOOLS:
             if service_available(spec.service):
                 self.specs[spec.name] = spec
+        self.default = Client(self)
+        self._clients: "weakref.WeakKeyDictionary[Any, Client]" = weakref.WeakKeyDictionary()
+        self._clients_lock = threading.Lock()
+
+    def _allowed_roots(self, allow: Iterable[str | Path]) -> list[Path]:
+        from ...sources.workspace import parse_source_roots
+
+        roots = [self.workspace]
+        specs, _ = parse_source_roots(list(self.cfg.source_roots), self.workspace)
+        roots += [r.path for r in specs]
+        for extra in [*self.cfg.mcp.allowed_workspaces, *allow]:
+            roots.append(Path(os.path.expanduser(str(extra))).resolve())
+        return list(dict.fromkeys(roots))
+
+    def may_use_workspace(self, path: Path) -> bool:
+        return any(_inside(path, r) for r in self.allowed_roots)
+
+    def viewer(self, cfg: Config) -> Viewer:
+        """The server's access channel, resolved against the user's session map."""
+        return Viewer(cfg, self.channel)
+
+    def job(self, workspace: Path) -> "IndexJob":
+        with self._jobs_lock:
+            return self.jobs.setdefault(workspace, IndexJob())
+
+    # -- clients -----------------------------------------------------------------------------
+    def client_for(self, session: Any) -> "Client":
+        """The state of one MCP session (created on its first call, gone with it)."""
+        if session is None:
+            return self.default
+        with self._clients_lock:
+            c = self._clients.get(session)
+            if c is None:
+                c = Client(self)
+                self._clients[session] = c
+            return c
+
+    def call(self, name: str, args: dict[str, Any], client: "Client | None" = None
+             ) -> tuple[dict[str, Any], str]:
+        return (client or self.default).call(name, args)
+
+    # The default client's settings, for in-process use (tests, the Python API).
+    @property
+    def token_budget(self) -> int:
+        return self.default.token_budget
+
+    @token_budget.setter
+    def token_budget(self, value: int) -> None:
+        self.default.token_budget = value
+
+    @property
+    def session(self) -> str | None:
+        return self.default.session
+
+    def close(self) -> None:
+        self.default.close()
+        with self._clients_lock:
+            for c in list(self._clients.values()):
+                c.close()
+
+
+class Client(SourceHandlers):
+    """One MCP session: its workspace, token budget and current history session."""
+
+    def __init__(self, app: RecallApp):
+        self.app = app
+        self.workspace = app.workspace
+        self.cfg = app.cfg
+        self.token_budget = app.cfg.mcp.token_budget
+        self.session: str | None = None  # current history session (narrows history scope)
+        self.specs = app.specs
+        self._code: CodeService | None = None
+        self._lock = threading.Lock()
 
     # -- services ------------------------------------------------------------------------
     def code(self) -> CodeService:
@@ -114,10 +209,14 @@ class RecallApp(SourceHandlers):
             self._code = CodeService(self.workspace, self.cfg)
         return self._code
 
+    def viewer(self) -> Viewer:
+        return self.app.viewer(self.cfg)
+
     def close(self) -> None:
-        if self._code is not None:
-            self._code.close()
-            self._code = None
+        with self._lock:
+            if self._code is not None:
+                self._code.close()
+                self._code = None
 
     # -- dispatch --------------------------------------------------------------------------
     def call(self, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -125,14 +224,13 @@ class RecallApp(SourceHandlers):
         spec = self.specs.get(name)
         if spec is None:
             raise InputError(f"unknown tool '{name}'; tools: {', '.join(self.specs)}")
+        args = validate_args(spec, args)
         handler = getattr(self, "tool_" + name)
-        with self._lock:
-            data = handler(dict(args or {}))
+        data = handler(dict(args))
         if name == "code_index" and args.get("wait_s"):
-            # Wait outside the lock so other calls (status, search) run meanwhile.
-            self.job.wait(min(50.0, float(args["wait_s"])))
-            data["job"] = self.job.snapshot()
-        return self.finish(spec, data, args or {})
+            self.app.job(self.workspace).wait(min(50.0, float(args["wait_s"])))
+            data["job"] = self.app.job(self.workspace).snapshot()
+        return self.finish(spec, data, args)
 
     def finish(self, spec: ToolSpec, data: dict[str, Any], args: dict[str, Any],
                offset: int = 0, more: bool = False) -> tuple[dict[str, Any], str]:
@@ -174,24 +272,37 @@ class RecallApp(SourceHandlers):
             raise InputError("query is empty; say what you are looking for")
         offset = budget_mod.decode_cursor(a.get("cursor"), budget_mod.args_key(a))
         limit = int(a.get("limit") or self.cfg.limit)
-        data = self.code().search(query, limit=offset + limit, path=a.get("path"),
-                                  focus=a.get("focus"), files=bool(a.get("files")),
-                                  cwd=self.workspace)
+        path = self._inside_workspace(a.get("path"), "path")
+        focus = self._inside_workspace(a.get("focus"), "focus")
+        with self._lock:
+            data = self.code().search(query, limit=offset + limit, path=path, focus=focus,
+                                      files=bool(a.get("files")), cwd=self.workspace)
         # Ask for one page past the offset; a full list hints at more beyond it.
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit
         return data
 
-    def _make_index_service(self) -> CodeService:
-        return CodeService(self.workspace, self.cfg)
+    def _inside_workspace(self, value: str | None, what: str) -> str | None:
+        """A `path` / `focus` argument, refused when it points outside the workspace."""
+        if not value:
+            return None
+        p = Path(value)
+        full = (p if p.is_absolute() else self.workspace / p).resolve()
+        if not self.app.may_use_workspace(full) or (
+                not p.is_absolute() and os.path.normpath(value).startswith("..")):
+            raise InputError(f"{what} '{value}' is outside the workspace {self.workspace}")
+        return value
 
     def tool_code_index(self, a: dict[str, Any]) -> dict[str, Any]:
-        started = self.job.start(self._make_index_service)
-        return {"started": started, "job": self.job.snapshot()}
+        ws, cfg = self.workspace, self.cfg
+        job = self.app.job(ws)
+        started = job.start(lambda: CodeService(ws, cfg))
+        return {"started": started, "job": job.snapshot()}
 
     # -- status / configure ----------------------------------------------------------------
     def tool_status(self, a: dict[str, Any]) -> dict[str, Any]:
-        st = self.code().status(probe=False)
+        with self._lock:
+            st = self.code().status(probe=False)
         emb = st["embedder"].get("fingerprint") or st["embedder"]["name"]
         if st["embedder"].get("error"):
             emb += f" (unavailable: {st['embedder']['error']})"
@@ -207,19 +318,29 @@ class RecallApp(SourceHandlers):
             "code": {"indexed": st["indexed"], "files": st["files"], "chunks": st["chunks"],
                      "vectors": st["vectors"], "pending": st["pending"], "embedder": emb,
                      "scopes": st["scopes"][:20], "problems": [str(p) for p in st["problems"]][:10]},
-            "job": self.job.snapshot(), "sources": sources,
+            "job": self.app.job(self.workspace).snapshot(), "sources": sources,
+            "access": self.viewer().describe(),
         }
 
     def tool_configure(self, a: dict[str, Any]) -> dict[str, Any]:
+        """Settings of this client only. Never the access channel: it is the server's."""
         changed: list[str] = []
         if a.get("workspace"):
             ws = Path(a["workspace"]).expanduser().resolve()
+            if not self.app.may_use_workspace(ws):
+                raise InputError(
+                    f"workspace {ws} is not one this server may search; allowed: "
+                    + ", ".join(str(r) for r in self.app.allowed_roots)
+                    + " (the user adds more with `dsh-recall mcp --allow-workspace DIR` "
+                    "or mcp.allowed_workspaces)")
             if not ws.is_dir():
                 raise InputError(f"workspace {ws} is not a directory")
             if ws != self.workspace:
+                cfg = load_config(workspace=ws, config_file=self.app.config_file)
+                for n in cfg.notices:
+                    log(n)
                 self.close()
-                self.workspace = ws
-                self.cfg = load_config(workspace=ws, config_file=self.config_file)
+                self.workspace, self.cfg = ws, cfg
                 changed.append("workspace")
         if a.get("session"):
             self.session = str(a["session"])
@@ -229,4 +350,3 @@ class RecallApp(SourceHandlers):
             changed.append("token_budget")
         return {"workspace": str(self.workspace), "session": self.session,
                 "token_budget": self.token_budget, "changed": changed}
-

@@ -7,10 +7,14 @@ structured content plus a compact text rendering built by render.py.
 
 from __future__ import annotations
 
+import hmac
 import logging
+import os
+import secrets
+import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import anyio
 import mcp_types as types
@@ -19,6 +23,7 @@ from mcp.server.stdio import stdio_server
 
 from ...core.config import Config
 from ...core.errors import RecallError
+from ...core.paths import recall_home
 from .handlers import RecallApp, log
 
 INSTRUCTIONS = (
@@ -37,6 +42,13 @@ def _version() -> str:
         return version("dsh-recall")
     except Exception:  # pragma: no cover - not installed as a distribution
         return "0"
+
+
+def _connection_of(ctx: Any) -> Any:
+    """The object that lives as long as one MCP session: the SDK makes a ServerSession per
+    request, around the connection's state object."""
+    sess = getattr(ctx, "session", None)
+    return getattr(sess, "_connection", None) or sess
 
 
 def build_server(app: RecallApp) -> Server:
@@ -59,9 +71,11 @@ def build_server(app: RecallApp) -> Server:
         return types.ListToolsResult(tools=tool_list())
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        name, args = params.name, dict(params.arguments or {})
+        name, args = params.name, params.arguments
+        # Each MCP session has its own settings: one client's `configure` never reaches another.
+        client = app.client_for(_connection_of(ctx))
         try:
-            data, text = await anyio.to_thread.run_sync(app.call, name, args)
+            data, text = await anyio.to_thread.run_sync(client.call, name, args)
         except RecallError as e:
             # Tool errors go back as results so the model can read them and correct itself.
             return types.CallToolResult(content=[types.TextContent(text=f"error: {e}")],
@@ -89,10 +103,13 @@ def _quiet_logging() -> None:
 
 
 def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
-              config_file: str | None = None) -> None:
+              config_file: str | None = None, channel: str | None = None,
+              allow: Iterable[str] = ()) -> None:
     """Serve over stdin/stdout until the client closes the pipe."""
     _quiet_logging()
-    app = RecallApp(workspace, cfg, config_file)
+    app = RecallApp(workspace, cfg, config_file, channel=channel, allow=allow)
+    for n in app.cfg.notices:
+        log(n)
     server = build_server(app)
     log(f"serving {len(app.specs)} tools on stdio for {app.workspace}")
 
@@ -106,15 +123,119 @@ def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
         app.close()
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+TOKEN_FILE = "mcp-token"
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK or host.startswith("127.")
+
+
+def http_token(cfg: Config, host: str, home: Path | None = None) -> tuple[str | None, str | None]:
+    """(token HTTP clients must send, a line to show once) for a server bound to `host`.
+
+    The user's `mcp.token` (config or `DSH_RECALL_MCP__TOKEN`) wins. Off loopback a token is
+    required: without one set, one is generated, kept 0600 in the recall home and shown once
+    (later starts reuse it). On loopback no token is asked unless the user set one.
+    """
+    if cfg.mcp.token:
+        return cfg.mcp.token, None
+    if is_loopback(host):
+        return None, None
+    path = (home or recall_home()) / TOKEN_FILE
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            return token, f"clients must send 'Authorization: Bearer <token>'; the token is in {path}"
+    except OSError:
+        pass
+    token = secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token, (f"generated an access token (shown once; kept in {path}): {token}\n"
+                   "clients must send 'Authorization: Bearer <token>'")
+
+
+def allowed_hosts(host: str, port: int, extra: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Host and Origin header values the server accepts: loopback, the bound address, this
+    machine's names and addresses when bound to all interfaces, and the user's extras."""
+    names = set(LOOPBACK) | {host}
+    if host in ("0.0.0.0", "::", ""):
+        try:
+            hn = socket.gethostname()
+            names |= {hn, socket.getfqdn()}
+            names |= set(socket.gethostbyname_ex(hn)[2])
+        except OSError:
+            pass
+    hosts: list[str] = []
+    origins: list[str] = []
+    for n in sorted(names | set(extra)):
+        if not n or n in ("0.0.0.0", "::"):
+            continue
+        h = f"[{n}]" if ":" in n and not n.startswith("[") else n
+        if ":" in n and not h.startswith("["):
+            hosts.append(n)  # host:port written by the user
+            origins.append(f"http://{n}")
+            continue
+        hosts += [h, f"{h}:*"]
+        origins += [f"http://{h}", f"http://{h}:*", f"https://{h}", f"https://{h}:*"]
+    return hosts, origins
+
+
+class BearerAuth:
+    """ASGI wrapper: every HTTP request must carry `Authorization: Bearer <token>`."""
+
+    def __init__(self, app: Any, token: str):
+        self.app = app
+        self.token = token.encode("utf-8")
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            got = b""
+            for k, v in scope.get("headers") or []:
+                if k.lower() == b"authorization":
+                    got = v
+            want = b"Bearer " + self.token
+            if not hmac.compare_digest(got, want):
+                body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def build_http_app(app: RecallApp, host: str, port: int) -> Any:
+    """The ASGI app: streamable HTTP with Host / Origin checks always on, and a bearer token
+    off loopback (or whenever the user set one)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    server = build_server(app)
+    hosts, origins = allowed_hosts(host, port, app.cfg.mcp.allowed_hosts)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                         allowed_hosts=hosts, allowed_origins=origins)
+    asgi = server.streamable_http_app(host=host, transport_security=security)
+    token, shown = http_token(app.cfg, host)
+    if shown:
+        log(shown)
+    return BearerAuth(asgi, token) if token else asgi
+
+
 def run_http(port: int, host: str = "127.0.0.1", workspace: Path | None = None,
-             cfg: Config | None = None, config_file: str | None = None) -> None:
+             cfg: Config | None = None, config_file: str | None = None,
+             channel: str | None = None, allow: Iterable[str] = ()) -> None:
     """Serve streamable HTTP at http://host:port/mcp (loopback unless told otherwise)."""
     import uvicorn
 
     _quiet_logging()
-    app = RecallApp(workspace, cfg, config_file)
-    server = build_server(app)
-    asgi = server.streamable_http_app(host=host)
+    app = RecallApp(workspace, cfg, config_file, channel=channel, allow=allow)
+    for n in app.cfg.notices:
+        log(n)
+    asgi = build_http_app(app, host, port)
     log(f"serving {len(app.specs)} tools on http://{host}:{port}/mcp for {app.workspace}")
     try:
         uvicorn.run(asgi, host=host, port=port, log_level="warning")

@@ -14,7 +14,10 @@ from . import budget as budget_mod
 
 
 class SourceHandlers:
-    """Expects `cfg`, `workspace`, `session`, `token_budget` from RecallApp."""
+    """Expects `cfg`, `workspace`, `session`, `token_budget` and `viewer()` from Client.
+
+    Every source answers only what the server's access channel may see (`viewer()`); a
+    client's `session` only narrows the history scope."""
 
     # -- history ---------------------------------------------------------------------------
     def current_session(self) -> str | None:
@@ -38,7 +41,7 @@ class SourceHandlers:
             query, session=session, workspace=str(self.workspace) if scope != "all" and not session
             else None, all_sessions=scope == "all" and not a.get("session"),
             limit=limit, detail=bool(a.get("detail")), cfg=self.cfg,
-            cwd=str(self.workspace), offset=offset)
+            cwd=str(self.workspace), offset=offset, viewer=self.viewer())
         if scope == "session" and not session:
             data.setdefault("layer_status", {})["scope"] = (
                 "no current session known (configure session=...): searched this workspace")
@@ -58,13 +61,13 @@ class SourceHandlers:
         if around is not None:
             # A window is small and fixed: re-read it and skip what earlier pages showed.
             data = history.show(session, around=int(around), window=int(a.get("window", 3)),
-                                max_chars=max_chars)
+                                max_chars=max_chars, viewer=self.viewer())
             data["_offset"] = offset
             return data
         # Browsing: the cursor is an event index in the session, so it runs on past the
         # end of the requested page instead of stopping there.
         data = history.show(session, page=a.get("page"), max_chars=max_chars,
-                            offset=offset if a.get("cursor") else None)
+                            offset=offset if a.get("cursor") else None, viewer=self.viewer())
         data["_base"] = int(data.get("offset") or 0)
         data["_more"] = bool(data.get("has_more"))
         return data
@@ -137,7 +140,7 @@ class SourceHandlers:
         limit = int(a.get("limit") or self.cfg.notes.limit)
         svc = NotesService(self.cfg, workspace=self.workspace)
         try:
-            data = svc.search(query, session=self.session, limit=offset + limit)
+            data = svc.search(query, session=self.app.channel, limit=offset + limit)  # type: ignore[attr-defined]
         finally:
             svc.close()
         data["_offset"] = offset

@@ -157,6 +157,8 @@ STATUS = ToolSpec(
                     required=["indexed", "files", "chunks", "vectors", "pending", "embedder"]),
         "job": JOB,
         "sources": free_obj("Per optional source (history, objects, notes): its own summary."),
+        "access": obj({"channel": S(), "reason": S()}, required=["channel"],
+                      desc="The access channel this server answers for (set when it started)."),
     }, required=["workspace", "token_budget", "tools", "code", "job", "sources"]),
 )
 
@@ -164,12 +166,15 @@ CONFIGURE = ToolSpec(
     name="configure",
     title="Configure recall",
     description=(
-        "Change this server's settings for the rest of the session: the workspace to search, "
-        "the current session id (history is scoped to it by default), the token budget per "
-        "answer. Call with no arguments to see the current settings."),
+        "Change this client's settings for the rest of the session: the workspace to search "
+        "(one the user allowed: the server's workspace, its source roots, or directories "
+        "the user listed), the current session id (history is scoped to it by default), the "
+        "token budget per answer. Access to notes, history and objects is fixed by how the "
+        "server was started and cannot be changed here. Call with no arguments to see the "
+        "current settings."),
     input_schema=obj({
         "workspace": S("Absolute path of the workspace root."),
-        "session": S("Current session id (history searches default to it)."),
+        "session": S("Current history session id (history searches default to it)."),
         "token_budget": I("Max tokens per answer.", minimum=200, maximum=24000),
     }, required=[]),
     output_schema=obj({"workspace": S(), "session": S(), "token_budget": I(),
@@ -323,3 +328,75 @@ def conform(value: Any, schema: dict[str, Any]) -> Any:
     if t == "array" and isinstance(value, list) and "items" in schema:
         return [conform(v, schema["items"]) for v in value]
     return value
+
+
+# -- argument validation ------------------------------------------------------------------
+_VALIDATORS: dict[str, Any] = {}
+
+
+def _clean(value: Any, where: str) -> Any:
+    """Strings made valid Unicode (lone surrogates -> U+FFFD); NUL refused, naming where."""
+    from ...core.clean import INT64_MAX, INT64_MIN, clean_text, refuse_nul
+    from ...core.errors import InputError
+
+    if isinstance(value, str):
+        return refuse_nul(clean_text(value), f"argument '{where}'")
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise InputError(f"argument '{where}' is out of range")
+    if isinstance(value, float) and value != value:  # NaN
+        raise InputError(f"argument '{where}' is not a number")
+    if isinstance(value, list):
+        return [_clean(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _clean(v, f"{where}.{k}") for k, v in value.items()}
+    return value
+
+
+def validate_args(spec: ToolSpec, args: Any) -> dict[str, Any]:
+    """The arguments, cleaned and checked against the tool's advertised input schema.
+
+    A violation is an InputError naming the argument, which the server answers as an
+    `isError` result the model can read and correct. Queries longer than QUERY_CHARS are
+    cut there (core/clean.py says why).
+    """
+    import jsonschema
+
+    from ...core.clean import QUERY_CHARS, cap_query
+    from ...core.errors import InputError
+
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise InputError(f"arguments of {spec.name} must be an object")
+    args = {clean_text_key(k): _clean(v, str(k)) for k, v in args.items()}
+    v = _VALIDATORS.get(spec.name)
+    if v is None:
+        v = _VALIDATORS[spec.name] = jsonschema.Draft202012Validator(spec.input_schema)
+    err = jsonschema.exceptions.best_match(v.iter_errors(args))
+    if err is not None:
+        props = spec.input_schema.get("properties", {})
+        if err.validator == "additionalProperties":
+            extra = sorted(set(args) - set(props))
+            raise InputError(f"unknown argument {', '.join(repr(e) for e in extra)} for "
+                             f"{spec.name}; valid arguments: {', '.join(props) or 'none'}")
+        if err.validator == "required":
+            raise InputError(f"{spec.name}: {err.message}")
+        name = ".".join(str(p) for p in err.absolute_path) or "arguments"
+        expect = props.get(str(err.absolute_path[0]), {}) if err.absolute_path else {}
+        hint = ""
+        if "enum" in expect:
+            hint = f"; one of: {', '.join(expect['enum'])}"
+        elif "minimum" in expect or "maximum" in expect:
+            hint = f"; allowed: {expect.get('minimum', '-inf')}..{expect.get('maximum', 'inf')}"
+        raise InputError(f"argument '{name}' of {spec.name}: {err.message}{hint}")
+    if isinstance(args.get("query"), str):
+        args["query"] = cap_query(args["query"], QUERY_CHARS)
+    return args
+
+
+def clean_text_key(key: Any) -> str:
+    from ...core.clean import clean_text
+
+    return clean_text(str(key))
