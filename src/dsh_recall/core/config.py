@@ -237,16 +237,14 @@ def _inside(path: Path, root: Path) -> bool:
 
 def _limit_workspace_file(data: dict[str, Any], path: Path, workspace: Path,
                           notices: list[str]) -> dict[str, Any]:
-    """Keep only what an untrusted repository file may set; note each refused key."""
-    where = f"{path} (repository config, not trusted: run `dsh-recall trust {path}` to allow it)"
+    """Keep only what an untrusted repository file may set; one notice lists what was refused."""
     root = workspace.resolve()
+    refused: list[str] = []
     out: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, dict) and key in _SECTIONS:
             kept = {k: v for k, v in value.items() if f"{key}.{k}" in WORKSPACE_KEYS}
-            for k in value:
-                if k not in kept:
-                    notices.append(f"ignored '{key}.{k}' from {where}")
+            refused += [f"{key}.{k}" for k in value if k not in kept]
             if kept:
                 out[key] = kept
         elif key == "source_roots" and isinstance(value, list):
@@ -259,12 +257,15 @@ def _limit_workspace_file(data: dict[str, Any], path: Path, workspace: Path,
                 if _inside(p, root):
                     kept_roots.append(entry)
                 else:
-                    notices.append(f"ignored source root '{entry}' (outside the workspace) from {where}")
+                    refused.append(f"source root '{entry}' (outside the workspace)")
             out[key] = kept_roots
         elif key in WORKSPACE_KEYS:
             out[key] = value
         else:
-            notices.append(f"ignored '{key}' from {where}")
+            refused.append(key)
+    if refused:
+        notices.append(f"ignored {', '.join(refused)} from {path}: a repository's config may only "
+                       f"tune ranking and walking inside it; `dsh-recall trust {path}` allows the rest")
     return out
 
 

@@ -26,6 +26,7 @@ _COMMANDS = {
     "integrate": ("integrate", "integrate"),
     "proxy": ("proxy", "proxy"),
     "config": ("config", "config_group"),
+    "trust": ("trust", "trust"),
 }
 
 
