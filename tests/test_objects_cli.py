@@ -22,7 +22,7 @@ def test_put_get_search_stats_gc_json(tmp_path):
     f.write_text(TEXT)
     put = json.loads(_cli("object", "put", str(f), "--session", "s1", "--seq", "4",
                           "--tool", "Bash", "--json").stdout)
-    assert set(put) == {"id", "inline", "chars", "offloaded"}
+    assert set(put) == {"id", "inline", "chars", "offloaded", "dropped"}
     assert put["offloaded"] is True and put["chars"] == len(TEXT)
     assert put["id"] in put["inline"] and len(put["inline"]) < len(TEXT)
     # stdin, same (session, seq): same object
@@ -60,6 +60,7 @@ def test_put_get_search_stats_gc_json(tmp_path):
 
 def test_small_put_and_unknown_id():
     small = json.loads(_cli("object", "put", "-", "--json", input="hello").stdout)
-    assert small == {"id": None, "inline": "hello", "chars": 5, "offloaded": False}
+    assert small == {"id": None, "inline": "hello", "chars": 5, "offloaded": False,
+                     "dropped": False}
     res = _cli("object", "search", "deadbeef", "x")
     assert res.exit_code == 1 and "no object 'deadbeef'" in res.stderr

@@ -111,12 +111,26 @@ def test_search_ignores_ansi_and_offsets_point_into_original():
     assert m.offset == 3
 
 
-def test_carriage_returns_count_as_line_breaks():
+def test_only_newlines_end_lines_and_a_progress_line_shows_the_redraw_hit():
+    # issue 10: a bare \r (progress bar) counted as a line end, so numbers disagreed with
+    # grep -n, wc -l and editors. \r\n is one line end; a bare \r stays inside its line.
     text = "a\r\nprogress 10%\rprogress 100%\nERROR here\n"
     (m,) = search_lines(text, "error")
-    assert m.line == 4 and m.text == "ERROR here"
+    assert m.line == 3 and m.text == "ERROR here"
     (m,) = search_lines(text, "100%")
-    assert m.line == 3 and m.text == "progress 100%"
+    assert m.line == 2 and m.text == "progress 100%"
+    assert text[m.offset:m.offset + len(m.text)] == m.text
+    assert count_breaks(text) == 3 == len(text.splitlines()) - 1
+
+
+def test_put_note_line_range_counts_newlines_only():
+    # issue 10: `lines 14-12380` for a 10,809-line file full of progress redraws.
+    text = "".join(f"step {i}\r" * 3 + f"step {i} done\n" for i in range(400))
+    out = render_inline(text, "abcd1234", "Bash", CFG)
+    assert out is not None
+    first = text.count("\n", 0, out.head_end) + 1
+    last = first + text.count("\n", out.head_end, out.tail_start - 1)
+    assert f"lines {first}-{last})" in out.text and last <= 400
 
 
 def test_search_huge_line_returns_window_around_hit():

@@ -14,10 +14,12 @@ import hashlib
 import itertools
 import re
 import unicodedata
+from array import array
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ..core.config import ObjectsConfig
+if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
+    from ..core.config import ObjectsConfig
 
 NOTE_MARKER = "[dsh-recall: "
 RECALL_DEFAULT_CHARS = 8000
@@ -141,9 +143,24 @@ def render_note(obj_id: str, tool: str | None, total: int, start: int, end: int,
     )
 
 
-def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig) -> Inline | None:
+def render_dropped_note(tool: str | None, total: int, start: int, end: int,
+                        first_line: int, last_line: int, cap_bytes: int) -> str:
+    """The note for a result over the store's size cap: its middle left the context and was
+    not kept anywhere."""
+    what = f"this {tool} output" if tool else "this output"
+    return (
+        f"{NOTE_MARKER}{end - start:,} of {total:,} chars of {what} (chars {start}-{end}, "
+        f"lines {first_line}-{last_line}) were left out and not stored: the output is over the "
+        f"object store's cap of {cap_bytes:,} bytes (objects.max_object_bytes). Re-run the "
+        f"command with its output sent to a file and read the parts you need.]"
+    )
+
+
+def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig,
+                  over_cap: int | None = None) -> Inline | None:
     """Head + note + tail for `text` (already surrogate-joined), or None when the pointer
-    form would not be shorter than the text itself."""
+    form would not be shorter than the text itself. With `over_cap` (the store's cap in
+    bytes) the note says the middle was too big to store instead of naming an object."""
     head_end = _head_end(text, cfg.head_chars)
     tail_start = max(head_end, _tail_start(text, cfg.tail_chars, cfg.spill_notice_chars))
     if tail_start <= head_end:
@@ -152,7 +169,11 @@ def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig) 
     # The omitted span ends just before tail_start (often a line start): don't count the
     # newline that closes the last omitted line as another line.
     last_line = first_line + count_breaks(text, head_end, max(head_end, tail_start - 1))
-    note = render_note(obj_id, tool, len(text), head_end, tail_start, first_line, last_line)
+    if over_cap is None:
+        note = render_note(obj_id, tool, len(text), head_end, tail_start, first_line, last_line)
+    else:
+        note = render_dropped_note(tool, len(text), head_end, tail_start, first_line, last_line,
+                                   over_cap)
     head = text[:head_end]
     sep = "" if not head or head.endswith("\n") else "\n"
     out = f"{head}{sep}{note}\n{text[tail_start:]}"
@@ -217,32 +238,92 @@ class LineMatch:
     text: str
 
 
-_BREAK = re.compile("\r\n|\r|\n")
+# Queries are cut to this many chars: a line search needs a phrase, not a pasted log, and the
+# cut keeps every tier's work bounded (the words and trigram tiers cap their terms too).
+MAX_QUERY_CHARS = 1000
+MAX_QUERY_WORDS = 16
+MAX_QUERY_GRAMS = 32
+# The shape rule looks at this many matching lines at most before giving up on new shapes.
+SHAPE_SCAN = 20_000
+
+# Terminal colour / cursor sequences (CI logs are full of them): ignored by search.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
-def line_starts(text: str) -> list[int]:
-    """Code-point offset of the start of every line. A line ends at \\n, \\r\\n or a bare
-    \\r (CI logs redraw progress bars with \\r; counted as lines, as log tools do)."""
-    if "\r" not in text:
-        return [0] + [m.end() for m in re.finditer("\n", text)]
-    return [0] + [m.end() for m in _BREAK.finditer(text)]
+def line_starts(text: str) -> array:
+    """Code-point offset of the start of every line. Only \\n ends a line (\\r\\n is a \\n
+    with a \\r before it); a bare \\r, a progress bar redrawing itself, stays inside its line,
+    as in grep, editors and `wc -l`."""
+    out = array("q", [0])
+    find = text.find
+    i = find("\n")
+    while i != -1:
+        out.append(i + 1)
+        i = find("\n", i + 1)
+    return out
 
 
 def count_breaks(text: str, start: int = 0, end: int | None = None) -> int:
-    """Line breaks in text[start:end], by the same rule as `line_starts`."""
-    end = len(text) if end is None else end
-    n = text.count("\n", start, end)
-    if "\r" in text:
-        n += text.count("\r", start, end) - text.count("\r\n", start, end)
-    return n
+    """Line breaks in text[start:end], by the same rule as `line_starts` (\\n only)."""
+    return text.count("\n", start, len(text) if end is None else end)
+
+
+@dataclass(frozen=True)
+class LineIndex:
+    """What a search needs of one object, computed once when it is stored.
+
+    `view` is the text without terminal escapes (the text itself when it has none) and
+    `starts` the view offset of every line start. `esc_at` / `esc_cum` map a view offset back
+    into the stored text: the escapes removed at or before view offset esc_at[k] add up to
+    esc_cum[k] chars. Escapes never hold a line break, so line numbers are the same in both.
+    """
+
+    view: str
+    starts: Sequence[int]
+    esc_at: Sequence[int] = ()
+    esc_cum: Sequence[int] = ()
+
+    def text_offset(self, pos: int) -> int:
+        """The offset in the stored text of view offset `pos`."""
+        if not self.esc_at:
+            return pos
+        k = bisect.bisect_right(self.esc_at, pos) - 1
+        return pos + (self.esc_cum[k] if k >= 0 else 0)
+
+
+def build_index(text: str) -> LineIndex:
+    """The search index of `text` (already surrogate-joined): one pass for the escapes, one
+    for the line starts."""
+    if "\x1b" not in text:
+        return LineIndex(text, line_starts(text))
+    esc_at, esc_cum = array("q"), array("q")
+    removed = 0
+    for m in _ANSI.finditer(text):
+        removed += m.end() - m.start()
+        esc_at.append(m.end() - removed)  # where the next char lands in the view
+        esc_cum.append(removed)
+    if not esc_at:
+        return LineIndex(text, line_starts(text))
+    view = _ANSI.sub("", text)
+    return LineIndex(view, line_starts(view), esc_at, esc_cum)
+
+
+def clean_query(query: str) -> tuple[str, bool]:
+    """The query as searched: surrogates joined, lone ones as U+FFFD, trimmed, and cut to
+    `MAX_QUERY_CHARS`. Returns (query, whether it was cut)."""
+    q = scrub_surrogates(join_surrogates(query)).strip()
+    if len(q) > MAX_QUERY_CHARS:
+        return q[:MAX_QUERY_CHARS].rstrip(), True
+    return q, False
 
 
 def _find_all(hay: str, needle: str, cap: int) -> list[int]:
     out: list[int] = []
-    i = hay.find(needle)
+    find = hay.find
+    i = find(needle)
     while i != -1 and len(out) < cap:
         out.append(i)
-        i = hay.find(needle, i + 1)
+        i = find(needle, i + 1)
     return out
 
 
@@ -250,46 +331,8 @@ def _grams(word: str) -> list[str]:
     return [word] if len(word) < 4 else [word[i:i + 3] for i in range(len(word) - 2)]
 
 
-# Terminal colour / cursor sequences (CI logs are full of them): ignored by search.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-
-
-def _view_col_to_orig(line: str, col: int) -> int:
-    """Offset in `line` (with escapes) of column `col` of the same line without them."""
-    seen = pos = 0
-    for m in _ANSI.finditer(line):
-        if seen + (m.start() - pos) > col:
-            break
-        seen += m.start() - pos
-        pos = m.end()
-    return pos + (col - seen)
-
-
-def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
-                 max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000) -> list[LineMatch]:
-    """Up to `limit` lines of `text` matching `query`, best first.
-
-    Tiers: lines holding the whole query (case-insensitive substring), then lines holding
-    all its words, then fuzzy lines sharing at least 60% of the query's informative trigrams.
-    Literal tiers keep file order but show at most two lines of the same shape (first words,
-    digits ignored) before the others, so a log's thousand "Tests run: ..., Errors: 0" lines
-    do not hide its one "[ERROR] ..." line. Each tier is a few C-level `str.find` scans, so
-    megabyte objects answer in tens of milliseconds. ANSI escapes are ignored and left out of
-    the shown line; `offset` is always an offset in `text` (escapes never hold a line break,
-    so line numbers are the same with or without them).
-    """
-    if "\x1b" not in text:
-        return _search(text, query, limit, max_line_chars, cap)
-    view = _ANSI.sub("", text)
-    vstarts = line_starts(view)
-    ostarts = line_starts(text)
-    out = []
-    for m in _search(view, query, limit, max_line_chars, cap, vstarts):
-        li = m.line - 1
-        o_end = ostarts[li + 1] if li + 1 < len(ostarts) else len(text)
-        col = _view_col_to_orig(text[ostarts[li]:o_end], m.offset - vstarts[li])
-        out.append(LineMatch(m.line, ostarts[li] + col, m.text))
-    return out
+def _is_word(c: str) -> bool:
+    return c.isalnum() or c == "_"
 
 
 _SHAPE_WORD = re.compile(r"[^\W\d_]{3,}")
@@ -300,76 +343,153 @@ def _shape(line: str) -> str:
     return " ".join(m.group(0).lower() for m in itertools.islice(_SHAPE_WORD.finditer(line), 2))
 
 
-def _diversify(lines: list[int], text: str, starts: list[int], limit: int,
+def _diversify(lines: list[int], text: str, starts: Sequence[int], limit: int,
                per_shape: int = 2) -> list[int]:
-    """File order, but at most `per_shape` lines of one shape before every other shape."""
+    """Given order, but at most `per_shape` lines of one shape before every other shape."""
     first: list[int] = []
     rest: list[int] = []
     seen: dict[str, int] = {}
-    for li in lines:
-        if len(first) >= limit:
+    for n, li in enumerate(lines):
+        if len(first) >= limit or n >= SHAPE_SCAN:
+            rest.extend(lines[n:n + limit])
             break
         end = starts[li + 1] if li + 1 < len(starts) else len(text)
         key = _shape(text[starts[li]:min(end, starts[li] + 200)])
         seen[key] = seen.get(key, 0) + 1
         (first if seen[key] <= per_shape else rest).append(li)
-    return first + rest
+    return (first + rest)[:limit]
 
 
-def _search(text: str, query: str, limit: int, max_line_chars: int, cap: int,
-            starts: list[int] | None = None) -> list[LineMatch]:
-    q = fold_case(query.strip())
+class _Grader:
+    """Where each line's best hit of one term is, and how good it is: 0 for the exact case
+    as a whole word, 1 whole word in another case, 2 exact case inside a longer word, 3 in
+    another case inside a longer word. A query in lower case asks for no case, so only the
+    word test counts for it."""
+
+    def __init__(self, view: str, low: str, starts: Sequence[int], cap: int):
+        self.view, self.low, self.starts, self.cap = view, low, starts, cap
+
+    def lines(self, exact: str, folded: str) -> dict[int, tuple[int, int]]:
+        """line index -> (grade, first position of that grade), lines in file order."""
+        view, starts, n = self.view, self.starts, len(folded)
+        left, right = _is_word(folded[0]), _is_word(folded[-1])
+        cased = exact != folded
+        end = len(view)
+        out: dict[int, tuple[int, int]] = {}
+        li = 0
+        for pos in _find_all(self.low, folded, self.cap):
+            whole = not ((left and pos > 0 and _is_word(view[pos - 1]))
+                         or (right and pos + n < end and _is_word(view[pos + n])))
+            grade = (0 if whole else 2) + (1 if cased and not view.startswith(exact, pos) else 0)
+            # Hits come in file order: move the line forward only when needed.
+            if li + 1 < len(starts) and starts[li + 1] <= pos:
+                li = bisect.bisect_right(starts, pos, li) - 1
+            cur = out.get(li)
+            if cur is None or grade < cur[0]:
+                out[li] = (grade, pos)
+        return out
+
+
+def _query_words(q: str) -> list[tuple[str, str]]:
+    """(exact, folded) of each distinct word, at most `MAX_QUERY_WORDS` (the longest)."""
+    seen: dict[str, str] = {}
+    for w in q.split():
+        w = w.strip("\"'`")
+        if w:
+            seen.setdefault(fold_case(w), w)
+    words = [(e, f) for f, e in seen.items()]
+    if len(words) > MAX_QUERY_WORDS:
+        keep = sorted(range(len(words)), key=lambda i: (-len(words[i][1]), i))[:MAX_QUERY_WORDS]
+        words = [words[i] for i in sorted(keep)]
+    return words
+
+
+def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
+                 max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000) -> list[LineMatch]:
+    """Up to `limit` lines matching `query`, best first.
+
+    Tiers: lines holding the whole query, then lines holding all its words, then fuzzy lines
+    sharing at least 60% of the query's informative trigrams. Matching ignores case; within
+    the literal tiers a whole-word hit ranks above one inside a longer word
+    (`ShouldHaveFailed_create_Test` for `FAILED`), and when the query has capitals, its exact
+    case above another case. Then file order, but at most two lines of one shape (first
+    words, digits ignored) before every other shape, so a log's thousand "Tests run: ...,
+    Errors: 0" lines do not hide its one "[ERROR] ..." line.
+
+    Each tier is a bounded number of C-level `str.find` scans of the view (the query is cut
+    to `MAX_QUERY_CHARS`, words to `MAX_QUERY_WORDS`, trigrams to `MAX_QUERY_GRAMS`), so the
+    work is linear in the object's size. The shown text comes from the view (escapes left
+    out); `offset` is where it starts in the stored text.
+    """
+    exact, _ = clean_query(query)
+    q = fold_case(exact)
     if not q or limit <= 0:
         return []
-    low = fold_case(text)
-    starts = starts if starts is not None else line_starts(text)
+    view, starts = idx.view, idx.starts
+    low = fold_case(view)
+    grader = _Grader(view, low, starts, cap)
     picked: dict[int, int] = {}  # line index -> hit position, in answer order
 
-    def line_of(pos: int) -> int:
-        return bisect.bisect_right(starts, pos) - 1
+    def take(graded: dict[int, tuple[int, int]]) -> None:
+        order = sorted((li for li in graded if li not in picked), key=lambda li: (graded[li][0], li))
+        for li in _diversify(order, view, starts, limit - len(picked)):
+            picked[li] = graded[li][1]
 
-    phrase: dict[int, int] = {}
-    for pos in _find_all(low, q, cap):
-        phrase.setdefault(line_of(pos), pos)
-    for li in _diversify(list(phrase), text, starts, limit)[:limit]:
-        picked[li] = phrase[li]
-    words = list(dict.fromkeys(w.strip("\"'`") for w in q.split()))
-    words = [w for w in words if w]
+    take(grader.lines(exact, q))
+    words = _query_words(exact)
     if len(picked) < limit and len(words) > 1:
-        per_word = []
-        for w in words:
-            lines: dict[int, int] = {}
-            for pos in _find_all(low, w, cap):
-                lines.setdefault(line_of(pos), pos)
-            per_word.append(lines)
-        common = set(per_word[0]).intersection(*per_word[1:]) - picked.keys()
-        for li in _diversify(sorted(common), text, starts, limit - len(picked))[: limit - len(picked)]:
-            picked[li] = per_word[0][li]
-    if len(picked) < limit:
-        grams = list(dict.fromkeys(g for w in words for g in _grams(w)))
-        # A trigram on most lines tells nothing (and costs the most): leave it out.
-        common_grams = [g for g in grams if low.count(g) > len(starts) // 2]
-        grams = [g for g in grams if g not in common_grams] if len(common_grams) < len(grams) else grams
-        hits: dict[int, set[int]] = {}
-        first: dict[int, int] = {}
-        for gi, g in enumerate(grams):
-            for pos in _find_all(low, g, cap):
-                li = line_of(pos)
-                hits.setdefault(li, set()).add(gi)
-                first.setdefault(li, pos)
-        need = max(1, -(-len(grams) * 3 // 5))  # at least 60% of the query's trigrams
-        fuzzy = sorted((li for li, s in hits.items() if len(s) >= need and li not in picked),
-                       key=lambda li: (-len(hits[li]), li))
-        for li in fuzzy[: limit - len(picked)]:
-            picked[li] = first[li]
-    out: list[LineMatch] = []
-    for li, pos in picked.items():
-        ls = starts[li]
-        le = starts[li + 1] if li + 1 < len(starts) else len(text)
-        while le > ls and text[le - 1] in "\r\n":
-            le -= 1
-        ws = ls
-        if le - ls > max_line_chars:  # a huge line: a window around the hit
-            ws = max(ls, min(pos - max_line_chars // 4, le - max_line_chars))
-        out.append(LineMatch(li + 1, ws, text[ws:min(le, ws + max_line_chars)]))
-    return out
+        per_word = [grader.lines(e, f) for e, f in words]
+        common = set(per_word[0]).intersection(*per_word[1:])
+        take({li: (max(pw[li][0] for pw in per_word), per_word[0][li][1]) for li in common})
+    if len(picked) < limit and words:
+        _fuzzy(low, starts, [f for _, f in words], limit, cap, picked)
+    return [_shown(idx, li, pos, max_line_chars) for li, pos in picked.items()]
+
+
+def _fuzzy(low: str, starts: Sequence[int], words: list[str], limit: int, cap: int,
+           picked: dict[int, int]) -> None:
+    grams = list(dict.fromkeys(g for w in words for g in _grams(w)))
+    if len(grams) > MAX_QUERY_GRAMS:  # spread over the whole query
+        step = len(grams) / MAX_QUERY_GRAMS
+        grams = [grams[int(i * step)] for i in range(MAX_QUERY_GRAMS)]
+    # A trigram on most lines tells nothing (and costs the most): leave it out.
+    common = {g for g in grams if low.count(g) > len(starts) // 2}
+    if len(common) < len(grams):
+        grams = [g for g in grams if g not in common]
+    hits: dict[int, set[int]] = {}
+    first: dict[int, int] = {}
+    for gi, g in enumerate(grams):
+        for pos in _find_all(low, g, cap):
+            li = bisect.bisect_right(starts, pos) - 1
+            hits.setdefault(li, set()).add(gi)
+            first.setdefault(li, pos)
+    need = max(1, -(-len(grams) * 3 // 5))  # at least 60% of the query's trigrams
+    fuzzy = sorted((li for li, s in hits.items() if len(s) >= need and li not in picked),
+                   key=lambda li: (-len(hits[li]), li))
+    for li in fuzzy[: limit - len(picked)]:
+        picked[li] = first[li]
+
+
+def _shown(idx: LineIndex, li: int, pos: int, max_line_chars: int) -> LineMatch:
+    """Line `li` as shown: the whole line, or for a progress-bar line (bare \\r inside) the
+    redraw holding the hit, or for a very long one a window around the hit."""
+    view, starts = idx.view, idx.starts
+    ls = starts[li]
+    le = starts[li + 1] if li + 1 < len(starts) else len(view)
+    while le > ls and view[le - 1] in "\r\n":
+        le -= 1
+    pos = min(max(pos, ls), le)
+    if view.find("\r", ls, le) != -1:
+        r = view.rfind("\r", ls, pos)
+        e = view.find("\r", pos + 1, le)
+        ls, le = (r + 1 if r != -1 else ls), (e if e != -1 else le)
+    ws = ls
+    if le - ls > max_line_chars:
+        ws = max(ls, min(pos - max_line_chars // 4, le - max_line_chars))
+    return LineMatch(li + 1, idx.text_offset(ws), view[ws:min(le, ws + max_line_chars)])
+
+
+def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
+                 max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000) -> list[LineMatch]:
+    """`search_index` over `text` indexed on the spot (the store keeps the index instead)."""
+    return search_index(build_index(text), query, limit, max_line_chars, cap)

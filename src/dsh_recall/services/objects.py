@@ -11,29 +11,49 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..core.config import ObjectsConfig
 from ..core.errors import InputError
 from ..core.paths import recall_home
 from ..core.text import estimate_tokens
 from ..search.offload import (
+    MAX_QUERY_CHARS,
     SEARCH_LIMIT,
     Candidate,
+    LineIndex,
     LineMatch,
+    build_index,
     clamp_range,
+    clean_query,
     join_surrogates,
     make_id,
     plan_offloads,
     render_inline,
     scrub_surrogates,
-    search_lines,
+    search_index,
 )
-from ..stores.objects import ObjectRow, ObjectStore, encode_text, text_sha
+from ..stores.objects import (
+    BlobParts,
+    ObjectRow,
+    ObjectStore,
+    blob_parts,
+    encode_text,
+    text_sha,
+)
+
+if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
+    from ..core.config import ObjectsConfig
 
 DB_NAME = "objects.sqlite"
 DEFAULT_SESSION = "cli"
 RECENT = 12
+# Over this a result is not stored (objects.max_object_bytes once the config has the key):
+# its head and tail stay inline and the note says the middle was too big to keep.
+DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024
+
+# Whether the caller may see objects stored by a channel (None: stored without one). An
+# object it may not see is answered exactly like an unknown id.
+CanSee = Callable[[str | None], bool]
 
 
 def default_path() -> Path:
@@ -43,12 +63,14 @@ def default_path() -> Path:
 
 @dataclass(frozen=True)
 class PutResult:
-    """`inline` is what stays in the conversation; `id` is None when nothing was offloaded."""
+    """`inline` is what stays in the conversation; `id` is None when nothing was stored.
+    `dropped`: the result was over the size cap, so its middle left the context unstored."""
 
     id: str | None
     inline: str
     chars: int
     offloaded: bool
+    dropped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,11 +89,17 @@ class GetResult:
 
 @dataclass(frozen=True)
 class SearchResult:
+    """Matching lines, best first; `note` says when the query was cut."""
+
     id: str
     matches: list[LineMatch] = field(default_factory=list)
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "matches": [asdict(m) for m in self.matches]}
+        out: dict[str, Any] = {"id": self.id, "matches": [asdict(m) for m in self.matches]}
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 @dataclass(frozen=True)
@@ -83,15 +111,45 @@ class ResultText:
     tool: str | None = None
 
 
+def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> BlobParts:
+    """`text`'s payload (when `data` is given) and search index, compressed."""
+    idx = idx or build_index(text)
+    return blob_parts(data, None if idx.view is text else idx.view, idx.starts, idx.esc_at,
+                      idx.esc_cum)
+
+
+def _non_negative(name: str, value: float | None) -> None:
+    if value is not None and value < 0:
+        raise InputError(f"{name} must be 0 or more, not {value}")
+
+
 class ObjectService:
-    """Use cases over the object store. The store opens lazily, on first need."""
+    """Use cases over the object store. The store opens lazily, on first need.
+
+    Every read by id (`get`, `search`, `size`) and every listing (`stats`, `gc`, `reclaim`)
+    takes an optional `can_see(channel) -> bool`: an object whose channel it refuses is
+    answered exactly as an unknown id (same message, no recall counted) and left out of
+    listings. `put(channel=...)` records the channel that produced a result.
+    """
 
     def __init__(self, cfg: ObjectsConfig | None = None, path: Path | str | None = None,
-                 clock: Callable[[], float] = time.time):
-        self.cfg = cfg or ObjectsConfig()
+                 clock: Callable[[], float] = time.time, max_object_bytes: int | None = None):
+        self._cfg = cfg
         self.path = Path(path) if path is not None else default_path()
         self.clock = clock
+        cap = max_object_bytes if max_object_bytes is not None else getattr(
+            cfg, "max_object_bytes", None)
+        self.max_object_bytes = DEFAULT_MAX_OBJECT_BYTES if cap is None else int(cap)
+        if self.max_object_bytes < 1:
+            raise InputError(f"max_object_bytes must be 1 or more, not {self.max_object_bytes}")
         self._store: ObjectStore | None = None
+
+    @property
+    def cfg(self) -> ObjectsConfig:
+        if self._cfg is None:
+            from ..core.config import ObjectsConfig
+            self._cfg = ObjectsConfig()
+        return self._cfg
 
     @property
     def store(self) -> ObjectStore:
@@ -112,17 +170,41 @@ class ObjectService:
 
     # -- offload ----------------------------------------------------------------------------
 
+    def over_cap(self, text: str) -> bool:
+        """True when `text` is more than `max_object_bytes` of UTF-8 (encoded only when its
+        length alone cannot tell)."""
+        cap = self.max_object_bytes
+        if len(text) > cap:
+            return True
+        return len(text) * 4 > cap and len(encode_text(text)) > cap
+
     def put(self, text: str, session: str | None = None, seq: int | None = None,
-            tool: str | None = None) -> PutResult:
+            tool: str | None = None, channel: str | None = None,
+            refuse_over_cap: bool = False) -> PutResult:
         """Offload `text` if it is over the threshold and the pointer form is shorter.
 
         (session, seq) makes it idempotent: a second put of the same pair returns the stored
-        object. Without `seq` the session's next seq is used.
+        object (unless another channel stored it: then nothing is revealed and the text stays
+        inline). Without `seq` the session's next seq is used. `channel` is recorded with the
+        object. Lone surrogates become U+FFFD. Over `max_object_bytes` nothing is stored:
+        head + tail stay inline with a note saying so (`dropped`), or with `refuse_over_cap`
+        an InputError says so.
         """
-        text = join_surrogates(text)
+        _non_negative("seq", seq)
+        text = scrub_surrogates(join_surrogates(text))
         chars = len(text)
         if chars <= self.cfg.threshold_chars:
             return PutResult(None, text, chars, False)
+        if self.over_cap(text):
+            if refuse_over_cap:
+                raise InputError(
+                    f"{chars:,} chars is over the object store's cap of "
+                    f"{self.max_object_bytes:,} bytes (objects.max_object_bytes); nothing was "
+                    "stored. Store a smaller part, or raise the cap.")
+            cut = render_inline(text, "", tool, self.cfg, over_cap=self.max_object_bytes)
+            if cut is None:
+                return PutResult(None, text, chars, False)
+            return PutResult(None, cut.text, chars, True, dropped=True)
         # The note's length does not depend on the id's value, so the cut points and the
         # inline size are known before the id is allocated.
         probe = render_inline(text, "0" * 8, tool, self.cfg)
@@ -131,14 +213,18 @@ class ObjectService:
         session = session or DEFAULT_SESSION
         data = encode_text(text)
         sha = text_sha(data)
+        # Compress and index outside the write lock (skipped when the text is stored already).
+        parts = None if self.store.has_blob(sha) else _blob_parts(data, text)
         row = ObjectRow(
             id="", session=session, seq=-1 if seq is None else seq, tool=tool, chars=chars,
             tokens=estimate_tokens(text), inline_chars=len(probe.text),
             inline_tokens=estimate_tokens(probe.text), raw_bytes=len(data), created=self.clock(),
-            sha=sha, evicted=None,
+            sha=sha, evicted=None, channel=channel,
         )
         stored, created = self.store.put(
-            row, data, lambda s, attempt: make_id(session, s, chars, attempt))
+            row, data, lambda s, attempt: make_id(session, s, chars, attempt), parts)
+        if not created and stored.channel != channel:
+            return PutResult(None, text, chars, False)
         if not created and stored.sha != sha:
             # Already offloaded under this (session, seq): what we were given is the pointer
             # form (or something else): leave it as it is.
@@ -150,70 +236,102 @@ class ObjectService:
         return PutResult(stored.id, final.text, chars, True)
 
     def reclaim(self, session: str, results: Sequence[ResultText],
-                context_tokens: int | None = None) -> dict[int, PutResult]:
+                context_tokens: int | None = None, channel: str | None = None,
+                can_see: CanSee | None = None) -> dict[int, PutResult]:
         """Apply the whole policy to a conversation's results (oldest first): keep the newest
-        `keep`, honour `budget_tokens`, skip what the store already offloaded. Returns the
-        rewritten results by seq."""
-        done = self.store.offloaded_seqs(session)
+        `keep`, honour `budget_tokens`, skip what the store already offloaded (of the
+        channels `can_see` allows). Returns the rewritten results by seq."""
+        done = self.store.offloaded_seqs(session, self._channels(can_see))
         items = [Candidate(r.seq, len(r.text or ""), estimate_tokens(r.text or ""), r.text is not None)
                  for r in results]
         chosen = set(plan_offloads(items, self.cfg, done, context_tokens))
         out: dict[int, PutResult] = {}
         for r in results:
             if r.seq in chosen and r.text is not None:
-                res = self.put(r.text, session=session, seq=r.seq, tool=r.tool)
+                res = self.put(r.text, session=session, seq=r.seq, tool=r.tool, channel=channel)
                 if res.offloaded:
                     out[r.seq] = res
         return out
 
     # -- recall -----------------------------------------------------------------------------
 
-    def _text(self, obj_id: str) -> str:
+    def _channels(self, can_see: CanSee | None) -> list[str | None] | None:
+        """The stored channels `can_see` allows (None: no filter)."""
+        if can_see is None:
+            return None
+        return [c for c in self.store.channels() if can_see(c)]
+
+    def _row(self, obj_id: str, can_see: CanSee | None) -> ObjectRow:
+        """The live row of `obj_id`, or the error an unknown / evicted id gets."""
         obj_id = obj_id.strip().lower()
         row = self.store.get(obj_id)
-        if row is None:
-            raise InputError(f"no object '{obj_id}' in {self.path}; ids come from the note "
+        if row is None or (can_see is not None and not can_see(row.channel)):
+            shown = scrub_surrogates(obj_id[:40])
+            raise InputError(f"no object '{shown}' in {self.path}; ids come from the note "
                              "left in the conversation (8 hex chars)")
         if row.sha is None:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.evicted or 0))
             raise InputError(f"object '{obj_id}' was evicted on {when} by the retention "
                              "settings (objects.max_age_days / objects.max_bytes); its text is "
                              "gone, re-run the tool if you need it")
-        data = self.store.payload(row.sha)
+        return row
+
+    def _text(self, row: ObjectRow) -> str:
+        data = self.store.payload(row.sha or "")
         if data is None:  # pragma: no cover - prevented by the evict transaction
-            raise InputError(f"object '{obj_id}' has no payload; run `dsh-recall object gc`")
+            raise InputError(f"object '{row.id}' has no payload; run `dsh-recall object gc`")
         return data.decode("utf-8", "surrogatepass")
 
-    def size(self, obj_id: str) -> int:
-        """Total chars of a live object, without reading its payload or counting a recall."""
-        row = self.store.get(obj_id.strip().lower())
-        if row is None or row.sha is None:
-            self._text(obj_id)  # raises the same "no object" / "evicted" error as a recall
-        assert row is not None
-        return row.chars
+    def _index(self, row: ObjectRow) -> LineIndex:
+        """The stored search index of a live object (built and stored on first search for a
+        payload written by an older version)."""
+        parts = self.store.search_parts(row.sha or "")
+        if parts is None:
+            text = self._text(row)
+            idx = build_index(text)
+            self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
+            return idx
+        view = self._text(row) if parts.view is None else parts.view.decode("utf-8", "surrogatepass")
+        return LineIndex(view, parts.line_starts, parts.esc_at, parts.esc_cum)
 
-    def get(self, obj_id: str, start: int | None = None, count: int | None = None) -> GetResult:
+    def size(self, obj_id: str, can_see: CanSee | None = None) -> int:
+        """Total chars of a live object, without reading its payload or counting a recall."""
+        return self._row(obj_id, can_see).chars
+
+    def get(self, obj_id: str, start: int | None = None, count: int | None = None,
+            can_see: CanSee | None = None) -> GetResult:
         """The first 8,000 chars, or `count` chars from `start` (code points, max 24,000)."""
-        text = self._text(obj_id)
+        _non_negative("start", start)
+        _non_negative("count", count)
+        row = self._row(obj_id, can_see)
+        text = self._text(row)
         s, e = clamp_range(len(text), start, count)
         self.store.bump("recalls")
-        return GetResult(obj_id.strip().lower(), s, scrub_surrogates(text[s:e]), len(text))
+        return GetResult(row.id, s, scrub_surrogates(text[s:e]), len(text))
 
-    def search(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT) -> SearchResult:
-        """Up to `limit` (max 20) lines matching `query`, literal first then fuzzy."""
-        if not query.strip():
+    def search(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT,
+               can_see: CanSee | None = None) -> SearchResult:
+        """Up to `limit` (max 20) lines matching `query`: whole query, all words, then fuzzy.
+        The query is cut to its first 1,000 chars (the answer's `note` says so)."""
+        q, cut = clean_query(query)
+        if not q:
             raise InputError("empty query; give words to look for, or use get for a range")
-        text = self._text(obj_id)
-        matches = search_lines(text, query, limit=max(1, min(limit, SEARCH_LIMIT)))
+        row = self._row(obj_id, can_see)
+        matches = search_index(self._index(row), q, limit=max(1, min(limit, SEARCH_LIMIT)))
         self.store.bump("recalls")
-        return SearchResult(obj_id.strip().lower(), [
-            LineMatch(m.line, m.offset, scrub_surrogates(m.text)) for m in matches])
+        note = (f"query cut to its first {MAX_QUERY_CHARS:,} chars: a line search wants a "
+                "phrase, not a pasted block" if cut else None)
+        return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text))
+                                     for m in matches], note)
 
     # -- stats and retention -----------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        """Counts derived by query, plus the last 12 offloads."""
-        t = self.store.totals()
+    def stats(self, can_see: CanSee | None = None) -> dict[str, Any]:
+        """Counts derived by query, plus the last 12 offloads. With `can_see`, the object
+        counts and the list cover only the objects it may see; recalls, payloads and disk
+        are store-wide."""
+        channels = self._channels(can_see)
+        t = self.store.totals(channels)
         now = self.clock()
         disk = 0
         for suffix in ("", "-wal"):
@@ -239,12 +357,17 @@ class ObjectService:
             "recent": [
                 {"id": r.id, "tool": r.tool, "chars": r.chars,
                  "age_s": round(max(0.0, now - r.created), 1), "evicted": r.sha is None}
-                for r in self.store.recent(RECENT)
+                for r in self.store.recent(RECENT, channels)
             ],
         }
 
-    def gc(self, max_age_days: float | None = None, max_bytes: int | None = None) -> dict[str, Any]:
-        """Evict oldest first by age and by stored size; both off unless configured/asked."""
+    def gc(self, max_age_days: float | None = None, max_bytes: int | None = None,
+           can_see: CanSee | None = None) -> dict[str, Any]:
+        """Evict oldest first by age and by stored size; both off unless configured/asked.
+        Retention covers the whole store; with `can_see` the answer lists (and counts) only
+        the evicted objects it may see."""
+        _non_negative("max_age_days", max_age_days)
+        _non_negative("max_bytes", max_bytes)
         age = max_age_days if max_age_days is not None else self.cfg.max_age_days
         cap = max_bytes if max_bytes is not None else self.cfg.max_bytes
         now = self.clock()
@@ -252,17 +375,17 @@ class ObjectService:
         victims: list[str] = []
         if age is not None:
             cutoff = now - age * 86400
-            victims = [obj_id for obj_id, created, _, _ in live if created < cutoff]
+            victims = [obj_id for obj_id, created, _, _, _ in live if created < cutoff]
         if cap is not None:
             gone = set(victims)
             refs: dict[str, int] = {}
             size: dict[str, int] = {}
-            for obj_id, _, sha, stored in live:
+            for obj_id, _, sha, stored, _ in live:
                 if obj_id not in gone:
                     refs[sha] = refs.get(sha, 0) + 1
                     size[sha] = stored
             total = sum(size.values())
-            for obj_id, _, sha, _ in live:
+            for obj_id, _, sha, _, _ in live:
                 if total <= cap:
                     break
                 if obj_id in gone:
@@ -272,5 +395,9 @@ class ObjectService:
                 if refs[sha] == 0:  # a shared blob frees bytes only with its last object
                     total -= size[sha]
         n = self.store.evict(victims, now)
+        if can_see is not None:
+            seen = {obj_id for obj_id, _, _, _, channel in live if can_see(channel)}
+            victims = [v for v in victims if v in seen]
+            n = len(victims)
         return {"evicted": n, "ids": victims, "max_age_days": age, "max_bytes": cap,
                 "stored_bytes": self.store.totals()["blob_stored_bytes"]}

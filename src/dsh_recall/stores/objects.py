@@ -1,9 +1,15 @@
 """The object store: one SQLite database per user for offloaded tool results. SQL only.
 
-Tables: `objects` (one row per offloaded result; an evicted one keeps its row as a tombstone
-with `sha` NULL), `blobs` (zlib payloads keyed by the SHA-256 of the raw text, stored once),
-`counters` (recalls). Everything else is derived by query, so two processes never disagree.
-Every write is one `BEGIN IMMEDIATE` transaction: a process killed mid-put leaves nothing.
+Tables: `objects` (one row per offloaded result, with the access channel that produced it;
+an evicted one keeps its row as a tombstone with `sha` NULL), `blobs` (zlib payloads keyed by
+the SHA-256 of the raw text, stored once, with what a line search needs: the text without
+terminal escapes when it has any, line starts, escape offsets), `counters` (recalls).
+Everything else is derived by query, so two processes never disagree. Every write is one
+`BEGIN IMMEDIATE` transaction: a process killed mid-put leaves nothing.
+
+Columns added after schema 1 first shipped (`objects.channel`, `blobs.view`,
+`blobs.line_starts`, `blobs.escapes`) are added on open when missing; older rows keep NULL
+there (no channel; a search index built on first search).
 """
 
 from __future__ import annotations
@@ -11,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import zlib
+from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from ..core.errors import StoreError
 from .sqlite_util import set_wal
@@ -29,7 +36,10 @@ SCHEMA = [
         sha TEXT PRIMARY KEY,
         raw_bytes INTEGER NOT NULL,
         stored_bytes INTEGER NOT NULL,
-        payload BLOB NOT NULL)""",
+        payload BLOB NOT NULL,
+        view BLOB,
+        line_starts BLOB,
+        escapes BLOB)""",
     """CREATE TABLE objects (
         id TEXT PRIMARY KEY,
         session TEXT NOT NULL,
@@ -43,6 +53,7 @@ SCHEMA = [
         created REAL NOT NULL,
         sha TEXT REFERENCES blobs(sha),
         evicted REAL,
+        channel TEXT,
         UNIQUE (session, seq))""",
     "CREATE INDEX objects_created ON objects(created)",
     "CREATE INDEX objects_sha ON objects(sha)",
@@ -51,7 +62,10 @@ SCHEMA = [
 ]
 
 _OBJECT_COLS = ("id, session, seq, tool, chars, tokens, inline_chars, inline_tokens, "
-                "raw_bytes, created, sha, evicted")
+                "raw_bytes, created, sha, evicted, channel")
+# (table, column, type) added since schema 1 first shipped: added on open when missing.
+_ADDED_COLUMNS = (("objects", "channel", "TEXT"), ("blobs", "view", "BLOB"),
+                  ("blobs", "line_starts", "BLOB"), ("blobs", "escapes", "BLOB"))
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,58 @@ class ObjectRow:
     created: float
     sha: str | None
     evicted: float | None
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
+class BlobParts:
+    """A payload as stored: zlib text, and its search index (`view` None when the text has
+    no escapes; `escapes` None when there are none)."""
+
+    payload: bytes
+    view: bytes | None
+    line_starts: bytes
+    escapes: bytes | None
+
+    @property
+    def stored_bytes(self) -> int:
+        return (len(self.payload) + len(self.view or b"") + len(self.line_starts)
+                + len(self.escapes or b""))
+
+
+@dataclass(frozen=True)
+class SearchParts:
+    """A blob's search index as read back: the view text's UTF-8 (None: the payload is the
+    view), line starts, and the escape map (two equal-length sequences, or empty)."""
+
+    view: bytes | None
+    line_starts: Sequence[int]
+    esc_at: Sequence[int]
+    esc_cum: Sequence[int]
+
+
+def pack_ints(values: Sequence[int]) -> bytes:
+    """Non-negative ints as a type byte + zlib of the machine array (uint32 when they fit)."""
+    code = "I" if not values or max(values) < 2**32 else "q"
+    return code.encode() + zlib.compress(array(code, values).tobytes(), 6)
+
+
+def unpack_ints(data: bytes) -> array:
+    arr = array(data[:1].decode())
+    arr.frombytes(zlib.decompress(data[1:]))
+    return arr
+
+
+def blob_parts(data: bytes | None, view: str | None, line_starts: Sequence[int],
+               esc_at: Sequence[int], esc_cum: Sequence[int]) -> BlobParts:
+    """Compress a payload and its search index for `ObjectStore.put` (`data` None: the
+    index alone, for `set_search_parts`)."""
+    return BlobParts(
+        payload=b"" if data is None else zlib.compress(data, 6),
+        view=None if view is None else zlib.compress(encode_text(view), 6),
+        line_starts=pack_ints(line_starts),
+        escapes=pack_ints(array("q", esc_at) + array("q", esc_cum)) if esc_at else None,
+    )
 
 
 def encode_text(text: str) -> bytes:
@@ -80,7 +146,19 @@ def text_sha(data: bytes) -> str:
 
 
 def insert_object_sql() -> str:
-    return f"INSERT INTO objects ({_OBJECT_COLS}) VALUES ({', '.join('?' * 12)})"
+    return f"INSERT INTO objects ({_OBJECT_COLS}) VALUES ({', '.join('?' * 13)})"
+
+
+def channel_filter(channels: Sequence[str | None] | None) -> tuple[str, tuple]:
+    """SQL condition (and its arguments) keeping objects whose channel is in `channels`;
+    None keeps every object."""
+    if channels is None:
+        return "1", ()
+    named = tuple(c for c in channels if c is not None)
+    parts = [f"channel IN ({', '.join('?' * len(named))})"] if named else []
+    if None in channels:
+        parts.append("channel IS NULL")
+    return ("(" + " OR ".join(parts) + ")") if parts else "0", named
 
 
 class ObjectStore:
@@ -113,6 +191,7 @@ class ObjectStore:
         if app_id == APPLICATION_ID:
             self._set_wal()
             self._check_version()
+            self._add_columns()
             return
         if app_id != 0 or tables:
             raise StoreError(
@@ -151,6 +230,24 @@ class ObjectStore:
             raise StoreError(f"{self.path} has object-store schema {row and row[0]}, "
                              f"this version reads {SCHEMA_VERSION}; move the file away.")
 
+    def _missing_columns(self) -> list[tuple[str, str, str]]:
+        have = {t: {r[1] for r in self.db.execute(f"PRAGMA table_info({t})")}
+                for t in ("objects", "blobs")}
+        return [c for c in _ADDED_COLUMNS if c[1] not in have[c[0]]]
+
+    def _add_columns(self) -> None:
+        """Bring a store written by an older version up to date (existing rows get NULL)."""
+        if not self._missing_columns():
+            return
+        self._begin()
+        ok = False
+        try:
+            for table, column, kind in self._missing_columns():  # again, under the lock
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            ok = True
+        finally:
+            self._end(ok)
+
     def close(self) -> None:
         self.db.close()
 
@@ -169,13 +266,15 @@ class ObjectStore:
         if self.db.in_transaction:
             self.db.execute("COMMIT" if ok else "ROLLBACK")
 
-    def put(self, row: ObjectRow, data: bytes,
-            id_for: Callable[[int, int], str]) -> tuple[ObjectRow, bool]:
+    def put(self, row: ObjectRow, data: bytes, id_for: Callable[[int, int], str],
+            parts: BlobParts | None = None) -> tuple[ObjectRow, bool]:
         """Insert `row` and its payload in one transaction; returns (row, created).
 
         `row.seq < 0` asks for the session's next seq. The id is `id_for(seq, attempt)` for
         the first attempt not already taken (collision handling under the write lock). If
         (session, seq) is already stored nothing is written and the stored row is returned.
+        `parts` is the payload compressed with its search index (built outside the lock);
+        without it the payload is compressed here and its index is built on first search.
         """
         self._begin()
         ok = False
@@ -189,26 +288,53 @@ class ObjectStore:
             while self.id_taken(obj_id := id_for(seq, attempt)):
                 attempt += 1
             row = replace(row, id=obj_id, seq=seq)
-            self._insert_blob(row.sha or "", data)
+            self._insert_blob(row.sha or "", data, parts)
             self._insert_object(row)
             ok = True
             return row, True
         finally:
             self._end(ok)
 
-    def _insert_blob(self, sha: str, data: bytes) -> None:
-        if self.db.execute("SELECT 1 FROM blobs WHERE sha = ?", (sha,)).fetchone():
+    def has_blob(self, sha: str) -> bool:
+        return self.db.execute("SELECT 1 FROM blobs WHERE sha = ?", (sha,)).fetchone() is not None
+
+    def _insert_blob(self, sha: str, data: bytes, parts: BlobParts | None) -> None:
+        if self.has_blob(sha):
             return  # same text already stored: dedupe
-        payload = zlib.compress(data, 6)
+        if parts is None:
+            parts = BlobParts(zlib.compress(data, 6), None, b"", None)
         self.db.execute(
-            "INSERT INTO blobs(sha, raw_bytes, stored_bytes, payload) VALUES (?, ?, ?, ?)",
-            (sha, len(data), len(payload), payload),
+            "INSERT INTO blobs(sha, raw_bytes, stored_bytes, payload, view, line_starts, "
+            "escapes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sha, len(data), parts.stored_bytes, parts.payload, parts.view,
+             parts.line_starts or None, parts.escapes),
         )
+
+    def set_search_parts(self, sha: str, parts: BlobParts) -> bool:
+        """Store the search index of a blob written without one (by an older version).
+        Best effort: a read-only or busy store just answers without keeping it (False)."""
+        try:
+            self._begin()
+        except sqlite3.OperationalError:
+            return False
+        ok = False
+        try:
+            self.db.execute(
+                "UPDATE blobs SET view = ?, line_starts = ?, escapes = ?, "
+                "stored_bytes = stored_bytes + ? WHERE sha = ? AND line_starts IS NULL",
+                (parts.view, parts.line_starts, parts.escapes,
+                 parts.stored_bytes - len(parts.payload), sha))
+            ok = True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            self._end(ok)
+        return True
 
     def _insert_object(self, row: ObjectRow) -> None:
         self.db.execute(insert_object_sql(), (
             row.id, row.session, row.seq, row.tool, row.chars, row.tokens, row.inline_chars,
-            row.inline_tokens, row.raw_bytes, row.created, row.sha, row.evicted))
+            row.inline_tokens, row.raw_bytes, row.created, row.sha, row.evicted, row.channel))
 
     def next_seq(self, session: str) -> int:
         """One past the highest seq stored for `session` (0 for a new session)."""
@@ -260,31 +386,51 @@ class ObjectStore:
     def by_session_seq(self, session: str, seq: int) -> ObjectRow | None:
         return self._row("session = ? AND seq = ?", (session, seq))
 
-    def offloaded_seqs(self, session: str) -> set[int]:
-        """Every seq of `session` the store has offloaded (evicted ones included)."""
-        return {r[0] for r in self.db.execute("SELECT seq FROM objects WHERE session = ?",
-                                              (session,))}
+    def offloaded_seqs(self, session: str,
+                       channels: Sequence[str | None] | None = None) -> set[int]:
+        """Every seq of `session` the store has offloaded (evicted ones included), of objects
+        in `channels` (None: all)."""
+        cond, args = channel_filter(channels)
+        return {r[0] for r in self.db.execute(
+            f"SELECT seq FROM objects WHERE session = ? AND {cond}", (session, *args))}
+
+    def channels(self) -> list[str | None]:
+        """Every channel objects were stored with (None for objects without one)."""
+        return [r[0] for r in self.db.execute("SELECT DISTINCT channel FROM objects")]
 
     def payload(self, sha: str) -> bytes | None:
         r = self.db.execute("SELECT payload FROM blobs WHERE sha = ?", (sha,)).fetchone()
         return zlib.decompress(r[0]) if r else None
 
+    def search_parts(self, sha: str) -> SearchParts | None:
+        """The stored search index of a blob, or None when it has none yet."""
+        r = self.db.execute("SELECT view, line_starts, escapes FROM blobs WHERE sha = ?",
+                            (sha,)).fetchone()
+        if r is None or r[1] is None:
+            return None
+        esc = unpack_ints(r[2]) if r[2] is not None else array("I")
+        half = len(esc) // 2
+        return SearchParts(None if r[0] is None else zlib.decompress(r[0]),
+                           unpack_ints(r[1]), esc[:half], esc[half:])
+
     def counter(self, name: str) -> int:
         r = self.db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
         return r[0] if r else 0
 
-    def live(self) -> list[tuple[str, float, str, int]]:
-        """(id, created, sha, stored_bytes) of every live object, oldest first."""
+    def live(self) -> list[tuple[str, float, str, int, str | None]]:
+        """(id, created, sha, stored_bytes, channel) of every live object, oldest first."""
         return list(self.db.execute(
-            "SELECT o.id, o.created, o.sha, b.stored_bytes FROM objects o "
+            "SELECT o.id, o.created, o.sha, b.stored_bytes, o.channel FROM objects o "
             "JOIN blobs b ON b.sha = o.sha ORDER BY o.created, o.id"))
 
-    def totals(self) -> dict[str, int]:
-        """Aggregates for stats, all derived by query."""
+    def totals(self, channels: Sequence[str | None] | None = None) -> dict[str, int]:
+        """Aggregates for stats, all derived by query; object counts only over `channels`
+        (None: all), payload and disk figures store-wide."""
+        cond, args = channel_filter(channels)
         r = self.db.execute(
             "SELECT COUNT(*), COALESCE(SUM(chars), 0), COALESCE(SUM(chars - inline_chars), 0), "
             "COALESCE(SUM(tokens - inline_tokens), 0), COALESCE(SUM(raw_bytes), 0), "
-            "COALESCE(SUM(evicted IS NOT NULL), 0) FROM objects").fetchone()
+            f"COALESCE(SUM(evicted IS NOT NULL), 0) FROM objects WHERE {cond}", args).fetchone()
         b = self.db.execute("SELECT COUNT(*), COALESCE(SUM(raw_bytes), 0), "
                             "COALESCE(SUM(stored_bytes), 0) FROM blobs").fetchone()
         pages = self.db.execute("PRAGMA page_count").fetchone()[0]
@@ -296,9 +442,12 @@ class ObjectStore:
             "recalls": self.counter("recalls"),
         }
 
-    def recent(self, n: int) -> list[ObjectRow]:
+    def recent(self, n: int, channels: Sequence[str | None] | None = None) -> list[ObjectRow]:
+        """The newest `n` objects of `channels` (None: all), newest first."""
+        cond, args = channel_filter(channels)
         return [ObjectRow(*r) for r in self.db.execute(
-            f"SELECT {_OBJECT_COLS} FROM objects ORDER BY created DESC, id DESC LIMIT ?", (n,))]
+            f"SELECT {_OBJECT_COLS} FROM objects WHERE {cond} ORDER BY created DESC, id DESC "
+            "LIMIT ?", (*args, n))]
 
     def integrity(self) -> str:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0]

@@ -2,17 +2,51 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from typing import Any
 
 import click
 
+from ...core.errors import InputError
 from ...services.objects import ObjectService
-from .common import emit, get_config, handle_errors, json_option
+from .common import emit, handle_errors, json_option
 
 
-def _service(ctx: click.Context) -> ObjectService:
+def _service(ctx: click.Context, config: bool = True) -> ObjectService:
+    """The service; `config=False` for reads by id, which no config key changes (so they
+    start without loading and validating the config)."""
+    if not config:
+        return ObjectService()
+    from .common import get_config
+
     return ObjectService(get_config(ctx).objects)
+
+
+def _read_input(file: str, cap: int) -> bytes:
+    """FILE's bytes (or stdin's for -), at most `cap`: a bad path or a too-big input is a
+    one-line InputError, never a traceback."""
+    name = click.format_filename(file)
+    too_big = (f"{name} is over the object store's cap of {cap:,} bytes "
+               "(objects.max_object_bytes); nothing was stored")
+    try:
+        if file == "-":
+            raw = sys.stdin.buffer.read(cap + 1)
+        else:
+            st = os.stat(file)
+            if stat.S_ISDIR(st.st_mode):
+                raise InputError(f"{name} is a directory; give a file, or - for stdin")
+            if stat.S_ISREG(st.st_mode) and st.st_size > cap:
+                raise InputError(f"{name} is {st.st_size:,} bytes, over the object store's cap "
+                                 f"of {cap:,} bytes (objects.max_object_bytes); nothing was stored")
+            with open(file, "rb") as fh:
+                raw = fh.read(cap + 1)
+    except OSError as e:
+        raise InputError(f"cannot read {name}: {e.strerror or e}") from e
+    if len(raw) > cap:
+        raise InputError(too_big)
+    return raw
 
 
 @click.group("object")
@@ -32,14 +66,9 @@ def object_group() -> None:
 def put_cmd(ctx: click.Context, file: str, session: str | None, seq: int | None,
             tool: str | None, as_json: bool) -> None:
     """Offload FILE (or stdin) if it is big; print what stays inline."""
-    if file == "-":
-        raw = sys.stdin.buffer.read()
-    else:
-        with open(file, "rb") as fh:
-            raw = fh.read()
-    text = raw.decode("utf-8", errors="replace")
     with _service(ctx) as svc:
-        res = svc.put(text, session=session, seq=seq, tool=tool)
+        text = _read_input(file, svc.max_object_bytes).decode("utf-8", errors="replace")
+        res = svc.put(text, session=session, seq=seq, tool=tool, refuse_over_cap=True)
     emit(res.to_dict(), as_json, lambda d: d["inline"])
 
 
@@ -54,7 +83,7 @@ def put_cmd(ctx: click.Context, file: str, session: str | None, seq: int | None,
 def get_cmd(ctx: click.Context, obj_id: str, start: int | None, count: int | None,
             as_json: bool) -> None:
     """Print a range of object ID."""
-    with _service(ctx) as svc:
+    with _service(ctx, config=False) as svc:
         res = svc.get(obj_id, start, count)
 
     def human(d: dict[str, Any]) -> str:
@@ -65,17 +94,28 @@ def get_cmd(ctx: click.Context, obj_id: str, start: int | None, count: int | Non
     emit(res.to_dict(), as_json, human)
 
 
-@object_group.command("search")
+# Every word after ID that is not one of this command's own options is the query, even one
+# that starts with "-" ("-----", "-e"); `--` ends the options for a query like "--json".
+@object_group.command("search", context_settings={"ignore_unknown_options": True,
+                                                  "help_option_names": ["--help"]})
 @click.argument("obj_id", metavar="ID")
-@click.argument("query")
-@click.option("--limit", type=click.IntRange(1, 20), default=20, help="At most this many lines.")
+@click.argument("query", nargs=-1, type=click.UNPROCESSED)
+@click.option("--limit", type=int, default=20, help="At most this many lines (1-20).")
 @json_option
 @click.pass_context
 @handle_errors
-def search_cmd(ctx: click.Context, obj_id: str, query: str, limit: int, as_json: bool) -> None:
-    """Lines of object ID matching QUERY, with line numbers and offsets."""
-    with _service(ctx) as svc:
-        res = svc.search(obj_id, query, limit)
+def search_cmd(ctx: click.Context, obj_id: str, query: tuple[str, ...], limit: int,
+               as_json: bool) -> None:
+    """Lines of object ID matching QUERY (the rest of the words), with line numbers and
+    offsets. The query is cut to its first 1,000 chars."""
+    if not 1 <= limit <= 20:
+        raise InputError(f"--limit must be from 1 to 20, not {limit}")
+    if not query:
+        raise InputError("give a QUERY after the ID (words to look for)")
+    with _service(ctx, config=False) as svc:
+        res = svc.search(obj_id, " ".join(query), limit)
+    if res.note and not as_json:
+        click.echo(f"dsh-recall: {res.note}", err=True)
 
     def human(d: dict[str, Any]) -> str:
         if not d["matches"]:
