@@ -17,6 +17,7 @@ from ..core.paths import ensure_dir, recall_home
 from ..search.anchor import ANCHOR_TTL_TURNS
 from ..search.gate import GateState, gate, referring_segments
 from . import history
+from .channel import Viewer, channel_key_from_env
 
 RECENT_IN_CONTEXT = 2  # events this close to the end are still in the model's context
 CONTEXT_BUDGET_CHARS = 2400
@@ -59,7 +60,8 @@ class RecallService:
     def refresh(self, transcript: str | None) -> None:
         """Bring the session's transcript into history (incremental, append-only)."""
         if transcript and Path(transcript).is_file():
-            history.import_paths([transcript], cfg=self.cfg)
+            # Sessions a hook imports belong to the channel the harness runs the hook for.
+            history.import_paths([transcript], cfg=self.cfg, channel=channel_key_from_env())
 
     # -- auto-recall ----------------------------------------------------------------------
     def on_user_prompt(self, session: str, prompt: str, transcript: str | None = None) -> dict[str, Any]:
@@ -83,7 +85,9 @@ class RecallService:
         out: dict[str, Any] = {"fire": d.fire, "reason": d.reason, "kind": d.kind, "turn": turn}
         if not d.fire:
             return out
-        found = history.search(" ".join(d.query_terms), session=session, cfg=self.cfg)
+        key = channel_key_from_env()
+        found = history.search(" ".join(d.query_terms), session=session, cfg=self.cfg,
+                               viewer=Viewer(self.cfg, key) if key else None)
         text = self._render_hits(session, d.reason, found)
         if not text:
             return {**out, "fire": False, "reason": d.reason + "; but history found nothing"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ...core.errors import InputError
 from ...services import history as svc
 from .common import emit, get_config, handle_errors, json_option
 
@@ -30,14 +31,30 @@ def _human_import(r: dict) -> str:
 @click.option("--format", "fmt", type=click.Choice(["dsh", "claude-code", "codex", "generic"]), default=None,
               help="Transcript format (default: detect per file).")
 @click.option("--embed", is_flag=True, help="Embed every block now (default: as many as fit in embed_budget_s).")
+@click.option("--channel", default=None,
+              help="Access channel key that produced these sessions (default: none, the owner's).")
 @json_option
 @click.pass_context
 @handle_errors
-def import_cmd(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, embed: bool, as_json: bool) -> None:
+def import_cmd(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, embed: bool,
+               channel: str | None, as_json: bool) -> None:
     """Import transcripts; with no PATH, the default locations ($DSH_HOME/sessions,
     ~/.claude/projects, ~/.codex/sessions)."""
     cfg = get_config(ctx)
-    emit(svc.import_paths(list(paths) or None, fmt, cfg, embed=embed), as_json, _human_import)
+    emit(svc.import_paths(list(paths) or None, fmt, cfg, embed=embed, channel=channel), as_json,
+         _human_import)
+
+
+def _viewer(cfg, channel: str | None):
+    """The caller's channel: --channel, else $DSH_RECALL_CHANNEL; None = the user, unfiltered."""
+    from ...services.channel import Viewer, channel_key_from_env
+
+    key = channel or channel_key_from_env()
+    return Viewer(cfg, key) if key else None
+
+
+_CHANNEL_HELP = ("Answer as this access channel key (default: $DSH_RECALL_CHANNEL; unset: "
+                 "you, the user, see every session).")
 
 
 def _human_search(r: dict) -> str:
@@ -64,11 +81,13 @@ def _human_search(r: dict) -> str:
 @click.option("--limit", type=click.IntRange(1, 500), default=None, help="Number of hits.")
 @click.option("--layers", default=None, help="Comma list of literal,fuzzy,semantic (default: all).")
 @click.option("--detail", is_flag=True, help="Full ranked hit list, one per event, instead of the coarse answer.")
+@click.option("--channel", default=None, help=_CHANNEL_HELP)
 @json_option
 @click.pass_context
 @handle_errors
 def search_cmd(ctx: click.Context, query: str, session: str | None, workspace: str | None, all_sessions: bool,
-               limit: int | None, layers: str | None, detail: bool, as_json: bool) -> None:
+               limit: int | None, layers: str | None, detail: bool, channel: str | None,
+               as_json: bool) -> None:
     """Search past sessions. Scope: --session, else $DSH_RECALL_SESSION, else the sessions
     whose workspace is the current directory; --workspace NAME or --all widen it."""
     if sum(x is not None and x is not False for x in (session, workspace, all_sessions or None)) > 1:
@@ -76,7 +95,7 @@ def search_cmd(ctx: click.Context, query: str, session: str | None, workspace: s
     cfg = get_config(ctx)
     names = [x.strip() for x in layers.split(",") if x.strip()] if layers else None
     r = svc.search(query, session=session, workspace=workspace, all_sessions=all_sessions, limit=limit,
-                   layers=names, detail=detail, cfg=cfg)
+                   layers=names, detail=detail, cfg=cfg, viewer=_viewer(cfg, channel))
     emit(r, as_json, _human_search)
 
 
@@ -96,10 +115,16 @@ def _human_show(r: dict) -> str:
 @click.option("--around", type=int, default=None, help="Center on this seq.")
 @click.option("--window", type=click.IntRange(0, 200), default=3, help="Events either side of --around.")
 @click.option("--page", type=click.IntRange(1, None), default=None, help="Browse page K (20 events a page).")
+@click.option("--channel", default=None, help=_CHANNEL_HELP)
 @json_option
 @click.pass_context
 @handle_errors
 def show_cmd(ctx: click.Context, session: str, around: int | None, window: int, page: int | None,
-             as_json: bool) -> None:
+             channel: str | None, as_json: bool) -> None:
     """Exact original text of a session's events."""
-    emit(svc.show(session, around=around, window=window, page=page), as_json, _human_show)
+    r = svc.show(session, around=around, window=window, page=page,
+                 viewer=_viewer(get_config(ctx), channel))
+    if page is not None and around is None and page > r.get("pages", page):
+        raise InputError(f"session {session} has {r['pages']} page{'s' if r['pages'] != 1 else ''} "
+                         f"of 20 events; --page {page} is past the end")
+    emit(r, as_json, _human_show)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ...services.channel import channel_key_from_env
 from ...services.notes import NotesService, remember_roots
 from .common import emit, get_config, handle_errors, json_option
 
@@ -96,7 +97,7 @@ def _render_search(d: dict[str, Any]) -> str:
 @click.argument("query", nargs=-1, required=True)
 @click.option("--root", "roots", multiple=True, type=click.Path(),
               help="Search the index of these roots (repeatable; default: config's roots).")
-@click.option("--session", default=None, help="Session key (for access levels).")
+@click.option("--session", default=None, help="Session key (for access levels; default: $DSH_RECALL_CHANNEL).")
 @click.option("--limit", "-n", type=click.IntRange(1, 200), default=None, help="Number of results.")
 @click.option("--explain", is_flag=True, help="Show ranks, cosine and term coverage.")
 @click.option("--lexical-only", is_flag=True, help="Skip the vector layer.")
@@ -110,7 +111,7 @@ def search_cmd(ctx: click.Context, query: tuple[str, ...], roots: tuple[str, ...
     svc = _service(ctx, roots)
     try:
         layers = ("lexical",) if lexical_only else ("lexical", "vector")
-        data = svc.search(" ".join(query), session=session, limit=limit, layers=layers,
+        data = svc.search(" ".join(query), session=session or channel_key_from_env(), limit=limit, layers=layers,
                           explain=explain)
     finally:
         svc.close()
@@ -120,7 +121,7 @@ def search_cmd(ctx: click.Context, query: tuple[str, ...], roots: tuple[str, ...
 @notes.command("recall")
 @click.argument("message", nargs=-1, required=True)
 @click.option("--root", "roots", multiple=True, type=click.Path(), help="Index of these roots.")
-@click.option("--session", default=None, help="Session key (for access levels).")
+@click.option("--session", default=None, help="Session key (for access levels; default: $DSH_RECALL_CHANNEL).")
 @json_option
 @click.pass_context
 @handle_errors
@@ -129,7 +130,7 @@ def recall_cmd(ctx: click.Context, message: tuple[str, ...], roots: tuple[str, .
     """The auto-recall block for a message (empty when nothing is relevant enough)."""
     svc = _service(ctx, roots)
     try:
-        block = svc.auto_recall(" ".join(message), session)
+        block = svc.auto_recall(" ".join(message), session or channel_key_from_env())
     finally:
         svc.close()
     emit({"block": block}, as_json, lambda d: d["block"])
