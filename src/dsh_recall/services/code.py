@@ -195,60 +195,153 @@ class CodeService:
 
     def index(self, *, embed: bool = True, progress: Progress | None = None,
               lock_timeout_s: float | None = None) -> IndexReport:
-        """The full job: lexical first, then every pending vector."""
+        """The full job: lexical first, then every pending vector. Its state and progress
+        are kept in the job file, so `status` in another process can show them."""
         with self._index_lock(lock_timeout_s) as got:
             if not got:
                 raise RecallError("another indexer holds this workspace; try again later")
-            rep = self.index_lexical(progress)
-            if embed:
-                t0 = time.monotonic()
-                try:
-                    rep.embedded = self.embed_pending(None, progress)
-                except RecallError as e:
-                    (rep.notes or []).append(f"embedding stopped: {e}")
-                rep.seconds = round(rep.seconds + time.monotonic() - t0, 3)
-                self.store.prune_vectors()
-            if self._embedder_error:
-                (rep.notes or []).append(f"vectors unavailable: {self._embedder_error}")
-            rep.pending = self.store.pending_count()
+            prev = self._read_job()
+            job = {"state": "running", "pid": os.getpid(), "started": time.time()}
+            if prev.get("pid") == os.getpid() and prev.get("log"):
+                job["log"] = prev["log"]  # started in the background by `dsh-recall index`
+            self.record_job(job)
+            progress = self._job_progress(job, progress)
+            try:
+                rep = self.index_lexical(progress)
+                if embed:
+                    t0 = time.monotonic()
+                    try:
+                        rep.embedded = self.embed_pending(None, progress)
+                    except RecallError as e:
+                        (rep.notes or []).append(f"embedding stopped: {e}")
+                    rep.seconds = round(rep.seconds + time.monotonic() - t0, 3)
+                    self.store.prune_vectors()
+                if self._embedder_error:
+                    (rep.notes or []).append(f"vectors unavailable: {self._embedder_error}")
+                rep.pending = self.store.pending_count()
+            except BaseException as e:
+                self.record_job({**job, "state": "failed", "finished": time.time(),
+                                 "error": str(e) or type(e).__name__})
+                raise
+            self.record_job({**job, "state": "done", "finished": time.time(),
+                             "report": {k: getattr(rep, k) for k in
+                                        ("files", "indexed", "chunks", "embedded", "pending")}})
         return rep
 
-    # -- searching ------------------------------------------------------------
-    def _resolve_scope(self, path: str | None, focus: str | None, cwd: Path | None) -> tuple[str | None, str | None]:
-        """(path prefix filter, focus label) from --path, --focus or the cwd's nearest marker."""
-        def rel(p: str) -> str:
-            pp = Path(p)
-            if not pp.is_absolute():
-                pp = (cwd or self.workspace) / pp
-            pp = pp.resolve()
-            try:
-                r = pp.relative_to(self.workspace).as_posix()
-            except ValueError:
-                roots, _ = parse_source_roots(self.cfg.source_roots, self.workspace)
-                for root in roots:
-                    try:
-                        return f"{root.label}/{pp.relative_to(root.path).as_posix()}".rstrip("/.")
-                    except ValueError:
-                        continue
-                raise InputError(f"{p} is outside the workspace {self.workspace} and its source roots")
-            return "" if r == "." else r
+    # -- the index job, as other processes see it --------------------------------
+    def _read_job(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.dir / "index-job.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
-        if focus:
-            return rel(focus) or None, rel(focus) or "."
-        if path:
-            return rel(path) or None, None
+    def record_job(self, info: dict[str, Any]) -> None:
+        """Replace the job file (atomically: a reader never sees half of it)."""
+        tmp = self.dir / f"index-job.json.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(tmp, self.dir / "index-job.json")
+
+    def _job_progress(self, job: dict[str, Any], progress: Progress | None) -> Progress:
+        last = [0.0, ""]
+
+        def cb(phase: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if phase != last[1] or now - last[0] >= 0.5 or done == total:
+                last[:] = [now, phase]
+                job.update(phase=phase, done=done, total=total)
+                self.record_job(job)
+            if progress:
+                progress(phase, done, total)
+
+        return cb
+
+    def job(self) -> dict[str, Any]:
+        """The last index job of this workspace: idle (none known), starting, running (with
+        phase and progress), done (with its report), failed or interrupted (killed)."""
+        job = self._read_job() or {"state": "idle"}
+        if job.get("state") not in ("starting", "running"):
+            return job
+        with self._index_lock(0) as free:
+            if not free:
+                return {**job, "state": "running"}
+        alive = False
+        try:
+            os.kill(int(job.get("pid") or 0), 0)
+            alive = bool(job.get("pid"))
+        except (OSError, ValueError):
+            pass
+        if job["state"] == "starting" and alive:
+            return job
+        return {**job, "state": "interrupted"}
+
+    # -- searching ------------------------------------------------------------
+    def _resolve_scope(self, path: str | None, focus: str | None,
+                       cwd: Path | None) -> tuple[str | None, str | None, str | None]:
+        """(path prefix filter, focus label, where the scope came from: "focus", "path",
+        "cwd" or None) from --focus, --path or the cwd's nearest marker directory.
+
+        A relative --focus / --path is read from the cwd when it names something there,
+        else from the workspace root (so `--focus pyclick` works from `gohttps/`)."""
+        for value, origin in ((focus, "focus"), (path, "path")):
+            if value:
+                r = self._scope_of(value, origin, cwd)
+                return r or None, (r or ".") if origin == "focus" else None, origin
         if cwd is not None:
             try:
                 cur = Path(cwd).resolve()
                 cur.relative_to(self.workspace)
             except ValueError:
-                return None, None
+                return None, None, None
             while cur != self.workspace:
                 if any((cur / m).exists() for m in self.cfg.focus_markers):
                     r = cur.relative_to(self.workspace).as_posix()
-                    return r, r
+                    return r, r, "cwd"
                 cur = cur.parent
-        return None, None
+        return None, None, None
+
+    def _scope_of(self, value: str, flag: str, cwd: Path | None) -> str:
+        """`value` as a path relative to the workspace (source roots as `label/...`)."""
+        given = Path(value).expanduser()
+        if given.is_absolute():
+            full = given
+        elif cwd is not None and (Path(cwd) / given).exists():
+            full = Path(cwd) / given
+        else:
+            full = self.workspace / given
+        full = full.resolve()
+        try:
+            r = full.relative_to(self.workspace).as_posix()
+            return "" if r == "." else r
+        except ValueError:
+            pass
+        roots, _ = parse_source_roots(self.cfg.source_roots, self.workspace)
+        for root in roots:
+            try:
+                return f"{root.label}/{full.relative_to(root.path).as_posix()}".rstrip("/.")
+            except ValueError:
+                continue
+        raise InputError(f"--{flag} {value} is outside the workspace {self.workspace} "
+                         "and its source roots")
+
+    def _check_scope(self, prefix: str | None, value: str | None, flag: str | None) -> None:
+        """An explicit --focus / --path must name a directory of the workspace or indexed
+        files; otherwise it is a typo, and answering "no results" would hide it."""
+        if not prefix or not value or flag not in ("focus", "path"):
+            return
+        paths = list(self.store.files())
+        if any(p == prefix or p.startswith(prefix + "/") for p in paths):
+            return
+        if (self.workspace / prefix).exists():
+            return
+        raise InputError(f"unknown scope '{value}' for --{flag}: neither a path from the "
+                         f"current directory nor from the workspace root {self.workspace}; "
+                         f"scopes: {', '.join(self.scopes(paths)) or '(none)'}")
+
+    def scopes(self, paths: list[str] | None = None) -> list[str]:
+        """Directories holding a focus marker (go.mod, pyproject.toml, ...) among indexed files."""
+        paths = list(self.store.files()) if paths is None else paths
+        return sorted(d or "." for d in iter_marker_dirs(paths, self.cfg.focus_markers))
 
     def _is_stale(self, path: str, cache: dict[str, bool]) -> bool:
         if path in cache:
@@ -270,13 +363,16 @@ class CodeService:
     def search(self, query: str, *, limit: int | None = None, path: str | None = None,
                focus: str | None = None, files: bool = False, explain: bool = False,
                cwd: Path | None = None, layers: tuple[str, ...] = ("lexical", "vector")) -> dict[str, Any]:
-        """Ranked, bounded excerpts for a free-text query. Never raises on query syntax."""
+        """Ranked, bounded excerpts for a free-text query. Never raises on query syntax.
+
+        A focus scope (--focus, or the project around the cwd) that finds nothing falls back
+        to the whole workspace and says so; --path stays a strict filter."""
         t0 = time.monotonic()
         cfg = self.cfg
         limit = limit or cfg.limit
         deadline = t0 + cfg.search_deadline_s
         notes: list[str] = []
-        prefix, focus_label = self._resolve_scope(path, focus, cwd)
+        prefix, focus_label, origin = self._resolve_scope(path, focus, cwd)
         if self.store.get_meta("last_index") is None:
             # Cold start: the lexical index is fast; build it before answering.
             with self._index_lock(cfg.search_deadline_s) as got:
@@ -285,9 +381,50 @@ class CodeService:
                     notes.extend(rep.notes or [])
                 else:
                     notes.append("another process is indexing; answering from what is indexed")
+        self._check_scope(prefix, focus or path, origin)
         terms = lex.query_terms(query)
-        total_docs = self.store.chunk_count()
-        chosen = lex.select_terms(terms, self.store.doc_freqs, total_docs)
+        chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count())
+        results, used = self._rank(query, terms, chosen, prefix, limit, files, explain, layers,
+                                   deadline, notes)
+        if focus_label not in (None, ".") and (not results or self._weak(results[0], terms)):
+            where = (f"focus scope '{focus_label}'" if origin == "focus"
+                     else f"'{focus_label}' (the project around the current directory)")
+            # Nothing in the scope, or only weak matches in a scope the user never named:
+            # the whole workspace answers instead, and the note says so.
+            wide: list[dict[str, Any]] = []
+            if results and origin == "focus":
+                notes.append(f"weak match inside {where}; omit --focus to search the whole "
+                             "workspace")
+            else:
+                wide, wide_used = self._rank(query, terms, chosen, None, limit, files, explain,
+                                             layers, deadline, notes)
+            if wide and (not results or not self._weak(wide[0], terms)):
+                found = "nothing found" if not results else "only weak matches"
+                notes.append(f"{found} in {where}; answered from the whole workspace")
+                results, used, prefix, focus_label = wide, wide_used, None, None
+            elif results and origin == "cwd":
+                notes.append(f"weak match inside {where}; `--focus .` searches the whole "
+                             "workspace")
+        returned = sum(len(r["excerpt"]) for r in results)
+        source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
+        last = json.loads(self.store.get_meta("last_index") or "{}")
+        problems = last.get("problems") or []
+        out = {
+            "query": query[:200], "results": results, "pending": self.store.pending_count(),
+            "layers": used, "returned_chars": returned, "source_chars": source,
+            "scope": focus_label or prefix or ".", "notes": list(dict.fromkeys(notes + problems)),
+            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1),
+        }
+        if explain:
+            out["terms"] = chosen
+        return out
+
+    def _rank(self, query: str, terms: list[str], chosen: list[str], prefix: str | None,
+              limit: int, files: bool, explain: bool, layers: tuple[str, ...], deadline: float,
+              notes: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        """(results, layers that answered) for one scope: fuse the layers, apply the priors,
+        bound the excerpts."""
+        cfg = self.cfg
         pool = max(cfg.candidate_pool, limit * 4)
         rankings: dict[str, list[int]] = {}
         used: list[str] = []
@@ -337,23 +474,7 @@ class CodeService:
             results.append(res)
             if len(results) >= limit:
                 break
-        if focus_label is not None:
-            if not results or self._weak(results[0], terms):
-                notes.append(f"weak match inside focus scope '{focus_label}'; "
-                             "try searching the whole workspace (omit --focus / --path)")
-        returned = sum(len(r["excerpt"]) for r in results)
-        source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
-        last = json.loads(self.store.get_meta("last_index") or "{}")
-        problems = last.get("problems") or []
-        out = {
-            "query": query[:200], "results": results, "pending": self.store.pending_count(),
-            "layers": used, "returned_chars": returned, "source_chars": source,
-            "scope": focus_label or prefix or ".", "notes": notes + problems,
-            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1),
-        }
-        if explain:
-            out["terms"] = chosen
-        return out
+        return results, used
 
     def _apply_priors(self, query: str, terms: list[str], fused: list, rows: dict) -> list:
         """Re-weigh fused chunks by where they live (tests, docs) and by whether they declare
@@ -428,7 +549,7 @@ class CodeService:
         last = json.loads(self.store.get_meta("last_index") or "{}")
         roots, problems = parse_source_roots(self.cfg.source_roots, self.workspace)
         paths = list(self.store.files())
-        scopes = sorted(d or "." for d in iter_marker_dirs(paths, self.cfg.focus_markers))
+        scopes = self.scopes(paths)
         chunks = self.store.chunk_count()
         pending = self.store.pending_count()
         out: dict[str, Any] = {
@@ -442,6 +563,7 @@ class CodeService:
             "roots": [{"label": "", "path": str(self.workspace), "ok": True}]
                      + [{"label": r.label, "path": str(r.path), "ok": True} for r in roots],
             "problems": problems, "skipped": last.get("skipped", {}), "scopes": scopes,
+            "job": self.job(),
         }
         emb = self.embedder()
         if emb is None:

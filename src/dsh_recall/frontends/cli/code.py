@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ from .common import emit, get_config, handle_errors, json_option
 def _workspace(ws: str | None) -> Path:
     """An explicit directory as given; otherwise the workspace enclosing the cwd."""
     return Path(ws).resolve() if ws else find_workspace(Path(os.getcwd()))
+
+
+_WS_HELP = ("Workspace root (default: the nearest enclosing directory already indexed, else "
+            "the version-control root around the cwd, else the cwd).")
 
 
 def _service(ctx: click.Context, ws: Path, **overrides: Any) -> CodeService:
@@ -46,9 +51,13 @@ def render_search(data: dict[str, Any]) -> str:
 
 @click.command()
 @click.argument("query", nargs=-1)
-@click.option("--workspace", "ws", type=click.Path(file_okay=False), help="Workspace root (default: cwd).")
-@click.option("--path", "path", help="Only results under this directory.")
-@click.option("--focus", "focus", help="Search inside this scope (default: nearest marker dir of cwd).")
+@click.option("--workspace", "ws", type=click.Path(file_okay=False), help=_WS_HELP)
+@click.option("--path", "path",
+              help="Only results under this directory (from the cwd, else the workspace root).")
+@click.option("--focus", "focus",
+              help="Search inside this scope (from the cwd, else the workspace root; default: "
+                   "the project around the cwd, e.g. the folder with its go.mod); a scope that "
+                   "finds nothing falls back to the whole workspace. `--focus .`: everything.")
 @click.option("--limit", "-n", type=int, default=None, help="Number of results.")
 @click.option("--files", is_flag=True, help="Rank distinct files (best chunk each).")
 @click.option("--explain", is_flag=True, help="Show each ranker's rank per result.")
@@ -114,6 +123,8 @@ def index(ctx: click.Context, directory: str | None, wait: bool, lexical_only: b
         with open(log, "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
+        svc.record_job({"state": "starting", "pid": proc.pid, "started": time.time(),
+                        "log": str(log)})
         emit({"background": True, "pid": proc.pid, "log": str(log), "workspace": str(ws)}, as_json,
              lambda d: f"indexing {d['workspace']} in the background (pid {d['pid']}); "
                        f"`dsh-recall status` shows progress, log: {d['log']}")
@@ -140,6 +151,23 @@ def _embedder_line(e: dict[str, Any]) -> str:
     return line
 
 
+def _job_line(j: dict[str, Any]) -> str:
+    line = j["state"]
+    if j["state"] in ("starting", "running"):
+        if j.get("total"):
+            line += f" ({j.get('phase')} {j.get('done')}/{j.get('total')})"
+        line += f", pid {j.get('pid')}"
+        if j.get("log"):
+            line += f", log {j['log']}"
+    elif j.get("report"):
+        line += " - " + ", ".join(f"{k} {v}" for k, v in j["report"].items())
+    if j.get("error"):
+        line += f" - {j['error']}"
+    if j["state"] == "interrupted":
+        line += " (the indexer stopped before finishing; run `dsh-recall index` again)"
+    return line
+
+
 def render_status(d: dict[str, Any]) -> str:
     lines = [f"workspace  {d['workspace']}", f"database   {d['database']} ({d['index_bytes']} bytes)",
              f"files      {d['files']}   chunks {d['chunks']}   vectors {d['vectors']}   pending {d['pending']}",
@@ -147,6 +175,9 @@ def render_status(d: dict[str, Any]) -> str:
              f"index of   embedder {d['fingerprint']['embedder'] or '-'}, chunker {d['fingerprint']['chunker'] or '-'}",
              "roots      " + ", ".join(f"{r['label'] or '.'}={r['path']}" for r in d["roots"]),
              "scopes     " + (", ".join(d["scopes"]) or "(none)")]
+    job = d.get("job") or {}
+    if job.get("state", "idle") != "idle":
+        lines.append("job        " + _job_line(job))
     if d["skipped"]:
         lines.append("skipped    " + ", ".join(f"{k}: {v}" for k, v in sorted(d["skipped"].items())))
     lines += [f"problem    {p}" for p in d["problems"]]
@@ -156,7 +187,7 @@ def render_status(d: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.option("--workspace", "ws", type=click.Path(file_okay=False), help="Workspace root (default: cwd).")
+@click.option("--workspace", "ws", type=click.Path(file_okay=False), help=_WS_HELP)
 @click.option("--no-probe", is_flag=True, help="Do not probe a remote embedding endpoint.")
 @json_option
 @click.pass_context

@@ -108,19 +108,23 @@ def _ours(entry: dict[str, Any]) -> bool:
                for h in entry.get("hooks") or [] if isinstance(h, dict))
 
 
-def claude_install(project: Path, command: str = "dsh-recall") -> list[str]:
-    """Add our MCP server and hooks to a project's Claude Code settings; idempotent."""
-    changed: list[str] = []
+def claude_install(project: Path, command: str = "dsh-recall") -> list[tuple[str, bool]]:
+    """Add our MCP server and hooks to a project's Claude Code settings; idempotent.
+
+    Returns each file with whether it changed (a file already as wanted is not rewritten)."""
+    done: list[tuple[str, bool]] = []
     mcp_path = project / ".mcp.json"
     mcp = _load_json(mcp_path)
     servers = mcp.setdefault("mcpServers", {})
     want = {"type": "stdio", "command": command, "args": ["mcp"]}
-    if servers.get(SERVER_NAME) != want:
+    changed = servers.get(SERVER_NAME) != want
+    if changed:
         servers[SERVER_NAME] = want
         _save_json(mcp_path, mcp)
-        changed.append(str(mcp_path))
+    done.append((str(mcp_path), changed))
     st_path = project / ".claude" / "settings.json"
     st = _load_json(st_path)
+    before = json.dumps(st, sort_keys=True) if st_path.exists() else None
     hooks = st.setdefault("hooks", {})
     prefix = HOOK_PREFIX if command == "dsh-recall" else f"{shlex.quote(command)} hook claude-code "
     for event, matcher, sub in CLAUDE_HOOKS:
@@ -131,9 +135,11 @@ def claude_install(project: Path, command: str = "dsh-recall") -> list[str]:
         if matcher:
             entry = {"matcher": matcher, **entry}
         hooks[event] = entries + [entry]
-    _save_json(st_path, st)
-    changed.append(str(st_path))
-    return changed
+    changed = json.dumps(st, sort_keys=True) != before
+    if changed:
+        _save_json(st_path, st)
+    done.append((str(st_path), changed))
+    return done
 
 
 def claude_remove(project: Path) -> list[str]:
@@ -192,8 +198,8 @@ def claude_code() -> None:
 @handle_errors
 def cc_install(project: str, command: str | None) -> None:
     """Add the `recall` MCP server and the hooks; running it twice changes nothing."""
-    for p in claude_install(Path(project).resolve(), command or default_command()):
-        click.echo(f"updated {p}")
+    for p, changed in claude_install(Path(project).resolve(), command or default_command()):
+        click.echo(f"{'updated' if changed else 'unchanged'} {p}")
 
 
 @claude_code.command("remove")
