@@ -1,29 +1,61 @@
 """History import: read transcript files incrementally into the history store, then embed
-what the budget allows (through the semantic layer)."""
+what the budget allows (through the semantic layer).
+
+A bad record is skipped and counted (`skipped`, the first few reasons in `notes`), never
+the file; a file that cannot be read or written is reported with a one-line error, never
+the folder. Readers clean and type every field; a record the store still refuses is
+found by writing the file's events one by one.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..chunkers.transcript import event_blocks
+from ..core.clean import clean_int, clean_text
 from ..core.config import Config
 from ..core.text import index_text
 from ..search import history_query as hq
 from ..sources.transcripts import ReadContext, discover_default, expand, reader
+from ..sources.transcripts.base import MAX_SKIP_NOTES, opt_str
+from ..sources.workspace import read_regular
 from ..stores.history import BlockIn, HistoryStore, dumps_flags
 from .history_common import _cfg, open_store
 from .history_semantic import SemanticLayer
 
 EVENT_TEXT_CAP = 262_144  # chars of one event's original text kept for `show`
 _HEAD = 4096
+# Errors that say "this row's data", not "this database": the rows are then written one
+# by one and the refused ones skipped. Anything else (locked, disk full) fails the file,
+# which keeps its old offset and is read again by the next import.
+_DATA_ERRORS = (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError,
+                sqlite3.IntegrityError, OverflowError, TypeError, ValueError)
 
 
 def _head_hash(path: Path, n: int) -> str:
-    import hashlib
+    return hashlib.sha256(read_regular(path, min(n, _HEAD), follow_symlinks=True)).hexdigest()
 
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read(min(n, _HEAD))).hexdigest()
+
+def _one_line(e: BaseException) -> str:
+    text = clean_text(str(e)).replace("\n", " ")
+    return f"{type(e).__name__}: {text[:200]}"
+
+
+class _Skips:
+    """Records skipped after reading (at write time), added to the reader's count."""
+
+    def __init__(self, already: int, notes: list[str]):
+        self.count = 0
+        self.already = already
+        self.notes = notes
+
+    def add(self, what: str, e: BaseException) -> None:
+        self.count += 1
+        if self.already + self.count <= MAX_SKIP_NOTES:
+            self.notes.append(f"{what}: {_one_line(e)}; skipped")
 
 
 def _event_text(ev) -> str:
@@ -39,14 +71,65 @@ def _event_text(ev) -> str:
     return text
 
 
+def _session_row(m, key: str, updated: int | None, channel: str | None) -> dict[str, Any]:
+    # The readers type these already; this is the boundary to the store, so check again.
+    return {"id": clean_text(str(m.id)), "source": clean_text(str(m.source)),
+            "workspace": opt_str(m.workspace), "title": opt_str(m.title),
+            "created_ms": clean_int(m.created_ms), "updated_ms": clean_int(updated or m.created_ms),
+            "path": key, "channel": channel}
+
+
+def _event_row(e) -> dict[str, Any]:
+    return {"session": e.session, "seq": e.seq, "role": e.role, "time_ms": e.time_ms, "time": e.time,
+            "message_id": e.message_id, "call_id": e.call_id, "flags": dumps_flags(e.flags),
+            "text": _event_text(e)}
+
+
+def _blocks(ev, block_chars: int) -> list[BlockIn]:
+    return [BlockIn(b.session, b.seq, b.part, b.role, b.kind, b.tool, b.text, b.hash,
+                    literal=index_text(b.text), trigram=b.text, cjk=hq.cjk_body(b.text))
+            for b in event_blocks([ev], block_chars)]
+
+
+def _write_each(store: HistoryStore, sessions: list[dict], rows: list[tuple[dict, list[BlockIn]]],
+                marks: list, file_row: dict, skips: _Skips) -> tuple[int, int]:
+    """Write a batch the store refused row by row, skipping (and counting) the refused rows.
+
+    Returns (blocks added, events written)."""
+    ok: set[str] = set()
+    for s in sessions:
+        try:
+            store.write_batch([s], [], [], [], None)
+            ok.add(s["id"])
+        except _DATA_ERRORS as e:
+            skips.add(f"session {str(s.get('id'))[:60]}", e)
+    added = written = 0
+    for event, blocks in rows:
+        try:
+            if event["session"] not in ok:
+                raise ValueError("its session was refused")
+            added += store.write_batch([], [event], blocks, [], None)
+            written += 1
+        except _DATA_ERRORS as e:
+            skips.add(f"event {event['session'][:60]}:{event['seq']}", e)
+    try:
+        store.write_batch([], [], [], marks, None)
+    except _DATA_ERRORS as e:
+        skips.add("compaction marks", e)
+    store.write_batch([], [], [], [], file_row)
+    return added, written
+
+
 def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
                 channel: str | None = None) -> dict[str, Any]:
     """Import what is new in one transcript file; a rewritten or shrunk file is re-imported.
 
     `channel`: the access channel key that produced the file's sessions, when known (a hook
-    run for that channel); None leaves a session the owner's (services/channel.py)."""
+    run for that channel); None leaves a session the owner's (services/channel.py).
+    Bad records are skipped and counted; a file that cannot be read or written gets
+    `status: "error"` and a one-line note, and keeps its previous state."""
     key = str(path.resolve())
-    report: dict[str, Any] = {"path": str(path), "format": fmt, "events": 0, "blocks": 0,
+    report: dict[str, Any] = {"path": clean_text(str(path)), "format": fmt, "events": 0, "blocks": 0,
                               "skipped": 0, "ignored": 0, "notes": []}
     try:
         st = path.stat()
@@ -65,31 +148,40 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
             ctx = ReadContext(session=row["session"], workspace=sess[0]["workspace"] if sess else None,
                               line_no=row["line_no"], call_tools=store.call_tools(row["session"]) if row["session"] else {})
         res = reader(fmt)(path, row["offset"] if row else 0, ctx)
+        head_hash = _head_hash(path, res.offset)
     except OSError as e:
         report["status"] = "error"
-        report["notes"].append(f"cannot read: {e}")
+        report["notes"].append(f"cannot read: {clean_text(str(e))}")
         return report
+    notes = report["notes"] + res.notes
+    skips = _Skips(res.skipped, notes)
+    rows: list[tuple[dict, list[BlockIn]]] = []
     last_time: dict[str, int] = {}
     for ev in res.events:
+        try:
+            rows.append((_event_row(ev), _blocks(ev, cfg.history.result_block_chars)))
+        except Exception as e:  # noqa: BLE001 - one event must never stop the file
+            skips.add(f"event {ev.session[:60]}:{ev.seq}", e)
+            continue
         if ev.time_ms:
             last_time[ev.session] = max(last_time.get(ev.session, 0), ev.time_ms)
-    sessions = [{"id": m.id, "source": m.source, "workspace": m.workspace, "title": m.title,
-                 "created_ms": m.created_ms, "updated_ms": last_time.get(m.id) or m.created_ms, "path": key,
-                 "channel": channel}
-                for m in res.sessions.values()]
-    events = [{"session": e.session, "seq": e.seq, "role": e.role, "time_ms": e.time_ms, "time": e.time,
-               "message_id": e.message_id, "call_id": e.call_id, "flags": dumps_flags(e.flags),
-               "text": _event_text(e)} for e in res.events]
-    blocks = [BlockIn(b.session, b.seq, b.part, b.role, b.kind, b.tool, b.text, b.hash,
-                      literal=index_text(b.text), trigram=b.text, cjk=hq.cjk_body(b.text))
-              for b in event_blocks(res.events, cfg.history.result_block_chars)]
+    sessions = [_session_row(m, key, last_time.get(m.id), channel) for m in res.sessions.values()]
     file_session = next(iter(res.sessions)) if len(res.sessions) == 1 else (row["session"] if row else None)
     file_row = {"path": key, "format": fmt, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "offset": res.offset, "line_no": res.line_no, "head_hash": _head_hash(path, res.offset),
+                "offset": res.offset, "line_no": res.line_no, "head_hash": head_hash,
                 "session": file_session}
-    report["blocks"] = store.write_batch(sessions, events, blocks, res.marks, file_row)
-    report.update(status="imported", events=len(res.events), skipped=res.skipped, ignored=res.ignored,
-                  sessions=sorted(res.sessions), notes=report["notes"] + res.notes)
+    written = len(rows)
+    try:
+        try:
+            report["blocks"] = store.write_batch(sessions, [r[0] for r in rows],
+                                                 [b for r in rows for b in r[1]], res.marks, file_row)
+        except _DATA_ERRORS:
+            report["blocks"], written = _write_each(store, sessions, rows, res.marks, file_row, skips)
+    except sqlite3.Error as e:
+        report.update(status="error", notes=notes + [f"cannot write: {_one_line(e)}"])
+        return report
+    report.update(status="imported", events=written, skipped=res.skipped + skips.count, ignored=res.ignored,
+                  sessions=sorted(res.sessions), notes=notes)
     return report
 
 
@@ -117,7 +209,12 @@ def import_paths(
         for path, f in files:
             if progress:
                 progress(str(path))
-            reports.append(import_file(store, path, f, cfg, channel))
+            try:
+                reports.append(import_file(store, path, f, cfg, channel))
+            except Exception as e:  # noqa: BLE001 - one file must never stop the folder
+                reports.append({"path": clean_text(str(path)), "format": f, "status": "error",
+                                "events": 0, "blocks": 0, "skipped": 0, "ignored": 0,
+                                "notes": [f"cannot import: {_one_line(e)}"]})
         sem = SemanticLayer(store, cfg)
         budget = None if embed else cfg.embed_budget_s
         embedded = sem.fill(None, budget)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, iso_to_ms, parse_json_lines, read_lines
+from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, as_text, iso_to_ms, opt_str,
+                   parse_json_lines, read_lines, record_guard)
 
 SOURCE = "claude-code"
 
@@ -19,74 +20,84 @@ SOURCE = "claude-code"
 def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     """Read the records added to a Claude Code transcript since `offset`."""
     raw = read_lines(path, offset, ctx.line_no)
-    res = ReadResult(offset=raw.offset, line_no=raw.line_no, notes=list(raw.notes))
+    res = ReadResult.start(raw)
     default_sid = ctx.session or path.stem
     calls = dict(ctx.call_tools)
-    summary_title = None
+    titles: list[str] = []
     for n, obj in parse_json_lines(raw, res):
-        rtype = obj.get("type")
-        if rtype == "summary":  # a title record; it names no session, so it is the file's
-            if isinstance(obj.get("summary"), str) and obj["summary"].strip():
-                summary_title = obj["summary"].strip()
-            continue
-        sid = str(obj.get("sessionId") or default_sid)
-        meta = res.session(sid, SOURCE)
-        if obj.get("cwd"):
-            meta.workspace = str(obj["cwd"])
-        elif ctx.workspace and not meta.workspace:
-            meta.workspace = ctx.workspace
-        if rtype not in ("user", "assistant") or obj.get("isMeta"):
-            res.ignored += 1
-            continue
-        msg = obj.get("message")
-        if not isinstance(msg, dict):
-            res.skipped += 1
-            continue
-        time_ms = iso_to_ms(obj.get("timestamp"))
-        if meta.created_ms is None:
-            meta.created_ms = time_ms
-        content = msg.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        pieces: list[Piece] = []
-        call_id = None
-        flags: tuple[str, ...] = ()
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            btype = block.get("type")
-            if btype == "text" and str(block.get("text", "")).strip():
-                pieces.append(Piece("summary" if obj.get("isCompactSummary") else "text", block["text"]))
-            elif btype == "thinking" and str(block.get("thinking", "")).strip():
-                pieces.append(Piece("reasoning", block["thinking"]))
-            elif btype == "tool_use":
-                name = str(block.get("name") or "tool")
-                if block.get("id"):
-                    calls[str(block["id"])] = name
-                    call_id = str(block["id"])
-                pieces.append(Piece("tool_call", f"{name} {as_text(block.get('input', ''))}", tool=name))
-            elif btype == "tool_result":
-                call_id = str(block.get("tool_use_id") or "") or None
-                text = as_text(block.get("content", ""))
-                if text.strip():
-                    pieces.append(Piece("tool_result", text, tool=calls.get(call_id or "")))
-                if block.get("is_error"):
-                    flags = ("error",)
-        if not pieces:
-            continue
-        if obj.get("isCompactSummary"):
-            role = "summary"
-        elif all(p.kind == "tool_result" for p in pieces):
-            role = "tool"
-        else:
-            role = str(msg.get("role") or rtype)
-        if meta.title is None and not ctx.line_no and role == "user" and pieces[0].kind == "text":
-            meta.title = pieces[0].text.strip().splitlines()[0][:80] if pieces[0].text.strip() else None
-        res.events.append(TranscriptEvent(sid, n, role, tuple(pieces), time_ms=time_ms,
-                                          message_id=obj.get("uuid"), call_id=call_id, flags=flags))
-    if summary_title:
+        with record_guard(res, n):
+            _record(n, obj, ctx, default_sid, calls, titles, res)
+    if titles:  # a summary record names no session, so its title is the file's
         for meta in res.sessions.values():
-            meta.title = summary_title
+            meta.title = titles[-1]
         if not res.sessions and ctx.session:
-            res.session(ctx.session, SOURCE).title = summary_title
+            res.session(ctx.session, SOURCE).title = titles[-1]
     return res
+
+
+def _record(n: int, obj: dict, ctx: ReadContext, default_sid: str, calls: dict[str, str],
+            titles: list[str], res: ReadResult) -> None:
+    rtype = obj.get("type")
+    if rtype == "summary":
+        summary = obj.get("summary")
+        if isinstance(summary, str) and summary.strip():
+            titles.append(summary.strip())
+        return
+    sid = opt_str(obj.get("sessionId")) or default_sid
+    meta = res.session(sid, SOURCE)
+    cwd = opt_str(obj.get("cwd"))
+    if cwd:
+        meta.workspace = cwd
+    elif ctx.workspace and not meta.workspace:
+        meta.workspace = ctx.workspace
+    if rtype not in ("user", "assistant") or obj.get("isMeta"):
+        res.ignored += 1
+        return
+    msg = obj.get("message")
+    if not isinstance(msg, dict):
+        res.skip(n, "message is not an object")
+        return
+    time_ms = iso_to_ms(obj.get("timestamp"))
+    if meta.created_ms is None:
+        meta.created_ms = time_ms
+    content = msg.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    pieces: list[Piece] = []
+    call_id = None
+    flags: tuple[str, ...] = ()
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+            pieces.append(Piece("summary" if obj.get("isCompactSummary") else "text", block["text"]))
+        elif btype == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"].strip():
+            pieces.append(Piece("reasoning", block["thinking"]))
+        elif btype == "tool_use":
+            name = opt_str(block.get("name")) or "tool"
+            bid = opt_str(block.get("id"))
+            if bid:
+                calls[bid] = name
+                call_id = bid
+            pieces.append(Piece("tool_call", f"{name} {as_text(block.get('input', ''))}", tool=name))
+        elif btype == "tool_result":
+            call_id = opt_str(block.get("tool_use_id")) or None
+            text = as_text(block.get("content", ""))
+            if text.strip():
+                pieces.append(Piece("tool_result", text, tool=calls.get(call_id or "")))
+            if block.get("is_error"):
+                flags = ("error",)
+    if not pieces:
+        return
+    if obj.get("isCompactSummary"):
+        role = "summary"
+    elif all(p.kind == "tool_result" for p in pieces):
+        role = "tool"
+    else:
+        role = opt_str(msg.get("role")) or str(rtype)
+    if meta.title is None and not ctx.line_no and role == "user" and pieces[0].kind == "text":
+        first = pieces[0].text.strip()
+        meta.title = first.splitlines()[0][:80] if first else None
+    res.events.append(TranscriptEvent(sid, n, role, tuple(pieces), time_ms=time_ms,
+                                      message_id=opt_str(obj.get("uuid")), call_id=call_id, flags=flags))

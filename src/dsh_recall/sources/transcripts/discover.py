@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import Callable
 
 from ...core.errors import InputError
+from ..workspace import is_pseudo_fs, read_regular
 from . import claude_code, codex, dsh, generic
-from .base import ReadContext, ReadResult
+from .base import ReadContext, ReadResult, parse_record
+
+_SNIFF_BYTES = 256 << 10  # enough for the first few records of any format
+_SUFFIXES = (".jsonl", ".jsonl.zstd", ".jsonl.zst")
 
 Reader = Callable[[Path, int, ReadContext], ReadResult]
 READERS: dict[str, Reader] = {
@@ -78,13 +82,19 @@ def sniff(path: Path) -> str:
         return "dsh"
     if name.startswith("rollout-"):
         return "codex"
+    firsts = []
     try:
-        from .base import read_lines
-
-        raw = read_lines(path, 0, 0)
-        firsts = [json.loads(line) for _, line in raw.lines[:5] if line.strip().startswith(b"{")]
-    except (OSError, ValueError):
-        firsts = []
+        head = read_regular(path, _SNIFF_BYTES, follow_symlinks=True)
+    except OSError:
+        head = b""
+    for line in head.split(b"\n")[:5]:
+        if line.strip().startswith(b"{"):
+            try:
+                obj = parse_record(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(obj, dict):
+                firsts.append(obj)
     for first in firsts:
         if first.get("type") == "session" and "version" in first:
             return "dsh"
@@ -103,16 +113,30 @@ def expand(paths: list[str], fmt: str | None) -> list[tuple[Path, str]]:
     """Explicit files and folders -> (file, format). Folders are searched recursively."""
     out: list[tuple[Path, str]] = []
     for raw in paths:
+        if "\x00" in raw:
+            raise InputError("a transcript path contains a NUL character (\\x00); remove it")
         p = Path(raw).expanduser()
+        if is_pseudo_fs(p):
+            raise InputError(f"{raw} is on a kernel pseudo-filesystem (/proc, /sys, /dev); "
+                             "pass a transcript file or folder")
         if p.is_file():
             out.append((p, fmt or sniff(p)))
         elif p.is_dir():
             if fmt:
                 out.extend(_under(p, fmt))
             else:
-                for f in sorted(p.rglob("*")):
-                    if f.is_file() and (f.name.endswith((".jsonl", ".jsonl.zstd", ".jsonl.zst"))):
-                        out.append((f, sniff(f)))
+                out.extend((f, sniff(f)) for f in _files_under(p))
+        elif p.exists():
+            raise InputError(f"{raw} is not a regular file or a folder")
         else:
             raise InputError(f"no such file or folder: {raw}")
     return out
+
+
+def _files_under(root: Path) -> list[Path]:
+    """Transcript-named regular files under `root`, never following a symlinked folder."""
+    out: list[Path] = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not is_pseudo_fs(os.path.join(d, x)))
+        out.extend(Path(d) / f for f in files if f.endswith(_SUFFIXES))
+    return sorted(p for p in out if p.is_file())

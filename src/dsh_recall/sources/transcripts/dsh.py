@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, content_texts, parse_json_lines, read_lines
+from ...core.clean import clean_int
+from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, as_text, content_texts, opt_ms,
+                   opt_str, parse_json_lines, read_lines, record_guard)
 
 SOURCE = "dsh"
 # User messages the harness writes itself: repeated boilerplate, or a copy of a summary
@@ -25,102 +27,123 @@ def _session_from_path(path: Path) -> str:
     return path.parent.name if path.name.startswith("session.") else path.name.split(".")[0]
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     """Read the events added to a dsh session file since `offset`."""
     raw = read_lines(path, offset, ctx.line_no)
-    res = ReadResult(offset=raw.offset, line_no=raw.line_no, notes=list(raw.notes))
-    sid = ctx.session or _session_from_path(path)
+    res = ReadResult.start(raw)
+    state = {"sid": ctx.session or _session_from_path(path)}
     calls = dict(ctx.call_tools)
-    for _n, obj in parse_json_lines(raw, res):
-        etype = obj.get("type")
-        if etype == "session":
-            sid = str(obj.get("id") or sid)
-            meta = res.session(sid, SOURCE)
-            meta.workspace = obj.get("cwd") or meta.workspace
-            created = obj.get("createdAt")
-            meta.created_ms = created if isinstance(created, int) else None
-            continue
-        seq = obj.get("seq")
-        data = obj.get("data")
-        if not isinstance(seq, int) or not isinstance(data, dict) or not isinstance(etype, str):
-            res.skipped += 1
-            continue
-        meta = res.session(sid, SOURCE)
-        if ctx.workspace and not meta.workspace:
-            meta.workspace = ctx.workspace
-        ev = _event(sid, seq, etype, obj, data, calls, res)
-        if ev is not None:
-            res.events.append(ev)
+    for n, obj in parse_json_lines(raw, res):
+        with record_guard(res, n):
+            _record(n, obj, ctx, state, calls, res)
     return res
+
+
+def _record(n: int, obj: dict, ctx: ReadContext, state: dict[str, str], calls: dict[str, str],
+            res: ReadResult) -> None:
+    etype = obj.get("type")
+    if etype == "session":
+        state["sid"] = opt_str(obj.get("id")) or state["sid"]
+        meta = res.session(state["sid"], SOURCE)
+        meta.workspace = opt_str(obj.get("cwd")) or meta.workspace
+        meta.created_ms = opt_ms(obj.get("createdAt"))
+        return
+    seq = clean_int(obj.get("seq"))
+    data = obj.get("data")
+    if seq is None or not isinstance(data, dict) or not isinstance(etype, str):
+        res.skip(n, "needs type, an integer seq and a data object")
+        return
+    sid = state["sid"]
+    meta = res.session(sid, SOURCE)
+    if ctx.workspace and not meta.workspace:
+        meta.workspace = ctx.workspace
+    ev = _event(sid, seq, etype, obj, data, calls, res)
+    if ev is not None:
+        res.events.append(ev)
 
 
 def _event(sid: str, seq: int, etype: str, obj: dict, data: dict[str, Any], calls: dict[str, str],
            res: ReadResult) -> TranscriptEvent | None:
-    time_ms = obj.get("time") if isinstance(obj.get("time"), int) else None
+    time_ms = opt_ms(obj.get("time"))
     if etype == "session/title":
         title = data.get("title")
         if isinstance(title, str) and title.strip():
             res.session(sid, SOURCE).title = title.strip()
         return None
     if etype == "compaction/prune":
-        for s in data.get("shadowedSeqs") or []:
-            if isinstance(s, int):
+        for s in _list(data.get("shadowedSeqs")):
+            if clean_int(s) is not None:
                 res.marks.append((sid, s, "pruned"))
         return None
     if etype == "compaction/summary":
-        for s in data.get("shadowedSeqs") or []:
-            if isinstance(s, int):
+        for s in _list(data.get("shadowedSeqs")):
+            if clean_int(s) is not None:
                 res.marks.append((sid, s, "summarized"))
         texts = content_texts(data.get("summary"))
         if not texts:
             return None
-        rng = data.get("shadowedRange") or {}
-        flags = (f"summary-of:{rng.get('start')}-{rng.get('end')}",) if rng else ()
+        rng = _dict(data.get("shadowedRange"))
+        flags = (f"summary-of:{_seq_text(rng.get('start'))}-{_seq_text(rng.get('end'))}",) if rng else ()
         return TranscriptEvent(sid, seq, "summary", tuple(Piece("summary", t) for t in texts),
-                               time_ms=time_ms, message_id=data.get("compactionId"), flags=flags)
+                               time_ms=time_ms, message_id=opt_str(data.get("compactionId")), flags=flags)
     if etype == "user/message":
-        source = data.get("source") or {}
+        source = data.get("source")
         if isinstance(source, dict) and source.get("kind") in _SKIP_USER_KINDS:
             return None
         texts = content_texts(data.get("content"))
         if not texts:
             return None
         return TranscriptEvent(sid, seq, "user", tuple(Piece("text", t) for t in texts),
-                               time_ms=time_ms, message_id=data.get("id"))
+                               time_ms=time_ms, message_id=opt_str(data.get("id")))
     if etype == "assistant/message":
-        msg = data.get("message") or {}
+        msg = _dict(data.get("message"))
         pieces: list[Piece] = []
         call_id = None
-        for block in msg.get("content") or []:
+        for block in _list(msg.get("content")):
             if not isinstance(block, dict):
                 continue
             btype = block.get("type")
             if btype in ("text", "reasoning") and isinstance(block.get("text"), str) and block["text"].strip():
                 pieces.append(Piece("text" if btype == "text" else "reasoning", block["text"]))
             elif btype == "tool-call":
-                name = str(block.get("name") or "tool")
-                call_id = block.get("id") or call_id
-                if block.get("id"):
-                    calls[str(block["id"])] = name
+                name = opt_str(block.get("name")) or "tool"
+                bid = opt_str(block.get("id"))
+                call_id = bid or call_id
+                if bid:
+                    calls[bid] = name
                 pieces.append(Piece("tool_call", f"{name} {as_text(block.get('arguments', ''))}", tool=name))
         if not pieces:
             return None
         return TranscriptEvent(sid, seq, "assistant", tuple(pieces), time_ms=time_ms,
-                               message_id=msg.get("id"), call_id=call_id)
+                               message_id=opt_str(msg.get("id")), call_id=call_id)
     if etype == "tool/result":
-        msg = data.get("message") or {}
-        call_id = msg.get("toolCallId") or (msg.get("source") or {}).get("callId")
-        tool = calls.get(str(call_id)) if call_id else None
+        msg = _dict(data.get("message"))
+        call_id = opt_str(msg.get("toolCallId")) or opt_str(_dict(msg.get("source")).get("callId"))
+        tool = calls.get(call_id) if call_id else None
         texts = content_texts(msg.get("content"))
         if not texts:
             return None
         flags: list[str] = []
         op = obj.get("surfaceOp")
         if isinstance(op, dict) and op.get("op") == "replace":
-            flags.append(f"replaces:{op.get('startSeq')}-{op.get('endSeq')}")
+            flags.append(f"replaces:{_seq_text(op.get('startSeq'))}-{_seq_text(op.get('endSeq'))}")
         if msg.get("isError"):
             flags.append("error")
         return TranscriptEvent(sid, seq, "tool", (Piece("tool_result", "\n".join(texts), tool=tool),),
-                               time_ms=time_ms, message_id=msg.get("id"), call_id=call_id, flags=tuple(flags))
+                               time_ms=time_ms, message_id=opt_str(msg.get("id")), call_id=call_id,
+                               flags=tuple(flags))
     res.ignored += 1  # bookkeeping and unknown event types: nothing a person said
     return None
+
+
+def _seq_text(value: Any) -> str:
+    # A seq inside a flag; anything but an integer is written as "None", as before.
+    return str(clean_int(value))

@@ -12,40 +12,47 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, iso_to_ms, parse_json_lines, read_lines
+from ...core.clean import clean_int
+from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, iso_to_ms, opt_str, parse_json_lines,
+                   read_lines, record_guard)
 
 SOURCE = "generic"
+TITLE_CHARS = 200
 
 
 def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     """Read the messages added to a generic JSONL file since `offset`."""
     raw = read_lines(path, offset, ctx.line_no)
-    res = ReadResult(offset=raw.offset, line_no=raw.line_no, notes=list(raw.notes))
+    res = ReadResult.start(raw)
     for n, obj in parse_json_lines(raw, res):
-        sid, role, text = obj.get("session"), obj.get("role"), obj.get("text")
-        if sid is None or not isinstance(text, str) or not isinstance(role, str):
-            res.skipped += 1
-            if res.skipped <= 3:
-                res.notes.append(f"line {n + 1}: needs session, role and text; skipped")
-            continue
-        sid = str(sid)
-        seq = obj.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool):
-            seq = n
-        meta = res.session(sid, SOURCE)
-        if isinstance(obj.get("title"), str) and obj["title"].strip():
-            meta.title = obj["title"].strip()
-        if obj.get("workspace") is not None:
-            meta.workspace = str(obj["workspace"])
-        raw_time = obj.get("time")
-        time_ms = iso_to_ms(raw_time)
-        if meta.created_ms is None and time_ms is not None:
-            meta.created_ms = time_ms
-        if not text.strip():
-            continue
-        res.events.append(TranscriptEvent(
-            sid, seq, role, (Piece("text", text),), time_ms=time_ms,
-            time=raw_time if isinstance(raw_time, str) and time_ms is None else None,
-            message_id=str(obj["id"]) if obj.get("id") is not None else None,
-        ))
+        with record_guard(res, n):
+            _record(n, obj, res)
     return res
+
+
+def _record(n: int, obj: dict, res: ReadResult) -> None:
+    sid, role, text = opt_str(obj.get("session")), obj.get("role"), obj.get("text")
+    if not sid or not isinstance(text, str) or not isinstance(role, str):
+        res.skip(n, "needs session, role and text")
+        return
+    seq = clean_int(obj.get("seq"))
+    if seq is None:
+        seq = n
+    meta = res.session(sid, SOURCE)
+    title = obj.get("title")
+    if isinstance(title, str) and title.strip():
+        meta.title = title.strip()[:TITLE_CHARS]
+    workspace = opt_str(obj.get("workspace"))
+    if workspace is not None:
+        meta.workspace = workspace
+    raw_time = obj.get("time")
+    time_ms = iso_to_ms(raw_time)
+    if meta.created_ms is None and time_ms is not None:
+        meta.created_ms = time_ms
+    if not text.strip():
+        return
+    res.events.append(TranscriptEvent(
+        sid, seq, role, (Piece("text", text),), time_ms=time_ms,
+        time=raw_time if isinstance(raw_time, str) and time_ms is None else None,
+        message_id=opt_str(obj.get("id")),
+    ))
