@@ -24,13 +24,12 @@ from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
 from ..search.fuse import layer_weights, names_symbol, path_prior, rrf, wants_tests
-from ..search.vector import top_k
 from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
                                  parse_source_roots, read_regular, walk)
 from ..stores.base import FileRow, IndexedChunk
 from ..stores.sqlite import SqliteChunkStore
-from .vectors import (MatrixCache, Progress, embed_pending, file_lock, load_embedder,
-                      sync_fingerprint)
+from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_lock,
+                      load_embedder, sync_fingerprint, sync_vector_file)
 
 
 def _sha(data: bytes) -> str:
@@ -92,7 +91,7 @@ class CodeService:
         self.store = SqliteChunkStore(self.dir / "index.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._matrix = MatrixCache()
+        self._vectors = VectorIndex()
         if self.store.get_meta("workspace") is None:
             self.store.set_meta("workspace", str(self.workspace))
 
@@ -517,9 +516,14 @@ class CodeService:
                     with self._index_lock(0) as got:
                         if got:
                             self.embed_pending(self.cfg.embed_budget_s, store=store)
+                elif self._vectors.delta_size(store) > DELTA_SYNC:
+                    # Many vectors outside the memory-mapped file (an index written before
+                    # it existed): build it once if no indexer is busy.
+                    with self._index_lock(0) as got:
+                        if got:
+                            sync_vector_file(store)
                 q = emb.embed_query(query[:4000])
-                ids, mat = self._matrix.get(store, prefix)
-                return top_k(ids, mat, q, pool)
+                return self._vectors.rank(store, q, pool, prefix)
             finally:
                 store.close()
 

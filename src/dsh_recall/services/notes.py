@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ..chunkers import notes as note_chunker
 from ..core.config import Config, load_config
 from ..core.errors import RecallError
@@ -33,14 +31,13 @@ from ..embedders import Embedder
 from ..search import access
 from ..search import lexical as lex
 from ..search.fuse import layer_weights, rrf
-from ..search.vector import top_k
 from ..sources.notes import resolve_roots, walk_notes
 from ..stores.base import FileRow, IndexedChunk
 from ..stores.sqlite import SqliteChunkStore
 from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_block, relevant,
                                   source_weight)
 from . import channel as channel_mod
-from .vectors import MatrixCache, embed_pending, file_lock, load_embedder, sync_fingerprint
+from .vectors import VectorIndex, embed_pending, file_lock, load_embedder, sync_fingerprint
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 LAYERS = ("lexical", "vector")
@@ -103,7 +100,7 @@ class NotesService:
         self.store = SqliteChunkStore(self.dir / f"{self.key}.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._matrix = MatrixCache()
+        self._vectors = VectorIndex()
         if self.store.get_meta("roots") is None:
             self.store.set_meta("roots", json.dumps([str(r) for r in self.roots]))
 
@@ -133,7 +130,7 @@ class NotesService:
         note = sync_fingerprint(self.store, emb)
         if note:
             notes.append(note)
-            self._matrix.clear()
+            self._vectors.clear()
 
     def _chunk(self, path: str, text: str) -> list[IndexedChunk]:
         items: list[IndexedChunk] = []
@@ -290,11 +287,7 @@ class NotesService:
                     if got:
                         self.embed_pending(self.cfg.embed_budget_s)
             q = emb.embed_query(query[:4000])
-            ids, mat = self._matrix.get(self.store)
-            if allowed_ids is not None and len(ids):
-                mask = np.isin(ids, np.fromiter(allowed_ids, dtype=np.int64, count=len(allowed_ids)))
-                ids, mat = ids[mask], mat[mask]
-            return top_k(ids, mat, q, pool)
+            return self._vectors.rank(self.store, q, pool, allowed=allowed_ids)
         except (RecallError, OSError, ValueError) as e:
             notes.append(f"vector layer failed: {e}; lexical only")
             return None

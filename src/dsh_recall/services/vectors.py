@@ -1,5 +1,6 @@
 """Pieces every chunk-store service shares: the indexer lock, filling in missing vectors
-through the shared embedding cache, and a cached vector matrix. Policy-free plumbing."""
+through the shared embedding cache, and vector ranking over the memory-mapped vector file
+plus SQLite's newest vectors. Policy-free plumbing."""
 
 from __future__ import annotations
 
@@ -11,14 +12,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
+
 from ..core.config import EmbedderConfig
 from ..core.errors import RecallError
 from ..embedders import Embedder, create as create_embedder
+from ..search.vector import int8_scores, top_k, top_of
 from ..stores.base import ChunkRow
 from ..stores.sqlite import EmbedCache, SqliteChunkStore
+from ..stores.vector_index import (FileState, MappedVectors, append_file, remove_stale,
+                                   write_file)
 
 BUDGET_BATCH = 32  # small batches keep a budgeted run close to its budget
 FULL_BATCH = 256
+VECTOR_FILE_META = "vector_file"  # the store meta key holding the committed FileState
+SYNC_EVERY = 8192  # new vectors between appends to the vector file during a long run
+RESCORE = 3  # the file's first pass keeps RESCORE x k candidates for exact rescoring
+SMALL_SCOPE = 2000  # a scope this small is ranked exactly from SQLite, no file pass
+DELTA_SYNC = 20000  # a search finding this many vectors outside the file syncs it (if it can)
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -75,12 +86,13 @@ def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
     """Give every chunk without a vector one, until done or the budget runs out.
 
     Vectors already in the user's embedding cache (same fingerprint, same text) are reused.
-    Each batch is written in one transaction: a kill loses at most that batch.
+    Each batch is written in one transaction: a kill loses at most that batch. The caller
+    holds the index lock; the memory-mapped vector file is brought up to date as it goes.
     """
     sync_fingerprint(store, emb)
     cache = EmbedCache(cache_path)
     deadline = None if budget_s is None else time.monotonic() + budget_s
-    done = 0
+    done = since_sync = 0
     total = store.pending_count()
     try:
         while deadline is None or time.monotonic() < deadline:
@@ -98,29 +110,136 @@ def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
                 store.put_vectors(items)
                 cache.put(emb.fingerprint, items)
             done += len(batch)
+            since_sync += len(batch)
+            if since_sync >= SYNC_EVERY:  # searches meanwhile read a small delta only
+                sync_vector_file(store)
+                since_sync = 0
             if progress:
                 progress("embed", done, total)
     finally:
         cache.close()
+    sync_vector_file(store)
     return done
 
 
-class MatrixCache:
-    """The (ids, matrix) of a store's vectors, reloaded only when the index changed."""
+class VectorIndex:
+    """A store's vectors ready for ranking in this process: the memory-mapped int8 file
+    (opened, never loaded) plus the vectors SQLite holds beyond it (the delta). Ranking scores
+    the file's int8 rows, then rescores the best candidates, and the delta, exactly from the
+    float32 vectors in SQLite. Thread-safe; cheap to create."""
 
     def __init__(self) -> None:
-        self._key: tuple | None = None
-        self._value: tuple | None = None
         self._lock = threading.Lock()
+        self._mapped: MappedVectors | None = None
+        self._delta_key: tuple | None = None
+        self._delta: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros((0, 0), np.float32))
 
-    def get(self, store: SqliteChunkStore, prefix: str | None = None):
-        key = (store.get_meta("generation"), store.vector_count(), prefix)
+    def _map(self, store: SqliteChunkStore, state: FileState) -> MappedVectors | None:
+        m = self._mapped
+        if m is not None and m.state == state:
+            return m
+        try:
+            self._mapped = MappedVectors(store.vector_dir / state.file, state)
+        except (OSError, ValueError):  # replaced under us, or damaged: SQLite answers alone
+            self._mapped = None
+        return self._mapped
+
+    def _current(self, store: SqliteChunkStore) -> tuple[MappedVectors | None, np.ndarray, np.ndarray]:
+        state = FileState.loads(store.get_meta(VECTOR_FILE_META))
+        epoch, seq = store.vector_state()
         with self._lock:
-            if self._key != key:
-                self._value = store.vector_matrix(prefix)
-                self._key = key
-            return self._value
+            mapped = self._map(store, state) if state and state.epoch == epoch else None
+            after = mapped.state.seq if mapped else -1
+            key = (epoch, seq, store.get_meta("generation"), after)
+            if key != self._delta_key:
+                self._delta = store.vector_delta(after)
+                self._delta_key = key
+            return mapped, self._delta[0], self._delta[1]
+
+    def delta_size(self, store: SqliteChunkStore) -> int:
+        """Vectors outside the file: a big number means the file is worth (re)building."""
+        return len(self._current(store)[1])
+
+    def rank(self, store: SqliteChunkStore, query: np.ndarray, k: int, prefix: str | None = None,
+             allowed: set[int] | None = None) -> list[tuple[int, float]]:
+        """The k best (chunk id, cosine), best first, among chunks under `prefix` and in
+        `allowed` (None = no restriction). Scores are exact float32 cosines."""
+        q = np.asarray(query, dtype=np.float32)
+        mapped, d_ids, d_mat = self._current(store)
+        keep: np.ndarray | None = store.chunk_ids_under(prefix) if prefix else None
+        if allowed is not None:
+            arr = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
+            keep = arr if keep is None else np.intersect1d(keep, arr)
+        if keep is not None and len(keep) <= max(RESCORE * k, SMALL_SCOPE):
+            return top_k(*store.vectors_of(keep), q, k)  # a small scope: exact at once
+        scores: dict[int, float] = {}
+        if mapped is not None and mapped.state.rows and mapped.state.dim == len(q):
+            approx = int8_scores(mapped.rows, mapped.scales, q)
+            ids = mapped.ids
+            if keep is not None:
+                approx = np.where(np.isin(ids, keep), approx, -np.inf)
+            cand = [i for i, s in top_of(ids, approx, RESCORE * k) if s > -np.inf]
+            c_ids, c_mat = store.vectors_of(cand)
+            if len(c_ids) and c_mat.shape[1] == len(q):
+                scores.update(zip(c_ids.tolist(), (c_mat @ q).tolist()))
+        if len(d_ids) and d_mat.shape[1] == len(q):
+            if keep is not None:
+                mask = np.isin(d_ids, keep)
+                d_ids, d_mat = d_ids[mask], d_mat[mask]
+            scores.update(zip(d_ids.tolist(), (d_mat @ q).tolist()))
+        if not scores:
+            return []
+        ids_arr = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+        vals = np.fromiter(scores.values(), dtype=np.float32, count=len(scores))
+        return top_of(ids_arr, vals, k)
 
     def clear(self) -> None:
         with self._lock:
-            self._key = None
+            self._mapped = None
+            self._delta_key = None
+
+
+MatrixCache = VectorIndex  # the name services used before the file existed
+
+
+def sync_vector_file(store: SqliteChunkStore) -> str:
+    """Bring the memory-mapped vector file up to SQLite's vectors: append what arrived
+    since it was written, or rebuild it when the vector space changed or a quarter of its
+    rows belong to deleted chunks. The caller holds the index lock (one writer at a time).
+    Returns what it did: "none", "append", "rebuild" or "removed"."""
+    state = FileState.loads(store.get_meta(VECTOR_FILE_META))
+    epoch, seq = store.vector_state()
+    folder = store.vector_dir
+    path = folder / state.file if state else None
+    if state and state.epoch == epoch and path is not None and path.is_file():
+        if state.seq >= seq:
+            return "none"
+        dead = state.rows - store.vector_covered(state.seq)
+        if dead <= max(256, state.rows // 4):
+            rows = append_file(path, state, _batches(store, state.seq, seq))
+            store.set_meta(VECTOR_FILE_META, FileState(state.file, rows, seq, epoch, state.dim).dumps())
+            return "append"
+    first = store.vector_delta(-1, seq, limit=1)
+    if not len(first[0]):
+        if state:
+            store.set_meta(VECTOR_FILE_META, "")
+            remove_stale(folder, None)
+            return "removed"
+        return "none"
+    dim = first[1].shape[1]
+    name, rows = write_file(folder, dim, _batches(store, -1, seq))
+    store.set_meta(VECTOR_FILE_META, FileState(name, rows, seq, epoch, dim).dumps())
+    remove_stale(folder, name)
+    return "rebuild"
+
+
+def _batches(store: SqliteChunkStore, after_seq: int, upto_seq: int, size: int = 16384):
+    """(ids, vectors) in chunk-id order, a bounded batch at a time (a rebuild of a million
+    vectors never holds them all)."""
+    last = 0
+    while True:
+        ids, mat = store.vector_delta(after_seq, upto_seq, limit=size, after_id=last)
+        if not len(ids):
+            return
+        yield ids, mat
+        last = int(ids[-1])

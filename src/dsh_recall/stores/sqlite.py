@@ -18,7 +18,7 @@ from .base import ChunkRow, FileRow, IndexedChunk
 from .sqlite_util import connect
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: chunks.vec_seq
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,13 +29,26 @@ CREATE TABLE IF NOT EXISTS files (
 CREATE TABLE IF NOT EXISTS chunks (
   id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
   start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, language TEXT NOT NULL,
-  symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL);
+  symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL, vec_seq INTEGER);
 CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
 CREATE INDEX IF NOT EXISTS chunks_embed ON chunks(embed_hash);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
   body, symbols, path, tokenize = "unicode61 remove_diacritics 2 tokenchars '_'");
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row);
 CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
+"""
+
+# chunks.vec_seq: NULL while the chunk has no vector, else the sequence number of the write
+# that gave it one. It makes `pending` an index lookup instead of a join over every chunk,
+# and tells the memory-mapped vector file (stores/vector_index.py) what it is missing.
+VEC_SEQ_SCHEMA = """
+CREATE INDEX IF NOT EXISTS chunks_vec_seq ON chunks(vec_seq);
+"""
+MIGRATE_VEC_SEQ = """
+ALTER TABLE chunks ADD COLUMN vec_seq INTEGER;
+UPDATE chunks SET vec_seq = 1 WHERE embed_hash IN (SELECT hash FROM vectors);
+INSERT INTO meta(key, value) VALUES('vec_seq', '1')
+  ON CONFLICT(key) DO UPDATE SET value = '1';
 """
 
 # SQL is built here, apart from running it, so it can be read and tested on its own.
@@ -68,10 +81,21 @@ class SqliteChunkStore:
 
     def _init_schema(self) -> None:
         try:
-            self.conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
+            self.conn.executescript("BEGIN IMMEDIATE;" + SCHEMA)
+            # executescript would commit first; the rest runs statement by statement.
+            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(chunks)")}
+            if "vec_seq" not in cols:  # an index written by schema 1
+                for stmt in (MIGRATE_VEC_SEQ + VEC_SEQ_SCHEMA).split(";"):
+                    if stmt.strip():
+                        self.conn.execute(stmt)
+            else:
+                self.conn.execute(VEC_SEQ_SCHEMA.strip().rstrip(";"))
+            self.conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise StoreError(f"cannot initialise {self.path}: {e}") from e
-        if self.get_meta("schema") is None:
+        if self.get_meta("schema") != SCHEMA_VERSION:
             self.set_meta("schema", SCHEMA_VERSION)
 
     class _Tx:
@@ -130,6 +154,9 @@ class SqliteChunkStore:
                      c.text, ic.embed_hash)).lastrowid
                 conn.execute("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
                              (cid, ic.lexical, ic.symbols_lexical, ic.path_lexical))
+            if chunks:  # chunks whose text was embedded before carry its vector at once
+                conn.execute("UPDATE chunks SET vec_seq = ? WHERE file_id = ? AND embed_hash IN "
+                             "(SELECT hash FROM vectors)", (self._next_vec_seq(conn), file_id))
             self._bump(conn)
 
     def update_stat(self, path: str, size: int, mtime_ns: int) -> None:
@@ -148,6 +175,11 @@ class SqliteChunkStore:
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM files")
             self._bump(conn)
+
+    def _next_vec_seq(self, conn: sqlite3.Connection) -> int:
+        conn.execute("INSERT INTO meta(key, value) VALUES('vec_seq', '1') ON CONFLICT(key) "
+                     "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'vec_seq'").fetchone()[0])
 
     def _bump(self, conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO meta(key, value) VALUES('generation', '1') ON CONFLICT(key) "
@@ -208,44 +240,102 @@ class SqliteChunkStore:
     def pending(self, limit: int) -> list[tuple[str, int]]:
         """(embed_hash, one chunk id carrying it) for chunks whose vector is missing."""
         return self.conn.execute(
-            "SELECT c.embed_hash, min(c.id) FROM chunks c LEFT JOIN vectors v "
-            "ON v.hash = c.embed_hash WHERE v.hash IS NULL GROUP BY c.embed_hash "
-            "ORDER BY min(c.id) LIMIT ?", (limit,)).fetchall()
+            "SELECT embed_hash, min(id) FROM chunks WHERE vec_seq IS NULL GROUP BY embed_hash "
+            "ORDER BY min(id) LIMIT ?", (limit,)).fetchall()
 
     def pending_count(self) -> int:
-        return self.conn.execute(
-            "SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.hash = c.embed_hash "
-            "WHERE v.hash IS NULL").fetchone()[0]
+        """Chunks without a vector: an index range, not a join over every chunk."""
+        return self.conn.execute("SELECT count(*) FROM chunks WHERE vec_seq IS NULL").fetchone()[0]
 
     def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
         with self._tx() as conn:
             conn.executemany("INSERT OR REPLACE INTO vectors(hash, vec) VALUES(?, ?)",
                              [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
+            seq = self._next_vec_seq(conn)
+            hashes = [h for h, _ in items]
+            for i in range(0, len(hashes), 500):
+                part = hashes[i:i + 500]
+                conn.execute("UPDATE chunks SET vec_seq = ? WHERE vec_seq IS NULL AND embed_hash "
+                             f"IN ({','.join('?' * len(part))})", [seq, *part])
 
     def clear_vectors(self) -> None:
-        self.conn.execute("DELETE FROM vectors")
+        with self._tx() as conn:
+            conn.execute("DELETE FROM vectors")
+            conn.execute("UPDATE chunks SET vec_seq = NULL WHERE vec_seq IS NOT NULL")
+            # A new epoch: any vector file built before is now of another vector space.
+            conn.execute("INSERT INTO meta(key, value) VALUES('vec_epoch', '1') ON CONFLICT(key) "
+                         "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
 
     def prune_vectors(self) -> None:
         """Drop vectors no chunk refers to any more."""
         self.conn.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT embed_hash FROM chunks)")
 
     def vector_matrix(self, path_prefix: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(chunk ids, matrix of unit vectors) for every chunk that has a vector."""
+        """(chunk ids, matrix of unit vectors) for every chunk that has a vector, read from
+        SQLite: the exact reference the memory-mapped file is checked against."""
         sql = ("SELECT c.id, v.vec FROM chunks c JOIN vectors v ON v.hash = c.embed_hash "
                "JOIN files f ON f.id = c.file_id")
         params: list = []
         if path_prefix:
             sql += " WHERE f.path >= ? AND f.path < ?"
             params.extend(prefix_bounds(path_prefix))
-        rows = self.conn.execute(sql, params).fetchall()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        return ids, mat
+        return _matrix(self.conn.execute(sql, params).fetchall())
+
+    def vector_state(self) -> tuple[int, int]:
+        """(epoch, seq): the vector space's epoch and the last vector write's number."""
+        rows = dict(self.conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('vec_epoch', 'vec_seq')").fetchall())
+        return int(rows.get("vec_epoch", 0)), int(rows.get("vec_seq", 0))
+
+    def vector_delta(self, after_seq: int, upto_seq: int | None = None,
+                     limit: int | None = None, after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, vectors) of chunks whose vector arrived after `after_seq` (and at or
+        before `upto_seq`), by chunk id from `after_id` on, at most `limit` rows."""
+        sql = ("SELECT c.id, v.vec FROM chunks c JOIN vectors v ON v.hash = c.embed_hash "
+               "WHERE c.vec_seq > ?")
+        params: list = [after_seq]
+        if upto_seq is not None:
+            sql += " AND c.vec_seq <= ?"
+            params.append(upto_seq)
+        if after_id:
+            sql += " AND c.id > ?"
+            params.append(after_id)
+        sql += " ORDER BY c.id"
+        if limit:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return _matrix(self.conn.execute(sql, params).fetchall())
+
+    def vector_covered(self, upto_seq: int) -> int:
+        """Chunks whose vector arrived at or before `upto_seq` (alive rows of a vector file)."""
+        return self.conn.execute("SELECT count(*) FROM chunks WHERE vec_seq <= ?",
+                                 (upto_seq,)).fetchone()[0]
+
+    def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, exact vectors) of those of `ids` that still exist and have a vector."""
+        rows: list = []
+        ids = [int(i) for i in ids]
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            rows += self.conn.execute(
+                "SELECT c.id, v.vec FROM chunks c JOIN vectors v ON v.hash = c.embed_hash "
+                f"WHERE c.id IN ({','.join('?' * len(part))})", part).fetchall()
+        return _matrix(rows)
+
+    def chunk_ids_under(self, path_prefix: str) -> np.ndarray:
+        """Ids of the chunks of files under a directory prefix."""
+        rows = self.conn.execute(
+            "SELECT c.id FROM files f JOIN chunks c ON c.file_id = f.id "
+            "WHERE f.path >= ? AND f.path < ?", prefix_bounds(path_prefix)).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def vector_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+
+    @property
+    def vector_dir(self) -> Path:
+        """Folder of the memory-mapped vector file (stores/vector_index.py)."""
+        return self.path.with_suffix(".vectors")
 
     def size_bytes(self) -> int:
         total = 0
@@ -253,10 +343,20 @@ class SqliteChunkStore:
             p = Path(str(self.path) + suffix)
             if p.exists():
                 total += p.stat().st_size
+        if self.vector_dir.is_dir():
+            total += sum(p.stat().st_size for p in self.vector_dir.iterdir() if p.is_file())
         return total
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _matrix(rows: list) -> tuple[np.ndarray, np.ndarray]:
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    return ids, mat
 
 
 class EmbedCache:

@@ -1,0 +1,155 @@
+"""The memory-mapped vector file beside a chunk store: a rebuildable cache of its vectors.
+
+SQLite stays the source of truth (float32 vectors keyed by text hash; each chunk records the
+sequence number `vec_seq` of the write that gave it a vector). The file holds int8 copies,
+one fixed-size record per chunk: chunk id, scale, int8 row. Records [0, rows) are committed:
+`rows`, the highest `vec_seq` they cover and the vector epoch (bumped when vectors are
+discarded) live in the store's meta table, written in one transaction after the records
+are on disk. So:
+
+- a reader maps exactly the committed records (opening costs a `mmap`, not a load);
+  vectors that arrived after the file's `seq` come from SQLite as a small delta;
+- a writer (holding the index lock) appends past the committed end after truncating any
+  tail a killed writer left, then commits the new `rows`; a rebuild writes a new file
+  under a fresh name, renames it into place and commits its name, so a `kill -9` at any
+  point leaves the previous committed state usable;
+- a reader that still maps an unlinked old file keeps a valid mapping (POSIX semantics).
+
+Deleted chunks stay in the file until the next rebuild; search rescoring drops them
+because their rows are gone from SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+MAGIC = b"DRVEC001"
+HEADER = 64  # bytes: magic, dim (u32), reserved
+SUFFIX = ".i8v"
+
+
+def record_dtype(dim: int) -> np.dtype:
+    return np.dtype([("id", "<i8"), ("scale", "<f4"), ("v", "i1", (dim,))])
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What the store's meta says about the committed vector file."""
+
+    file: str
+    rows: int
+    seq: int
+    epoch: int
+    dim: int
+
+    def dumps(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def loads(raw: str | None) -> "FileState | None":
+        if not raw:
+            return None
+        try:
+            d = json.loads(raw)
+            return FileState(str(d["file"]), int(d["rows"]), int(d["seq"]), int(d["epoch"]),
+                             int(d["dim"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+class MappedVectors:
+    """Read-only view of the committed records of one vector file."""
+
+    def __init__(self, path: Path, state: FileState):
+        self.path, self.state = path, state
+        dt = record_dtype(state.dim)
+        with open(path, "rb") as f:
+            head = f.read(HEADER)
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+        if head[:8] != MAGIC or int.from_bytes(head[8:12], "little") != state.dim:
+            raise ValueError(f"{path} is not a vector file of dimension {state.dim}")
+        if size < HEADER + state.rows * dt.itemsize:
+            raise ValueError(f"{path} is shorter than its committed {state.rows} records")
+        if state.rows:
+            self.records = np.memmap(path, dtype=dt, mode="r", offset=HEADER, shape=(state.rows,))
+        else:
+            self.records = np.zeros(0, dtype=dt)
+        self.ids = np.asarray(self.records["id"])
+        self.scales = np.asarray(self.records["scale"])
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self.records["v"]
+
+
+def quantize(vecs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 rows, float32 scale per row) with row ~= int8 * scale; symmetric, max-abs."""
+    vecs = np.asarray(vecs, dtype=np.float32)
+    if vecs.ndim == 1:
+        vecs = vecs[None, :]
+    peak = np.abs(vecs).max(axis=1) if vecs.size else np.zeros(len(vecs), np.float32)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(vecs / scale[:, None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def _records(dim: int, ids: np.ndarray, vecs: np.ndarray) -> bytes:
+    rec = np.zeros(len(ids), dtype=record_dtype(dim))
+    rec["id"] = ids
+    q, s = quantize(vecs) if len(ids) else (np.zeros((0, dim), np.int8), np.zeros(0, np.float32))
+    rec["scale"] = s
+    rec["v"] = q
+    return rec.tobytes()
+
+
+def write_file(folder: Path, dim: int, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[str, int]:
+    """A new vector file under a fresh name (written aside, then renamed); (name, rows)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = uuid.uuid4().hex + SUFFIX
+    tmp = folder / (name + ".tmp")
+    rows = 0
+    with open(tmp, "wb") as f:
+        f.write(MAGIC + dim.to_bytes(4, "little") + b"\0" * (HEADER - 12))
+        for ids, vecs in batches:
+            f.write(_records(dim, ids, vecs))
+            rows += len(ids)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / name)
+    return name, rows
+
+
+def append_file(path: Path, state: FileState, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> int:
+    """Append records after the committed ones (dropping a tail a killed writer left);
+    returns the new row count, to be committed by the caller."""
+    rec_size = record_dtype(state.dim).itemsize
+    rows = state.rows
+    with open(path, "r+b") as f:
+        f.truncate(HEADER + rows * rec_size)
+        f.seek(0, os.SEEK_END)
+        for ids, vecs in batches:
+            f.write(_records(state.dim, ids, vecs))
+            rows += len(ids)
+        f.flush()
+        os.fsync(f.fileno())
+    return rows
+
+
+def remove_stale(folder: Path, keep: str | None) -> None:
+    """Delete vector files other than `keep` (old generations, tails of killed writers)."""
+    if not folder.is_dir():
+        return
+    for p in folder.iterdir():
+        if p.name != keep and (p.name.endswith(SUFFIX) or p.name.endswith(SUFFIX + ".tmp")):
+            try:
+                p.unlink()
+            except OSError:
+                pass
