@@ -80,17 +80,20 @@ class SourceHandlers:
         if not obj_id:
             raise InputError("id is empty; pass the object id from the offload notice")
         svc = ObjectService(self.cfg.objects)
+        viewer = self.viewer()  # type: ignore[attr-defined]
+        can_see = None if viewer.unfiltered else viewer.can_see
         try:
             if a.get("query"):
-                found = svc.search(obj_id, str(a["query"]), limit=int(a.get("limit") or 20))
+                found = svc.search(obj_id, str(a["query"]), limit=int(a.get("limit") or 20),
+                                   can_see=can_see)
                 # size() reads the length from the row: a get() here would count a
                 # second recall and inflate the recalls/offloaded ratio.
-                total = svc.size(obj_id)
+                total = svc.size(obj_id, can_see=can_see)
                 return self._fit_matches({
                     "id": found.id, "total": total,
                     "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
                                 for m in found.matches]})
-            got = svc.get(obj_id, a.get("start"), a.get("count"))
+            got = svc.get(obj_id, a.get("start"), a.get("count"), can_see=can_see)
         finally:
             svc.close()
         return self._fit_slice({"id": got.id, "total": got.total, "start": got.start,
@@ -161,8 +164,9 @@ class SourceHandlers:
             def objs() -> dict[str, Any]:
                 from ...services.objects import ObjectService
                 svc = ObjectService(self.cfg.objects)
+                viewer = self.viewer()  # type: ignore[attr-defined]
                 try:
-                    st = svc.stats()
+                    st = svc.stats(can_see=None if viewer.unfiltered else viewer.can_see)
                 finally:
                     svc.close()
                 return {k: st[k] for k in ("offloaded", "live", "evicted", "tokens_kept_out",
