@@ -1,0 +1,242 @@
+"""Every `dsh-recall ...` example in the README, run as written on a small fixture world, and
+checked against what the README says it gives back. A new example without a check here
+fails `test_every_readme_example_has_a_check`, so the README cannot promise what the tool
+does not do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from click.testing import CliRunner, Result
+
+from dsh_recall.frontends.cli import _COMMANDS, cli
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+EXE = shutil.which("dsh-recall", path=str(Path(sys.executable).parent)) or "dsh-recall"
+ENV = {"DSH_RECALL_EMBEDDER__NAME": "fake"}
+
+
+def readme_spans() -> list[str]:
+    return re.findall(r"`([^`\n]+)`", README.read_text(encoding="utf-8"))
+
+
+def readme_commands() -> list[str]:
+    """Inline examples: `dsh-recall ...`, or a CLI command and its arguments written without
+    the program name (`object search ID "FAILED"`, `integrate codex`)."""
+    out: list[str] = []
+    for span in readme_spans():
+        words = span.split()
+        if words[0] == "dsh-recall" and len(words) > 1:
+            out.append(span.split(None, 1)[1])
+        elif words[0] in _COMMANDS and len(words) > 1:
+            out.append(span)
+    return list(dict.fromkeys(out))
+
+
+def readme_flags() -> list[str]:
+    """Flag fragments (`--http PORT`, `--config FILE`)."""
+    return [s.split()[0] for s in readme_spans() if s.startswith("--")]
+
+
+# -- the fixture world ----------------------------------------------------------------------
+OCCUPANCY = '''"""Room occupancy from motion and door sensors."""
+
+
+class OccupancyStateMachine:
+    """Decides whether a room is occupied: the state machine over sensor events."""
+
+    def __init__(self):
+        self.state = "vacant"
+
+    def decide(self, event):
+        """The transition: motion makes a room occupied; a quiet timeout makes it vacant."""
+        if event == "motion":
+            self.state = "occupied"
+        elif event == "timeout" and self.state == "occupied":
+            self.state = "vacant"
+        return self.state
+'''
+
+BILLING = '''def invoice_total(lines):
+    """Sum invoice lines with tax."""
+    return sum(line.amount * (1 + line.tax_rate) for line in lines)
+'''
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "src").mkdir()
+    (proj / "src" / "occupancy.py").write_text(OCCUPANCY)
+    (proj / "src" / "billing.py").write_text(BILLING)
+    lines = [f"2024-05-01 12:00:{i % 60:02d} INFO step {i} ok" for i in range(3000)]
+    lines.insert(1500, "2024-05-01 12:30:00 ERROR test_checkout FAILED: expected 200, got 500")
+    (proj / "big.log").write_text("\n".join(lines) + "\n")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "deploy.md").write_text("# Deploy\n\n## Keys\n\nThe deploy key lives in the vault "
+                                     "under ops/deploy; rotate it every 90 days.\n")
+    (notes / "public.md").write_text("# Team\n\nCode review needs two approvals.\n")
+    session = tmp_path / "session.jsonl"
+    turns = [("user", "How should the HTTP client handle retries when the upstream times out?"),
+             ("assistant", "We decided: retries use exponential backoff, at most 3 attempts, "
+                           "and only for idempotent requests."),
+             ("user", "ok, and log each retry at debug level")]
+    session.write_text("".join(json.dumps({"session": "s-retry", "seq": i, "role": r, "text": t,
+                                           "workspace": str(proj), "title": "Retry policy"}) + "\n"
+                               for i, (r, t) in enumerate(turns)))
+    monkeypatch.chdir(proj)
+    # What a user does before the notes and history examples: index notes, import a session.
+    assert invoke(["notes", "index", str(notes), "--wait"]).exit_code == 0
+    assert invoke(["history", "import", str(session)]).exit_code == 0
+    return {"proj": proj, "notes": notes, "before": sorted(p.name for p in proj.iterdir())}
+
+
+def invoke(args: list[str]) -> Result:
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def run(command: str, **subst: str) -> Result:
+    """The README command as written, placeholders (ID, ...) filled in."""
+    args = [subst.get(a, a) for a in shlex.split(command)]
+    r = invoke(args)
+    assert r.exit_code == 0, f"`dsh-recall {command}` failed: {r.output}"
+    return r
+
+
+# -- what each example gives back, per the README ---------------------------------------------
+def code_search(cmd: str, w: dict) -> None:
+    # "ranked excerpts: path, line range, <= 40 lines, symbols, `stale` flag"
+    out = run(cmd).output
+    first = next(ln for ln in out.splitlines() if ln.startswith("== "))
+    assert re.match(r"== src/occupancy\.py:\d+-\d+ ", first), out
+    assert "OccupancyStateMachine" in first
+    data = json.loads(run(cmd + " --json").output)
+    top = data["results"][0]
+    assert top["path"] == "src/occupancy.py" and top["stale"] is False
+    assert "OccupancyStateMachine" in top["symbols"]
+    assert all(r["end_line"] - r["start_line"] < 40 for r in data["results"])
+    # "Everything lives under the recall home, never inside your repository."
+    assert sorted(p.name for p in w["proj"].iterdir()) == w["before"]
+
+
+def history_search(cmd: str, w: dict) -> None:
+    # "sessions, events [startSeq..endSeq], verbatim text one call away"
+    out = run(cmd).output
+    m = re.search(r"^(s-retry) \[(\d+)\.\.(\d+)\]", out, re.M)
+    assert m, out
+    shown = run(f"history show {m.group(1)} --around {m.group(2)}").output
+    assert "We decided: retries use exponential backoff, at most 3 attempts" in shown
+
+
+def object_put(cmd: str, w: dict) -> None:
+    # "head + tail stay inline; the middle comes back by id, range or search"
+    out = run(cmd).output
+    assert out.startswith("2024-05-01 12:00:00 INFO step 0 ok")
+    assert "INFO step 2999 ok" in out and "FAILED" not in out
+    obj = re.search(r"as object (\w+)", out)
+    assert obj, out
+    w["object_id"] = obj.group(1)
+    start = re.search(r"--start (\d+) --count (\d+)", out)
+    got = run(f"object get {obj.group(1)} --start {start.group(1)} --count 200").output
+    assert "INFO step" in got
+
+
+def object_search(cmd: str, w: dict) -> None:
+    object_put("object put big.log", w)
+    out = run(cmd, ID=w["object_id"]).output
+    assert "ERROR test_checkout FAILED: expected 200, got 500" in out
+
+
+def notes_search(cmd: str, w: dict) -> None:
+    # "passages with file, line, heading path, access level (fails closed)"
+    out = run(cmd).output
+    assert re.search(r"^== deploy\.md:\d+-\d+ \[Deploy > Keys\]  personal ", out, re.M), out
+    assert "no notes roots" not in out
+
+
+def mcp_server(cmd: str, w: dict) -> None:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    async def tools() -> list[str]:
+        params = StdioServerParameters(command=EXE, args=shlex.split(cmd),
+                                       env={**os.environ}, cwd=str(w["proj"]))
+        with open(w["proj"].parent / "server.stderr", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return [t.name for t in (await session.list_tools()).tools]
+
+    names = asyncio.run(tools())
+    # "Agents reach it through an MCP server": the four sources' tools.
+    assert {"code_search", "history_search", "notes_search"} <= set(names), names
+    assert any(n.startswith("object") for n in names), names
+
+
+def claude_code_install(cmd: str, w: dict) -> None:
+    run(cmd)
+    mcp = json.loads((w["proj"] / ".mcp.json").read_text())
+    assert mcp["mcpServers"]["recall"]["args"] == ["mcp"]
+    hooks = json.loads((w["proj"] / ".claude" / "settings.json").read_text())["hooks"]
+    # "harness hooks (Claude Code PostToolUse / UserPromptSubmit / SessionStart)"
+    assert {"PostToolUse", "UserPromptSubmit", "SessionStart"} <= set(hooks)
+
+
+def dsh_patch(cmd: str, w: dict) -> None:
+    out = run(cmd).output
+    assert "@deepseek-ai/dsh-mcp-client" in out and "serverName: recall" in out
+
+
+def codex(cmd: str, w: dict) -> None:
+    assert "[mcp_servers.recall]" in run(cmd).output
+
+
+def config_show(cmd: str, w: dict) -> None:
+    out = run(cmd).output
+    assert "[embedder]" in out and "'fake'" in out  # the environment variable took effect
+
+
+CHECKS: dict[str, Callable[[str, dict], None]] = {
+    'search "where is the occupancy state machine decided"': code_search,
+    'history search "what did we decide about retries"': history_search,
+    "object put big.log": object_put,
+    'object search ID "FAILED"': object_search,
+    'notes search "deploy key"': notes_search,
+    "mcp": mcp_server,
+    "integrate claude-code install": claude_code_install,
+    "integrate dsh patch": dsh_patch,
+    "integrate codex": codex,
+    "config show": config_show,
+}
+
+
+def test_every_readme_example_has_a_check():
+    found = readme_commands()
+    assert len(found) >= 8, found  # the parser still finds the examples
+    missing = [c for c in found if c not in CHECKS]
+    assert not missing, f"README examples with no check in {__file__}: {missing}"
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_readme_example_runs_as_written(command, world):
+    CHECKS[command](command, world)
+
+
+def test_readme_flags_exist():
+    helps = {"": invoke(["--help"]).output}
+    for c in readme_commands():
+        helps[c] = invoke(shlex.split(c)[:2] + ["--help"]).output
+    for flag in readme_flags():
+        assert any(re.search(rf"(^|\s){re.escape(flag)}\b", h) for h in helps.values()), flag
