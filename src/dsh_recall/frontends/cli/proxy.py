@@ -18,6 +18,7 @@ import click
 from ...core.config import ObjectsConfig
 from ...core.errors import RecallError
 from ...services.objects import ObjectService
+from ...services.channel import channel_key_from_env
 from .common import get_config
 
 RECALL_TOOL = "recall"
@@ -103,7 +104,8 @@ async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None =
             for block in res.content:
                 if isinstance(block, types.TextContent):
                     try:
-                        put = service.put(block.text, session=session, tool=p.name)
+                        put = service.put(block.text, session=session, tool=p.name,
+                                          channel=channel_key_from_env())
                     except RecallError as e:  # the store is broken: pass the result as is
                         print(f"dsh-recall proxy: {e}", file=sys.stderr)
                         put = None

@@ -14,6 +14,7 @@ import hashlib
 from typing import Any
 
 from ...core.config import Config
+from ...services.channel import channel_key_from_env
 from ...services.objects import ObjectService
 
 # Tools whose output the agent needs verbatim to edit files (Read feeds Edit's exact-match
@@ -43,7 +44,8 @@ class _Rewriter:
     def text(self, value: str, where: str) -> str:
         if len(value) <= self.service.cfg.threshold_chars:
             return value
-        res = self.service.put(value, session=self.session, seq=self._seq(where), tool=self.tool)
+        res = self.service.put(value, session=self.session, seq=self._seq(where), tool=self.tool,
+                               channel=channel_key_from_env())
         if res.offloaded and res.inline != value:
             self.changed = True
             return res.inline
