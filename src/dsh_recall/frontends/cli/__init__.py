@@ -7,11 +7,11 @@ pay for loading the code index, numpy or the embedder.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
-from ...core.errors import RecallError
 
 # command name -> (module under this package, attribute): a click command or group.
 _COMMANDS = {
@@ -52,8 +52,17 @@ def cli(config_file: str | None) -> None:
 
 
 def main() -> None:
+    from ...core.clean import clean_text
+    from .common import one_line_error
+
+    # argv holds invalid UTF-8 as lone surrogates (surrogateescape): clean it at the door.
+    args = [clean_text(a) for a in sys.argv[1:]]
     try:
-        cli(standalone_mode=True)
-    except RecallError as e:  # pragma: no cover - commands handle their own
-        click.echo(f"dsh-recall: {e}", err=True)
+        cli(args=args, prog_name="dsh-recall", standalone_mode=True)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - commands handle their own; this is the last net
+        if os.environ.get("DSH_RECALL_DEBUG"):
+            raise
+        click.echo(one_line_error(e), err=True)
         sys.exit(1)

@@ -58,7 +58,7 @@ def render_search(data: dict[str, Any]) -> str:
               help="Search inside this scope (from the cwd, else the workspace root; default: "
                    "the project around the cwd, e.g. the folder with its go.mod); a scope that "
                    "finds nothing falls back to the whole workspace. `--focus .`: everything.")
-@click.option("--limit", "-n", type=int, default=None, help="Number of results.")
+@click.option("--limit", "-n", type=click.IntRange(1, 200), default=None, help="Number of results (1-200).")
 @click.option("--files", is_flag=True, help="Rank distinct files (best chunk each).")
 @click.option("--explain", is_flag=True, help="Show each ranker's rank per result.")
 @click.option("--lexical-only", is_flag=True, help="Skip the vector layer.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -39,22 +40,52 @@ def get_config(ctx: click.Context, workspace: Path | None = None, **overrides: A
 
 
 def emit(data: Any, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
-    """Print `data` as JSON or through its human renderer."""
+    """Print `data` as JSON or through its human renderer; always valid UTF-8."""
+    from ...core.clean import clean_text
+
     if as_json or human is None:
-        click.echo(json.dumps(data, ensure_ascii=False, indent=None if as_json else 2))
+        out = json.dumps(data, ensure_ascii=False, indent=None if as_json else 2)
     else:
-        click.echo(human(data))
+        out = human(data)
+    click.echo(clean_text(out))
+
+
+def one_line_error(e: BaseException) -> str:
+    """What the user sees for an exception: one line saying what happened."""
+    if isinstance(e, RecallError):
+        return f"dsh-recall: {e}"
+    if isinstance(e, OSError):
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        home = ""
+        try:
+            from ...core.paths import recall_home
+
+            if e.filename and str(e.filename).startswith(str(recall_home())):
+                home = " (the recall home: set DSH_RECALL_HOME to a writable folder)"
+        except Exception:  # noqa: BLE001 - the message matters more than the hint
+            pass
+        return f"dsh-recall: cannot use{where}: {e.strerror or e}{home}"
+    if isinstance(e, MemoryError):
+        return "dsh-recall: out of memory"
+    return (f"dsh-recall: internal error: {type(e).__name__}: {e} "
+            "(set DSH_RECALL_DEBUG=1 for the traceback)")
 
 
 def handle_errors(f: Callable) -> Callable:
-    """Turn a RecallError into a one-line message on stderr and exit code 1."""
+    """Turn any failure into a one-line message on stderr and exit code 1 (never a traceback,
+    unless DSH_RECALL_DEBUG is set)."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return f(*args, **kwargs)
-        except RecallError as e:
-            click.echo(f"dsh-recall: {e}", err=True)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit,
+                KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - one line for the user
+            if os.environ.get("DSH_RECALL_DEBUG") and not isinstance(e, RecallError):
+                raise
+            click.echo(one_line_error(e), err=True)
             sys.exit(1)
 
     return wrapper

@@ -16,7 +16,7 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@click.option("--workspace", "ws", type=click.Path(file_okay=False), help="Workspace root (default: cwd).")
+@click.option("--workspace", "ws", type=click.Path(file_okay=False, exists=True), help="Workspace root (default: cwd).")
 @json_option
 @click.pass_context
 @handle_errors
