@@ -7,9 +7,23 @@ import re
 
 _WORD = re.compile(r"[A-Za-z0-9_]+|[^\x00-\x7F\s]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_CJK = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u31f0-\u31ff]"
-)
+_CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u31f0-\u31ff]"
+_CJK = re.compile(_CJK_CLASS)
+_CJK_RUN = re.compile(_CJK_CLASS + "+")
+_PLAIN = re.compile(r"[a-z]+")  # the commonest word: its only token is itself
+# Identifiers as a query writes them: dotted.names, snake_case, camelCase, PascalCase.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[A-Za-z0-9]*_[A-Za-z0-9_]+"
+                    r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*")
+# _IDENT can only match inside a run of these characters, and tries every start in a run:
+# runs longer than this are not identifiers, which keeps the scan linear in the text.
+_IDENT_RUN = re.compile(r"[A-Za-z0-9_.]+")
+MAX_IDENT_CHARS = 256
+
+# Tokens of each distinct word, memoised: code repeats its identifiers, so nearly every
+# word after the first few files is one dict lookup. Bounded; long words are not kept.
+_TOKENS: dict[str, tuple[str, ...]] = {}
+_TOKENS_MAX = 200_000
+_CACHE_WORD_CHARS = 64
 
 
 def is_cjk(ch: str) -> bool:
@@ -17,35 +31,33 @@ def is_cjk(ch: str) -> bool:
 
 
 def split_identifier(word: str) -> list[str]:
-    """`parseHTTPResponse_v2` -> ['parse', 'http', 'response', 'v2'] (lower case)."""
-    parts: list[str] = []
-    for piece in word.split("_"):
-        if not piece:
-            continue
-        parts.extend(m.group(0).lower() for m in _CAMEL.finditer(piece))
-    return parts
+    """`parseHTTPResponse_v2` -> ['parse', 'http', 'response', 'v', '2'] (lower case)."""
+    return [m.lower() for piece in word.split("_") if piece for m in _CAMEL.findall(piece)]
 
 
 def cjk_bigrams(text: str) -> list[str]:
     """Overlapping character bigrams of each CJK run (a lone character stays a unigram)."""
     out: list[str] = []
-    run: list[str] = []
-
-    def flush() -> None:
+    for run in _CJK_RUN.findall(text):
         if len(run) == 1:
-            out.append(run[0])
-        out.extend(run[i] + run[i + 1] for i in range(len(run) - 1))
-        run.clear()
-
-    for ch in text:
-        if is_cjk(ch):
-            run.append(ch)
+            out.append(run)
         else:
-            if run:
-                flush()
-    if run:
-        flush()
+            out.extend([run[i:i + 2] for i in range(len(run) - 1)])
     return out
+
+
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """The tokens of one _WORD match (see code_tokens)."""
+    if not word.isascii():
+        if _CJK.search(word):
+            return tuple(cjk_bigrams(word))
+        return (word.lower(),)
+    parts = split_identifier(word)
+    if len(parts) > 1:
+        return (word.lower(), *parts)
+    if parts:
+        return (parts[0],)
+    return ()
 
 
 def code_tokens(text: str) -> list[str]:
@@ -54,22 +66,30 @@ def code_tokens(text: str) -> list[str]:
     Every identifier is kept whole (lower-cased) and also split at camelCase and snake_case
     boundaries; CJK runs become overlapping bigrams. Order is preserved.
     """
+    cache = _TOKENS
     out: list[str] = []
-    for m in _WORD.finditer(text):
-        word = m.group(0)
-        if word[0] > "\x7f" or not word.isascii():
-            if any(is_cjk(c) for c in word):
-                out.extend(cjk_bigrams(word))
+    for word in _WORD.findall(text):
+        toks = cache.get(word)
+        if toks is None:
+            if _PLAIN.fullmatch(word):
+                toks = (word,)
             else:
-                out.append(word.lower())
-            continue
-        low = word.lower()
-        parts = split_identifier(word)
-        if len(parts) > 1:
-            out.append(low)
-            out.extend(parts)
-        elif low.strip("_"):
-            out.append(low.strip("_") if parts else low)
+                toks = _word_tokens(word)
+            if len(word) <= _CACHE_WORD_CHARS:
+                if len(cache) >= _TOKENS_MAX:
+                    cache.clear()
+                cache[word] = toks
+        out += toks
+    return out
+
+
+def code_identifiers(text: str) -> list[str]:
+    """Identifiers written in `text` as code (`CodeService.search`, `parse_args`,
+    `HttpClient`), in order; linear in the text however it is built."""
+    out: list[str] = []
+    for run in _IDENT_RUN.findall(text):
+        if len(run) <= MAX_IDENT_CHARS and ("_" in run or "." in run or not run.islower()):
+            out += _IDENT.findall(run)
     return out
 
 

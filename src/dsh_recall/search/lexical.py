@@ -8,10 +8,9 @@ document frequency in the index, so one call stays fast and focused.
 from __future__ import annotations
 
 import math
-import re
 from typing import Callable, Mapping, Sequence
 
-from ..core.text import code_tokens, fts_quote
+from ..core.text import code_identifiers, code_tokens, fts_quote
 
 MAX_QUERY_CHARS = 20_000
 MAX_TERMS = 48
@@ -67,14 +66,10 @@ def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = fr
     return " OR ".join(fts_quote(t) for term in terms for t in [term] * (2 if term in boost else 1))
 
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[A-Za-z0-9]*_[A-Za-z0-9_]+"
-                    r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*")
-
-
 def named_symbols(text: str) -> set[str]:
     """Names the query writes as code (`CodeService.search`, `parse_args`, `HttpClient`, or
     a query that is one identifier), lower-cased, dotted names kept whole."""
-    out = {m.group(0).lower() for m in _IDENT.finditer(text[:MAX_QUERY_CHARS])}
+    out = {m.lower() for m in code_identifiers(text[:MAX_QUERY_CHARS])}
     word = text.strip()
     if word.isidentifier():
         out.add(word.lower())
@@ -85,8 +80,8 @@ def identifier_terms(text: str) -> set[str]:
     """Whole identifiers written in the query (snake_case, camelCase, dotted.names): in a
     bug report or a question they point at code more surely than prose words do."""
     out: set[str] = set()
-    for m in _IDENT.finditer(text[:MAX_QUERY_CHARS]):
-        for part in m.group(0).split("."):
+    for m in code_identifiers(text[:MAX_QUERY_CHARS]):
+        for part in m.split("."):
             if part.strip("_"):
                 out.add(part.lower().strip("_") if part.startswith("__") else part.lower())
     return out
