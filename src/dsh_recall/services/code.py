@@ -24,8 +24,8 @@ from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
 from ..search.fuse import layer_weights, names_symbol, path_prior, rrf, wants_tests
-from ..sources.workspace import (WalkReport, content_skip_reason, iter_marker_dirs,
-                                 parse_source_roots, read_regular, walk)
+from ..sources.workspace import (WalkReport, check_workspace_root, content_skip_reason,
+                                 iter_marker_dirs, parse_source_roots, read_regular, walk)
 from ..stores.base import FileRow, IndexedChunk
 from ..stores.sqlite import SqliteChunkStore
 from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_lock,
@@ -85,6 +85,7 @@ class CodeService:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise InputError(f"workspace {workspace} is not a directory")
+        check_workspace_root(self.workspace)  # not / nor /proc, /sys, /dev
         self.cfg = cfg
         self.home = home or recall_home()
         self.dir = ensure_dir(workspace_dir(self.workspace, self.home))
