@@ -3,32 +3,44 @@
 Per log and overall: the share of characters kept out of the context, and whether
 `recall(id, query)` (at most 20 lines) returns a line inside a ground-truth `E` range for the
 queries an agent would try. Side by side: plain `grep -n -i -F QUERY` in a subprocess, all of
-its lines and its first 20. Then recall latency p50/p95 on the largest log, next to grep's.
+its lines and its first 20.
 
-Ground-truth line numbers count a bare carriage return as a line break (as the search does);
-grep counts only newlines, so a grep line is mapped to the range of ground-truth lines it
-spans and counts as a hit if any of them is an error line (generous to grep).
+Then search latency, side by side in one run, on the largest fail.log and on the largest log
+of the set (a 1.9 MB pass.log): the previous version (`--before`, a git revision, run from
+`git archive` in its own process against the same store: its API in process and its CLI),
+this version (API in process, and the CLI as a subprocess), and `grep -n` as a subprocess.
 
-    python bench/objects_ci_logs.py [CASES_DIR] [--runs N]
+Ground-truth line numbers count a bare carriage return as a line break; our line numbers and
+grep's count only newlines. A returned line is a hit when any ground-truth line its shown text
+covers is an error line; a grep line when any ground-truth line it spans is one.
+
+    python bench/objects_ci_logs.py [CASES_DIR] [--runs N] [--cli-runs N] [--before REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from io import BytesIO
 from pathlib import Path
 
 from dsh_recall.core.config import ObjectsConfig
-from dsh_recall.search.offload import count_breaks
 from dsh_recall.services.objects import ObjectService
 
-DEFAULT_CASES = Path(__file__).resolve().parents[2] / "shared" / "eval" / "ci-logs-dev" / "cases"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CASES = ROOT.parent / "shared" / "eval" / "ci-logs-dev" / "cases"
 FIXED_QUERIES = ["error", "FAILED", "BUILD FAILURE"]
+# The last revision before the search index was stored at put time.
+BEFORE_REV = "4844832"
+_GT_BREAK = re.compile("\r\n|\r|\n")
 
 # Generic shapes of "this test failed" across runners: Maven/Surefire, JUnit, pytest, Go,
 # Jest/Mocha, plus a Java/Python test-looking identifier on an error line.
@@ -63,7 +75,17 @@ def error_lines(case: Path) -> set[int]:
     return lines
 
 
-def grep_lines(path: Path, query: str, nl_to_gt: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def gt_starts(text: str) -> list[int]:
+    """Offsets where ground-truth lines start (a bare \r ends one too)."""
+    return [0] + [m.end() for m in _GT_BREAK.finditer(text)]
+
+
+def gt_lines_of(starts: list[int], begin: int, end: int) -> range:
+    """Ground-truth line numbers (1-based) covering text[begin:end]."""
+    return range(bisect.bisect_right(starts, begin), bisect.bisect_right(starts, max(begin, end - 1)) + 1)
+
+
+def grep_lines(path: Path, query: str, nl_to_gt: list[range]) -> list[range]:
     out = subprocess.run(["grep", "-n", "-i", "-F", "-a", "--", query, str(path)],
                          capture_output=True).stdout.decode("utf-8", "replace")
     spans = []
@@ -74,27 +96,113 @@ def grep_lines(path: Path, query: str, nl_to_gt: list[tuple[int, int]]) -> list[
     return spans
 
 
-def newline_map(text: str) -> list[tuple[int, int]]:
-    """For each newline-terminated line (grep's view): the ground-truth lines it spans."""
-    spans, pos, gt = [], 0, 1
+def newline_map(text: str, starts: list[int]) -> list[range]:
+    """For each newline-terminated line (grep's and ours): the ground-truth lines it spans."""
+    spans, pos = [], 0
     for piece in text.split("\n"):
-        # "\r\n" is one break: the "\r" left at the end of a piece is not another line.
-        extra = count_breaks(piece[:-1] if piece.endswith("\r") else piece)
-        spans.append((gt, gt + extra))
-        gt += extra + 1
+        spans.append(gt_lines_of(starts, pos, pos + len(piece)))
         pos += len(piece) + 1
     return spans
 
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))] if xs else float("nan")
+
+
+def old_tree(rev: str) -> Path | None:
+    """`src/` of revision `rev` unpacked in a temporary folder, or None without git."""
+    try:
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"],
+                             capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    dest = Path(tempfile.mkdtemp(prefix="dsh-recall-before-"))
+    with tarfile.open(fileobj=BytesIO(tar)) as tf:
+        tf.extractall(dest, filter="data")
+    return dest / "src"
+
+
+# Runs in the old tree's own process: its ObjectService against the same store.
+_OLD_API = """
+import json, sys, time
+from dsh_recall.services.objects import ObjectService
+path, obj_id, runs, queries = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+svc = ObjectService(path=path)
+out = []
+for _ in range(runs):
+    for q in queries:
+        t0 = time.perf_counter()
+        svc.search(obj_id, q)
+        out.append((time.perf_counter() - t0) * 1000)
+print(json.dumps(out))
+"""
+
+
+def cli_ms(argv: list[str], env: dict[str, str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(argv, env=env, capture_output=True, check=True)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def latency(svc: ObjectService, home: str, obj_id: str, path: Path, queries: list[str],
+            runs: int, cli_runs: int, before: Path | None) -> None:
+    text = path.read_bytes().decode("utf-8", "replace")
+    nl_map = newline_map(text, gt_starts(text))
+    rec, grp = [], []
+    for _ in range(runs):
+        for q in queries:
+            t0 = time.perf_counter()
+            svc.search(obj_id, q)
+            rec.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            grep_lines(path, q, nl_map)
+            grp.append((time.perf_counter() - t0) * 1000)
+    env = {**os.environ, "DSH_RECALL_HOME": home}
+    # What the `dsh-recall` console script runs (PYTHONPATH picks the version).
+    new_cli = [sys.executable, "-c", "import sys; from dsh_recall.frontends.cli import main; "
+               "sys.argv[0] = 'dsh-recall'; sys.exit(main())"]
+    cli = [t for q in queries for t in cli_ms(new_cli + ["object", "search", obj_id, q, "--json"],
+                                              env, cli_runs)]
+    old_api: list[float] = []
+    old_cli: list[float] = []
+    if before is not None:
+        old_env = {**env, "PYTHONPATH": str(before)}
+        old_api = json.loads(subprocess.run(
+            [sys.executable, "-c", _OLD_API, str(svc.path), obj_id, str(runs), json.dumps(queries)],
+            env=old_env, capture_output=True, check=True, text=True).stdout)
+        old_cli = [t for q in queries for t in cli_ms(
+            new_cli + ["object", "search", obj_id, q, "--json"], old_env, cli_runs)]
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        svc.get(obj_id, len(text) // 2, 8000)
+    rng_ms = (time.perf_counter() - t0) * 1000 / runs
+
+    def row(name: str, xs: list[float]) -> str:
+        return f"  {name:<34} p50 {pct(xs, .5):7.1f} ms   p95 {pct(xs, .95):7.1f} ms"
+
+    print(f"\nsearch latency on {path.parent.name}/{path.name} ({len(text):,} chars, "
+          f"{len(queries)} queries; API x {runs}, CLI x {cli_runs} each):")
+    if before is not None:
+        print(row(f"before ({BEFORE_REV}) API, in process", old_api))
+    print(row("after: API, in process", rec))
+    if before is not None:
+        print(row(f"before ({BEFORE_REV}) CLI, subprocess", old_cli))
+    print(row("after: CLI, subprocess", cli))
+    print(row("grep -n -i -F, subprocess", grp))
+    print(f"  recall(id, start, 8000): {rng_ms:.1f} ms")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="?", default=str(DEFAULT_CASES))
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--cli-runs", type=int, default=5)
+    ap.add_argument("--before", default=BEFORE_REV,
+                    help="git revision to time side by side ('' to skip)")
     args = ap.parse_args()
     cases = sorted(p for p in Path(args.cases).iterdir() if (p / "fail.log").is_file())
     home = tempfile.mkdtemp(prefix="dsh-recall-bench-")
@@ -104,7 +212,7 @@ def main() -> None:
     hits = {"recall": 0, "grep": 0, "grep@20": 0}
     asked = 0
     returned_chars = {"recall": 0, "grep": 0}
-    largest = (0, None, None, None)
+    largest = (0, None, None)
     print(f"{'log':<18} {'chars':>9} {'kept out':>8}  query -> recall@20 / grep@20 / grep(all) "
           "[lines returned recall/grep]")
     for case in cases:
@@ -119,24 +227,28 @@ def main() -> None:
         if not put.offloaded:
             continue
         if len(text) > largest[0]:
-            largest = (len(text), put.id, path, case)
-        nl_map = newline_map(text)
+            largest = (len(text), put.id, path)
+        starts = gt_starts(text)
+        nl_map = newline_map(text, starts)
+        lines = text.split("\n")
         name = failing_test_name(text)
         queries = FIXED_QUERIES + ([name] if name else [])
         for q in queries:
             matches = svc.search(put.id, q).matches
-            r_hit = any(m.line in err for m in matches)
+            r_hit = any(not err.isdisjoint(gt_lines_of(starts, m.offset, m.offset + len(m.text)))
+                        for m in matches)
             g = grep_lines(path, q, nl_map)
-            g_hit = any(any(x in err for x in range(a, b + 1)) for a, b in g)
-            g20_hit = any(any(x in err for x in range(a, b + 1)) for a, b in g[:20])
+            g_hit = any(not err.isdisjoint(r) for r in g)
+            g20_hit = any(not err.isdisjoint(r) for r in g[:20])
             asked += 1
             hits["recall"] += r_hit
             hits["grep"] += g_hit
             hits["grep@20"] += g20_hit
             returned_chars["recall"] += sum(len(m.text) for m in matches)
-            lines = text.splitlines()
-            returned_chars["grep"] += sum(len(lines[a - 1]) if a - 1 < len(lines) else 0
-                                          for a, _ in g)
+            grep_nums = subprocess.run(["grep", "-n", "-i", "-F", "-a", "--", q, str(path)],
+                                       capture_output=True).stdout.decode("utf-8", "replace")
+            returned_chars["grep"] += sum(len(lines[int(n) - 1]) for n in re.findall(
+                r"(?m)^(\d+):", grep_nums) if int(n) <= len(lines))
             mark = lambda b: "HIT " if b else "miss"  # noqa: E731
             print(f"{'':<38} {q[:28]!r:<30} {mark(r_hit)} / {mark(g20_hit)} / {mark(g_hit)} "
                   f"[{len(matches)}/{len(g)}]")
@@ -147,29 +259,21 @@ def main() -> None:
           f"grep first 20 {hits['grep@20'] / asked:.1%}, grep all lines {hits['grep'] / asked:.1%}")
     print(f"chars returned: recall {returned_chars['recall']:,}, grep all {returned_chars['grep']:,}")
 
-    size, obj_id, path, case = largest
-    text = path.read_bytes().decode("utf-8", "replace")
-    nl_map = newline_map(text)
-    name = failing_test_name(text)
-    queries = FIXED_QUERIES + ([name] if name else [])
-    rec, grp = [], []
-    for _ in range(args.runs):
-        for q in queries:
-            t0 = time.perf_counter()
-            svc.search(obj_id, q)
-            rec.append((time.perf_counter() - t0) * 1000)
-            t0 = time.perf_counter()
-            grep_lines(path, q, nl_map)
-            grp.append((time.perf_counter() - t0) * 1000)
-    t0 = time.perf_counter()
-    for _ in range(args.runs):
-        svc.get(obj_id, size // 2, 8000)
-    rng_ms = (time.perf_counter() - t0) * 1000 / args.runs
-    print(f"latency on the largest log ({case.name}, {size:,} chars, {len(queries)} queries x "
-          f"{args.runs}): recall(id, query) p50 {pct(rec, .5):.1f} ms p95 {pct(rec, .95):.1f} ms "
-          f"(in process: store read + inflate + search); grep -n subprocess p50 "
-          f"{pct(grp, .5):.1f} ms p95 {pct(grp, .95):.1f} ms; recall(id, start, 8000) "
-          f"{rng_ms:.1f} ms")
+    before = old_tree(args.before) if args.before else None
+    if args.before and before is None:
+        print(f"(no git checkout: the {args.before} column is left out)")
+    size, obj_id, path = largest
+    name = failing_test_name(path.read_bytes().decode("utf-8", "replace"))
+    latency(svc, home, obj_id, path, FIXED_QUERIES + ([name] if name else []), args.runs,
+            args.cli_runs, before)
+    # The biggest log of the set (a passing build's), for the issue's 1.7 MB figure.
+    biggest = max((p for c in Path(args.cases).iterdir() for p in c.glob("*.log")),
+                  key=lambda p: p.stat().st_size)
+    if biggest != path:
+        text = biggest.read_bytes().decode("utf-8", "replace")
+        put = svc.put(text, session="bench-big", tool="ci-log")
+        latency(svc, home, put.id, biggest, FIXED_QUERIES + ["shouldHaveFailed"], args.runs,
+                args.cli_runs, before)
     svc.close()
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import itertools
 import re
 import unicodedata
 from array import array
@@ -243,16 +242,20 @@ class LineMatch:
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_WORDS = 16
 MAX_QUERY_GRAMS = 32
-# The shape rule looks at this many matching lines at most before giving up on new shapes.
-SHAPE_SCAN = 20_000
+# Bump when what `build_index` stores changes: a stored index of another version is rebuilt.
+INDEX_VERSION = 1
 
 # Terminal colour / cursor sequences (CI logs are full of them): ignored by search.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# A line's shape: its first two words of 3+ letters (timestamps and numbers skipped). Matches
+# exactly once at every line start (an empty match for an empty line), so one findall over
+# the folded text gives every line's shape in one C-level pass.
+_SHAPES = re.compile(r"(?m)^(?:[^\n]*?([^\W\d_]{3,}))?(?:[^\n]*?([^\W\d_]{3,}))?[^\n]*")
 
 
 def line_starts(text: str) -> array:
-    """Code-point offset of the start of every line. Only \\n ends a line (\\r\\n is a \\n
-    with a \\r before it); a bare \\r, a progress bar redrawing itself, stays inside its line,
+    r"""Code-point offset of the start of every line. Only \n ends a line (\r\n is a \n
+    with a \r before it); a bare \r, a progress bar redrawing itself, stays inside its line,
     as in grep, editors and `wc -l`."""
     out = array("q", [0])
     find = text.find
@@ -264,22 +267,31 @@ def line_starts(text: str) -> array:
 
 
 def count_breaks(text: str, start: int = 0, end: int | None = None) -> int:
-    """Line breaks in text[start:end], by the same rule as `line_starts` (\\n only)."""
+    r"""Line breaks in text[start:end], by the same rule as `line_starts` (\n only)."""
     return text.count("\n", start, len(text) if end is None else end)
+
+
+def line_shapes(low: str) -> array:
+    """A shape id per line of `low` (folded text): lines with the same first two words share
+    an id."""
+    ids: dict[tuple[str, str], int] = {}
+    return array("q", [ids.setdefault(k, len(ids)) for k in _SHAPES.findall(low)])
 
 
 @dataclass(frozen=True)
 class LineIndex:
     """What a search needs of one object, computed once when it is stored.
 
-    `view` is the text without terminal escapes (the text itself when it has none) and
-    `starts` the view offset of every line start. `esc_at` / `esc_cum` map a view offset back
-    into the stored text: the escapes removed at or before view offset esc_at[k] add up to
-    esc_cum[k] chars. Escapes never hold a line break, so line numbers are the same in both.
+    `view` is the text without terminal escapes (the text itself when it has none),
+    `starts` the view offset of every line start and `shapes` a shape id per line.
+    `esc_at` / `esc_cum` map a view offset back into the stored text: the escapes removed at
+    or before view offset esc_at[k] add up to esc_cum[k] chars. Escapes never hold a line
+    break, so line numbers are the same in both.
     """
 
     view: str
     starts: Sequence[int]
+    shapes: Sequence[int]
     esc_at: Sequence[int] = ()
     esc_cum: Sequence[int] = ()
 
@@ -292,39 +304,29 @@ class LineIndex:
 
 
 def build_index(text: str) -> LineIndex:
-    """The search index of `text` (already surrogate-joined): one pass for the escapes, one
-    for the line starts."""
-    if "\x1b" not in text:
-        return LineIndex(text, line_starts(text))
+    """The search index of `text` (already surrogate-joined): a pass for the escapes, one
+    for the line starts, one for the shapes."""
     esc_at, esc_cum = array("q"), array("q")
-    removed = 0
-    for m in _ANSI.finditer(text):
-        removed += m.end() - m.start()
-        esc_at.append(m.end() - removed)  # where the next char lands in the view
-        esc_cum.append(removed)
-    if not esc_at:
-        return LineIndex(text, line_starts(text))
-    view = _ANSI.sub("", text)
-    return LineIndex(view, line_starts(view), esc_at, esc_cum)
+    view = text
+    if "\x1b" in text:
+        removed = 0
+        for m in _ANSI.finditer(text):
+            removed += m.end() - m.start()
+            esc_at.append(m.end() - removed)  # where the next char lands in the view
+            esc_cum.append(removed)
+        if esc_at:
+            view = _ANSI.sub("", text)
+    return LineIndex(view, line_starts(view), line_shapes(fold_case(view)), esc_at, esc_cum)
 
 
 def clean_query(query: str) -> tuple[str, bool]:
-    """The query as searched: surrogates joined, lone ones as U+FFFD, trimmed, and cut to
-    `MAX_QUERY_CHARS`. Returns (query, whether it was cut)."""
-    q = scrub_surrogates(join_surrogates(query)).strip()
+    """The query as searched: surrogates joined, lone ones as U+FFFD, line breaks as spaces
+    (a match never spans lines), trimmed, and cut to `MAX_QUERY_CHARS`. Returns (query,
+    whether it was cut)."""
+    q = scrub_surrogates(join_surrogates(query)).replace("\r", " ").replace("\n", " ").strip()
     if len(q) > MAX_QUERY_CHARS:
         return q[:MAX_QUERY_CHARS].rstrip(), True
     return q, False
-
-
-def _find_all(hay: str, needle: str, cap: int) -> list[int]:
-    out: list[int] = []
-    find = hay.find
-    i = find(needle)
-    while i != -1 and len(out) < cap:
-        out.append(i)
-        i = find(needle, i + 1)
-    return out
 
 
 def _grams(word: str) -> list[str]:
@@ -333,61 +335,6 @@ def _grams(word: str) -> list[str]:
 
 def _is_word(c: str) -> bool:
     return c.isalnum() or c == "_"
-
-
-_SHAPE_WORD = re.compile(r"[^\W\d_]{3,}")
-
-
-def _shape(line: str) -> str:
-    """A line's shape: its first two words of letters (timestamps and numbers skipped)."""
-    return " ".join(m.group(0).lower() for m in itertools.islice(_SHAPE_WORD.finditer(line), 2))
-
-
-def _diversify(lines: list[int], text: str, starts: Sequence[int], limit: int,
-               per_shape: int = 2) -> list[int]:
-    """Given order, but at most `per_shape` lines of one shape before every other shape."""
-    first: list[int] = []
-    rest: list[int] = []
-    seen: dict[str, int] = {}
-    for n, li in enumerate(lines):
-        if len(first) >= limit or n >= SHAPE_SCAN:
-            rest.extend(lines[n:n + limit])
-            break
-        end = starts[li + 1] if li + 1 < len(starts) else len(text)
-        key = _shape(text[starts[li]:min(end, starts[li] + 200)])
-        seen[key] = seen.get(key, 0) + 1
-        (first if seen[key] <= per_shape else rest).append(li)
-    return (first + rest)[:limit]
-
-
-class _Grader:
-    """Where each line's best hit of one term is, and how good it is: 0 for the exact case
-    as a whole word, 1 whole word in another case, 2 exact case inside a longer word, 3 in
-    another case inside a longer word. A query in lower case asks for no case, so only the
-    word test counts for it."""
-
-    def __init__(self, view: str, low: str, starts: Sequence[int], cap: int):
-        self.view, self.low, self.starts, self.cap = view, low, starts, cap
-
-    def lines(self, exact: str, folded: str) -> dict[int, tuple[int, int]]:
-        """line index -> (grade, first position of that grade), lines in file order."""
-        view, starts, n = self.view, self.starts, len(folded)
-        left, right = _is_word(folded[0]), _is_word(folded[-1])
-        cased = exact != folded
-        end = len(view)
-        out: dict[int, tuple[int, int]] = {}
-        li = 0
-        for pos in _find_all(self.low, folded, self.cap):
-            whole = not ((left and pos > 0 and _is_word(view[pos - 1]))
-                         or (right and pos + n < end and _is_word(view[pos + n])))
-            grade = (0 if whole else 2) + (1 if cased and not view.startswith(exact, pos) else 0)
-            # Hits come in file order: move the line forward only when needed.
-            if li + 1 < len(starts) and starts[li + 1] <= pos:
-                li = bisect.bisect_right(starts, pos, li) - 1
-            cur = out.get(li)
-            if cur is None or grade < cur[0]:
-                out[li] = (grade, pos)
-        return out
 
 
 def _query_words(q: str) -> list[tuple[str, str]]:
@@ -404,6 +351,104 @@ def _query_words(q: str) -> list[tuple[str, str]]:
     return words
 
 
+class _Lines:
+    """Line-at-a-time matching over one view: every scan is `str.find` in C, jumping to the
+    next line after a line's first hit, so the Python work is one step per matching line."""
+
+    def __init__(self, view: str, starts: Sequence[int], cap: int):
+        self.view, self.starts, self.cap = view, starts, cap
+        self.low = fold_case(view)
+
+    def end(self, li: int) -> int:
+        r"""Where line `li` ends (its \n included)."""
+        return self.starts[li + 1] if li + 1 < len(self.starts) else len(self.view)
+
+    def hits(self, folded: str) -> list[tuple[int, int]]:
+        """(line, first hit) of every line holding `folded`, in file order, at most `cap`."""
+        find, starts, n = self.low.find, self.starts, len(self.starts)
+        out: list[tuple[int, int]] = []
+        li = 0
+        pos = find(folded)
+        while pos != -1 and len(out) < self.cap:
+            li = bisect.bisect_right(starts, pos, li) - 1
+            out.append((li, pos))
+            if li + 1 >= n:
+                break
+            pos = find(folded, starts[li + 1])
+        return out
+
+    def graded(self, exact: str, folded: str, li: int = 0,
+               only: bool = False) -> list[tuple[int, int, int]]:
+        """(grade, position, line) of the best hit of a term in every line holding it, in
+        file order, at most `cap` lines. Grade 0: the exact case as a whole word, 1: a whole
+        word in another case, 2: the exact case inside a longer word, 3: another case inside
+        a longer word. A term in lower case asks for no case, so only the word test counts
+        for it. From line `li` on (`only`: that line alone)."""
+        view, starts, find = self.view, self.starts, self.low.find
+        nlines, nview, n = len(starts), len(view), len(folded)
+        left, right, cased = _is_word(folded[0]), _is_word(folded[-1]), exact != folded
+        startswith = view.startswith
+        out: list[tuple[int, int, int]] = []
+        hi = self.end(li) if only else nview
+        pos = find(folded, starts[li], hi)
+        while pos != -1 and len(out) < self.cap:
+            li = bisect.bisect_right(starts, pos, li) - 1
+            le = starts[li + 1] if li + 1 < nlines else nview
+            best, at, p = 4, pos, pos
+            while p != -1:  # the line's hits, until a best one
+                g = 1 if cased and not startswith(exact, p) else 0
+                if left and p > 0:
+                    c = view[p - 1]
+                    if c.isalnum() or c == "_":
+                        g += 2
+                if g < 2 and right and p + n < nview:
+                    c = view[p + n]
+                    if c.isalnum() or c == "_":
+                        g += 2
+                if g < best:
+                    best, at = g, p
+                    if g == 0:
+                        break
+                p = find(folded, p + 1, le)
+            out.append((best, at, li))
+            pos = find(folded, le, hi) if le < hi else -1
+        return out
+
+
+# Rarity of a term (which word or trigram to start from, which trigrams are on most lines) is
+# estimated from this many evenly spread slices of this size: a full count per trigram was
+# most of a fuzzy search's time on megabyte logs.
+_SAMPLES, _SAMPLE_CHARS = 8, 16_384
+
+
+def _rough_count(low: str, term: str) -> float:
+    """About how often `term` occurs in `low` (exact below 8 x 16k chars)."""
+    n = len(low)
+    if n <= _SAMPLES * _SAMPLE_CHARS:
+        return low.count(term)
+    step = n // _SAMPLES
+    found = sum(low.count(term, i * step, i * step + _SAMPLE_CHARS) for i in range(_SAMPLES))
+    return found * n / (_SAMPLES * _SAMPLE_CHARS)
+
+
+def _diversify(order: list[int], shapes: Sequence[int], limit: int,
+               per_shape: int = 2) -> list[int]:
+    """Given order, but at most `per_shape` lines of one shape before every other shape."""
+    first: list[int] = []
+    rest: list[int] = []
+    seen: dict[int, int] = {}
+    for li in order:
+        if len(first) >= limit:
+            break
+        k = shapes[li] if li < len(shapes) else -1
+        c = seen[k] = seen.get(k, 0) + 1
+        if c <= per_shape:
+            first.append(li)
+        elif len(rest) < limit:
+            rest.append(li)
+    return (first + rest)[:limit]
+
+
 def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
                  max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000) -> list[LineMatch]:
     """Up to `limit` lines matching `query`, best first.
@@ -416,62 +461,89 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
     words, digits ignored) before every other shape, so a log's thousand "Tests run: ...,
     Errors: 0" lines do not hide its one "[ERROR] ..." line.
 
-    Each tier is a bounded number of C-level `str.find` scans of the view (the query is cut
-    to `MAX_QUERY_CHARS`, words to `MAX_QUERY_WORDS`, trigrams to `MAX_QUERY_GRAMS`), so the
-    work is linear in the object's size. The shown text comes from the view (escapes left
-    out); `offset` is where it starts in the stored text.
+    Work is linear in the object's size: the query is cut to `MAX_QUERY_CHARS`, words to
+    `MAX_QUERY_WORDS`, trigrams to `MAX_QUERY_GRAMS`, each scanned by C-level `str.find`,
+    with one Python step per matching line (at most `cap` per term). The shown text comes
+    from the view (escapes left out); `offset` is where it starts in the stored text.
     """
     exact, _ = clean_query(query)
     q = fold_case(exact)
     if not q or limit <= 0:
         return []
-    view, starts = idx.view, idx.starts
-    low = fold_case(view)
-    grader = _Grader(view, low, starts, cap)
+    lines = _Lines(idx.view, idx.starts, cap)
     picked: dict[int, int] = {}  # line index -> hit position, in answer order
 
-    def take(graded: dict[int, tuple[int, int]]) -> None:
-        order = sorted((li for li in graded if li not in picked), key=lambda li: (graded[li][0], li))
-        for li in _diversify(order, view, starts, limit - len(picked)):
-            picked[li] = graded[li][1]
+    def take(graded: list[tuple[int, int, int]]) -> None:
+        """Add (grade, pos, line) candidates: by grade, then file order and shape."""
+        graded.sort()  # positions grow with lines: (grade, pos) is (grade, file order)
+        pos_of = {li: pos for _, pos, li in graded}
+        order = [li for _, _, li in graded if li not in picked]
+        for li in _diversify(order, idx.shapes, limit - len(picked)):
+            picked[li] = pos_of[li]
 
-    take(grader.lines(exact, q))
+    take(lines.graded(exact, q))
     words = _query_words(exact)
     if len(picked) < limit and len(words) > 1:
-        per_word = [grader.lines(e, f) for e, f in words]
-        common = set(per_word[0]).intersection(*per_word[1:])
-        take({li: (max(pw[li][0] for pw in per_word), per_word[0][li][1]) for li in common})
+        take(_all_words(lines, words, set(picked)))
     if len(picked) < limit and words:
-        _fuzzy(low, starts, [f for _, f in words], limit, cap, picked)
+        _fuzzy(lines, [f for _, f in words], limit, picked)
     return [_shown(idx, li, pos, max_line_chars) for li, pos in picked.items()]
 
 
-def _fuzzy(low: str, starts: Sequence[int], words: list[str], limit: int, cap: int,
-           picked: dict[int, int]) -> None:
+def _all_words(lines: _Lines, words: list[tuple[str, str]],
+               skip: set[int]) -> list[tuple[int, int, int]]:
+    """(grade, pos, line) of lines holding every word; a line's grade is its worst word's.
+    Candidates are the lines of the rarest word; the others are looked for in each."""
+    low = lines.low
+    counts = [_rough_count(low, f) for _, f in words]
+    order = sorted(range(len(words)), key=lambda i: counts[i])
+    e0, f0 = words[order[0]]
+    others = [words[i] for i in order[1:]]
+    out: list[tuple[int, int, int]] = []
+    for grade, pos, li in lines.graded(e0, f0):
+        if li in skip:
+            continue
+        ls, le = lines.starts[li], lines.end(li)
+        if all(low.find(f, ls, le) != -1 for _, f in others):
+            for e, f in others:
+                grade = max(grade, lines.graded(e, f, li, only=True)[0][0])
+            out.append((grade, pos, li))
+    return out
+
+
+def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int]) -> None:
+    """Lines sharing at least 60% of the query's informative trigrams, most shared first."""
+    low = lines.low
     grams = list(dict.fromkeys(g for w in words for g in _grams(w)))
     if len(grams) > MAX_QUERY_GRAMS:  # spread over the whole query
         step = len(grams) / MAX_QUERY_GRAMS
         grams = [grams[int(i * step)] for i in range(MAX_QUERY_GRAMS)]
-    # A trigram on most lines tells nothing (and costs the most): leave it out.
-    common = {g for g in grams if low.count(g) > len(starts) // 2}
-    if len(common) < len(grams):
-        grams = [g for g in grams if g not in common]
-    hits: dict[int, set[int]] = {}
-    first: dict[int, int] = {}
-    for gi, g in enumerate(grams):
-        for pos in _find_all(low, g, cap):
-            li = bisect.bisect_right(starts, pos) - 1
-            hits.setdefault(li, set()).add(gi)
-            first.setdefault(li, pos)
-    need = max(1, -(-len(grams) * 3 // 5))  # at least 60% of the query's trigrams
-    fuzzy = sorted((li for li, s in hits.items() if len(s) >= need and li not in picked),
-                   key=lambda li: (-len(hits[li]), li))
-    for li in fuzzy[: limit - len(picked)]:
-        picked[li] = first[li]
+    counts = {g: _rough_count(low, g) for g in grams}
+    # A trigram on most lines tells nothing: leave it out (unless all are like that).
+    informative = [g for g in grams if counts[g] <= len(lines.starts) // 2] or grams
+    need = max(1, -(-len(informative) * 3 // 5))
+    # A line holding `need` of the m trigrams holds one of any m - need + 1 of them: the
+    # rarest ones give the candidates, which are then checked for all.
+    seeds = sorted(informative, key=lambda g: counts[g])[: len(informative) - need + 1]
+    cands: dict[int, int] = {}
+    for g in seeds:
+        for li, pos in lines.hits(g):
+            if li not in picked and pos < cands.get(li, pos + 1):
+                cands[li] = pos
+    scored = []
+    starts, last = lines.starts, len(lines.starts) - 1
+    for li, pos in cands.items():
+        line = low[starts[li]:starts[li + 1] if li < last else len(low)]
+        n = sum(map(line.__contains__, informative))
+        if n >= need:
+            scored.append((-n, li, pos))
+    scored.sort()
+    for _, li, pos in scored[: limit - len(picked)]:
+        picked[li] = pos
 
 
 def _shown(idx: LineIndex, li: int, pos: int, max_line_chars: int) -> LineMatch:
-    """Line `li` as shown: the whole line, or for a progress-bar line (bare \\r inside) the
+    r"""Line `li` as shown: the whole line, or for a progress-bar line (bare \r inside) the
     redraw holding the hit, or for a very long one a window around the hit."""
     view, starts = idx.view, idx.starts
     ls = starts[li]

@@ -17,6 +17,7 @@ from ..core.errors import InputError
 from ..core.paths import recall_home
 from ..core.text import estimate_tokens
 from ..search.offload import (
+    INDEX_VERSION,
     MAX_QUERY_CHARS,
     SEARCH_LIMIT,
     Candidate,
@@ -114,8 +115,8 @@ class ResultText:
 def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> BlobParts:
     """`text`'s payload (when `data` is given) and search index, compressed."""
     idx = idx or build_index(text)
-    return blob_parts(data, None if idx.view is text else idx.view, idx.starts, idx.esc_at,
-                      idx.esc_cum)
+    return blob_parts(data, None if idx.view is text else idx.view, INDEX_VERSION,
+                      [idx.starts, idx.shapes, idx.esc_at, idx.esc_cum])
 
 
 def _non_negative(name: str, value: float | None) -> None:
@@ -286,13 +287,14 @@ class ObjectService:
         """The stored search index of a live object (built and stored on first search for a
         payload written by an older version)."""
         parts = self.store.search_parts(row.sha or "")
-        if parts is None:
+        if parts is None or parts.version != INDEX_VERSION:
             text = self._text(row)
             idx = build_index(text)
             self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
             return idx
         view = self._text(row) if parts.view is None else parts.view.decode("utf-8", "surrogatepass")
-        return LineIndex(view, parts.line_starts, parts.esc_at, parts.esc_cum)
+        starts, shapes, esc_at, esc_cum = parts.arrays
+        return LineIndex(view, starts, shapes, esc_at, esc_cum)
 
     def size(self, obj_id: str, can_see: CanSee | None = None) -> int:
         """Total chars of a live object, without reading its payload or counting a recall."""

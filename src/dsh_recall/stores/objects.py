@@ -3,19 +3,20 @@
 Tables: `objects` (one row per offloaded result, with the access channel that produced it;
 an evicted one keeps its row as a tombstone with `sha` NULL), `blobs` (zlib payloads keyed by
 the SHA-256 of the raw text, stored once, with what a line search needs: the text without
-terminal escapes when it has any, line starts, escape offsets), `counters` (recalls).
+terminal escapes when it has any, and its line index), `counters` (recalls).
 Everything else is derived by query, so two processes never disagree. Every write is one
 `BEGIN IMMEDIATE` transaction: a process killed mid-put leaves nothing.
 
 Columns added after schema 1 first shipped (`objects.channel`, `blobs.view`,
-`blobs.line_starts`, `blobs.escapes`) are added on open when missing; older rows keep NULL
-there (no channel; a search index built on first search).
+`blobs.line_index`) are added on open when missing; older rows keep NULL there (no channel;
+a search index built and stored on first search).
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+import struct
 import zlib
 from array import array
 from dataclasses import dataclass, replace
@@ -38,8 +39,7 @@ SCHEMA = [
         stored_bytes INTEGER NOT NULL,
         payload BLOB NOT NULL,
         view BLOB,
-        line_starts BLOB,
-        escapes BLOB)""",
+        line_index BLOB)""",
     """CREATE TABLE objects (
         id TEXT PRIMARY KEY,
         session TEXT NOT NULL,
@@ -65,7 +65,7 @@ _OBJECT_COLS = ("id, session, seq, tool, chars, tokens, inline_chars, inline_tok
                 "raw_bytes, created, sha, evicted, channel")
 # (table, column, type) added since schema 1 first shipped: added on open when missing.
 _ADDED_COLUMNS = (("objects", "channel", "TEXT"), ("blobs", "view", "BLOB"),
-                  ("blobs", "line_starts", "BLOB"), ("blobs", "escapes", "BLOB"))
+                  ("blobs", "line_index", "BLOB"))
 
 
 @dataclass(frozen=True)
@@ -87,52 +87,62 @@ class ObjectRow:
 
 @dataclass(frozen=True)
 class BlobParts:
-    """A payload as stored: zlib text, and its search index (`view` None when the text has
-    no escapes; `escapes` None when there are none)."""
+    """A payload as stored: zlib text, and its search index (`view`, zlib text without
+    escapes, None when the text has none; `line_index`, packed int arrays)."""
 
     payload: bytes
     view: bytes | None
-    line_starts: bytes
-    escapes: bytes | None
+    line_index: bytes | None
 
     @property
     def stored_bytes(self) -> int:
-        return (len(self.payload) + len(self.view or b"") + len(self.line_starts)
-                + len(self.escapes or b""))
+        return len(self.payload) + len(self.view or b"") + len(self.line_index or b"")
 
 
 @dataclass(frozen=True)
 class SearchParts:
-    """A blob's search index as read back: the view text's UTF-8 (None: the payload is the
-    view), line starts, and the escape map (two equal-length sequences, or empty)."""
+    """A blob's search index as read back: the view's UTF-8 (None: the payload is the
+    view), and the version and int arrays it was packed with."""
 
     view: bytes | None
-    line_starts: Sequence[int]
-    esc_at: Sequence[int]
-    esc_cum: Sequence[int]
+    version: int
+    arrays: list[array]
 
 
-def pack_ints(values: Sequence[int]) -> bytes:
-    """Non-negative ints as a type byte + zlib of the machine array (uint32 when they fit)."""
-    code = "I" if not values or max(values) < 2**32 else "q"
-    return code.encode() + zlib.compress(array(code, values).tobytes(), 6)
+_INDEX_HEAD = struct.Struct("<BcI")
 
 
-def unpack_ints(data: bytes) -> array:
-    arr = array(data[:1].decode())
-    arr.frombytes(zlib.decompress(data[1:]))
-    return arr
+def pack_index(version: int, arrays: Sequence[Sequence[int]]) -> bytes:
+    """Non-negative int arrays as one zlib blob: a header (version, item type, count,
+    lengths), then the machine arrays (uint32 when every value fits)."""
+    code = "I" if all(not a or max(a) < 2**32 for a in arrays) else "q"
+    head = _INDEX_HEAD.pack(version, code.encode(), len(arrays))
+    head += struct.pack(f"<{len(arrays)}Q", *(len(a) for a in arrays))
+    return zlib.compress(head + b"".join(array(code, a).tobytes() for a in arrays), 6)
 
 
-def blob_parts(data: bytes | None, view: str | None, line_starts: Sequence[int],
-               esc_at: Sequence[int], esc_cum: Sequence[int]) -> BlobParts:
+def unpack_index(data: bytes) -> tuple[int, list[array]]:
+    raw = zlib.decompress(data)
+    version, code, n = _INDEX_HEAD.unpack_from(raw)
+    lens = struct.unpack_from(f"<{n}Q", raw, _INDEX_HEAD.size)
+    off = _INDEX_HEAD.size + 8 * n
+    out = []
+    for length in lens:
+        arr = array(code.decode())
+        arr.frombytes(raw[off:off + length * arr.itemsize])
+        off += length * arr.itemsize
+        out.append(arr)
+    return version, out
+
+
+def blob_parts(data: bytes | None, view: str | None, version: int,
+               arrays: Sequence[Sequence[int]]) -> BlobParts:
     """Compress a payload and its search index for `ObjectStore.put` (`data` None: the
     index alone, for `set_search_parts`)."""
     return BlobParts(
         payload=b"" if data is None else zlib.compress(data, 6),
         view=None if view is None else zlib.compress(encode_text(view), 6),
-        line_starts=pack_ints(line_starts),
-        escapes=pack_ints(array("q", esc_at) + array("q", esc_cum)) if esc_at else None,
+        line_index=pack_index(version, arrays),
     )
 
 
@@ -302,16 +312,16 @@ class ObjectStore:
         if self.has_blob(sha):
             return  # same text already stored: dedupe
         if parts is None:
-            parts = BlobParts(zlib.compress(data, 6), None, b"", None)
+            parts = BlobParts(zlib.compress(data, 6), None, None)
         self.db.execute(
-            "INSERT INTO blobs(sha, raw_bytes, stored_bytes, payload, view, line_starts, "
-            "escapes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (sha, len(data), parts.stored_bytes, parts.payload, parts.view,
-             parts.line_starts or None, parts.escapes),
+            "INSERT INTO blobs(sha, raw_bytes, stored_bytes, payload, view, line_index) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (sha, len(data), parts.stored_bytes, parts.payload, parts.view, parts.line_index),
         )
 
     def set_search_parts(self, sha: str, parts: BlobParts) -> bool:
-        """Store the search index of a blob written without one (by an older version).
+        """Store the search index of a blob written without one, or with an index of
+        another version (by an older dsh-recall): it replaces that one.
         Best effort: a read-only or busy store just answers without keeping it (False)."""
         try:
             self._begin()
@@ -320,10 +330,9 @@ class ObjectStore:
         ok = False
         try:
             self.db.execute(
-                "UPDATE blobs SET view = ?, line_starts = ?, escapes = ?, "
-                "stored_bytes = stored_bytes + ? WHERE sha = ? AND line_starts IS NULL",
-                (parts.view, parts.line_starts, parts.escapes,
-                 parts.stored_bytes - len(parts.payload), sha))
+                "UPDATE blobs SET stored_bytes = stored_bytes - COALESCE(LENGTH(view), 0) "
+                "- COALESCE(LENGTH(line_index), 0) + ?, view = ?, line_index = ? WHERE sha = ?",
+                (parts.stored_bytes - len(parts.payload), parts.view, parts.line_index, sha))
             ok = True
         except sqlite3.OperationalError:
             return False
@@ -404,14 +413,12 @@ class ObjectStore:
 
     def search_parts(self, sha: str) -> SearchParts | None:
         """The stored search index of a blob, or None when it has none yet."""
-        r = self.db.execute("SELECT view, line_starts, escapes FROM blobs WHERE sha = ?",
+        r = self.db.execute("SELECT view, line_index FROM blobs WHERE sha = ?",
                             (sha,)).fetchone()
         if r is None or r[1] is None:
             return None
-        esc = unpack_ints(r[2]) if r[2] is not None else array("I")
-        half = len(esc) // 2
-        return SearchParts(None if r[0] is None else zlib.decompress(r[0]),
-                           unpack_ints(r[1]), esc[:half], esc[half:])
+        version, arrays = unpack_index(r[1])
+        return SearchParts(None if r[0] is None else zlib.decompress(r[0]), version, arrays)
 
     def counter(self, name: str) -> int:
         r = self.db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
