@@ -98,7 +98,9 @@ def test_lone_surrogates_in_payload():
                                        "stderr": "", "interrupted": False, "isImage": False}))
     code, out = _run(None, raw=raw.encode())
     new = json.loads(out)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
-    assert new.startswith("\ud83d") and new.endswith("\U0001F600")
+    # Hook stdin is cleaned where it enters: a lone surrogate becomes U+FFFD, a pair stays.
+    assert new.startswith("\ufffd") and new.endswith("\U0001F600")
+    out.encode("utf-8")
 
 
 def test_failures_print_nothing_and_exit_0(tmp_path, monkeypatch, _isolated_home):

@@ -9,10 +9,12 @@ allows as an escape (`"\\ud800"`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import InputError
 
 __all__ = ["QUERY_CHARS", "INT64_MAX", "INT64_MIN", "REPLACEMENT", "cap_query", "clean_int",
-           "clean_text", "refuse_nul"]
+           "clean_json", "clean_text", "refuse_nul"]
 
 REPLACEMENT = "\ufffd"
 INT64_MAX = 2**63 - 1
@@ -76,3 +78,32 @@ def clean_int(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX:
         return value
     return None
+
+
+def clean_json(value: Any) -> Any:
+    """A copy of a decoded JSON value with every string and key passed through clean_text.
+
+    For MCP arguments, hook payloads and transcript records. Iterative, so a deeply nested
+    value cannot exhaust the stack here.
+    """
+    if isinstance(value, str):
+        return clean_text(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, node = stack.pop()
+        new: Any
+        if isinstance(node, dict):
+            new = {}
+            for k, v in node.items():
+                k = clean_text(k) if isinstance(k, str) else k
+                new[k] = clean_text(v) if isinstance(v, str) else v
+                if isinstance(v, (dict, list)):
+                    stack.append((new, k, v))
+        else:
+            new = [clean_text(v) if isinstance(v, str) else v for v in node]
+            stack.extend((new, i, v) for i, v in enumerate(new) if isinstance(v, (dict, list)))
+        parent[key] = new
+    return root[0]

@@ -127,7 +127,25 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     `channel`: the access channel key that produced the file's sessions, when known (a hook
     run for that channel); None leaves a session the owner's (services/channel.py).
     Bad records are skipped and counted; a file that cannot be read or written gets
-    `status: "error"` and a one-line note, and keeps its previous state."""
+    `status: "error"` and a one-line note, and keeps its previous state. A big file is
+    read and written in bounded parts (MAX_READ_BYTES each), all in this one call."""
+    report, more = _import_part(store, path, fmt, cfg, channel)
+    while more:
+        part, more = _import_part(store, path, fmt, cfg, channel)
+        if part.get("status") == "unchanged":
+            break
+        for k in ("events", "blocks", "skipped", "ignored"):
+            report[k] = report.get(k, 0) + part.get(k, 0)
+        report["sessions"] = sorted(set(report.get("sessions", [])) | set(part.get("sessions", [])))
+        report["notes"] = report["notes"] + part["notes"]
+        if part["status"] == "error":
+            report["status"] = "error"
+    return report
+
+
+def _import_part(store: HistoryStore, path: Path, fmt: str, cfg: Config,
+                 channel: str | None) -> tuple[dict[str, Any], bool]:
+    """One bounded read and write of a file; True when the file holds more to read."""
     key = str(path.resolve())
     report: dict[str, Any] = {"path": clean_text(str(path)), "format": fmt, "events": 0, "blocks": 0,
                               "skipped": 0, "ignored": 0, "notes": []}
@@ -141,7 +159,7 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
                 row = None
             elif st.st_size == row["offset"] and st.st_mtime_ns == row["mtime_ns"]:
                 report["status"] = "unchanged"
-                return report
+                return report, False
         ctx = ReadContext()
         if row is not None:
             sess = store.sessions([row["session"]]) if row["session"] else []
@@ -152,7 +170,7 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     except OSError as e:
         report["status"] = "error"
         report["notes"].append(f"cannot read: {clean_text(str(e))}")
-        return report
+        return report, False
     notes = report["notes"] + res.notes
     skips = _Skips(res.skipped, notes)
     rows: list[tuple[dict, list[BlockIn]]] = []
@@ -179,10 +197,10 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
             report["blocks"], written = _write_each(store, sessions, rows, res.marks, file_row, skips)
     except sqlite3.Error as e:
         report.update(status="error", notes=notes + [f"cannot write: {_one_line(e)}"])
-        return report
+        return report, False
     report.update(status="imported", events=written, skipped=res.skipped + skips.count, ignored=res.ignored,
                   sessions=sorted(res.sessions), notes=notes)
-    return report
+    return report, res.more
 
 
 def import_paths(

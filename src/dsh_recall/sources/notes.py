@@ -3,7 +3,8 @@
 A root is a folder (or a single .md file), absolute or relative to the workspace. A missing
 root is reported, never fatal. Exclude globs are gitignore-style, matched against the path
 inside the root. Hidden folders (`.git`, `.obsidian`, ...) are skipped and symlinks are
-never followed, so a walk cannot leave its roots or loop.
+never followed, so a walk cannot leave its roots or loop; a root or folder on a kernel
+pseudo-filesystem (/proc, /sys, /dev) is never walked.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Sequence
 import pathspec
 
 from ..core.types import SourceFile
+from .workspace import is_pseudo_fs, pseudo_devs
 
 NOTE_SUFFIXES = (".md", ".markdown")
 
@@ -69,6 +71,10 @@ def walk_notes(roots: Sequence[Path], exclude: Sequence[str] = ()) -> NotesWalk:
             rep.problems.append(f"notes root {root} does not exist; skipped")
             rep.roots.append({"label": label, "path": str(root), "ok": False})
             continue
+        if is_pseudo_fs(root, st.st_dev):
+            rep.problems.append(f"notes root {root} is on a kernel pseudo-filesystem (/proc, /sys, /dev); skipped")
+            rep.roots.append({"label": label, "path": str(root), "ok": False})
+            continue
         rep.roots.append({"label": label, "path": str(root), "ok": True})
         if stat.S_ISREG(st.st_mode):
             if root.suffix.lower() in NOTE_SUFFIXES and not spec.match_file(root.name):
@@ -82,6 +88,7 @@ def walk_notes(roots: Sequence[Path], exclude: Sequence[str] = ()) -> NotesWalk:
 
 def _walk_dir(root: Path, prefix: str, label: str, spec: pathspec.PathSpec, rep: NotesWalk) -> None:
     stack = [root]
+    pseudo = pseudo_devs()
     while stack:
         d = stack.pop()
         try:
@@ -95,6 +102,8 @@ def _walk_dir(root: Path, prefix: str, label: str, spec: pathspec.PathSpec, rep:
             rel = Path(ent.path).relative_to(root).as_posix()
             try:
                 if ent.is_dir(follow_symlinks=False):
+                    if ent.stat(follow_symlinks=False).st_dev in pseudo:
+                        continue  # /proc or /sys mounted inside a root
                     if not spec.match_file(rel + "/"):
                         stack.append(Path(ent.path))
                     continue

@@ -74,7 +74,7 @@ PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
 
 
 @functools.lru_cache(maxsize=1)
-def _pseudo_devs() -> frozenset[int]:
+def pseudo_devs() -> frozenset[int]:
     """Device ids of the mounted pseudo-filesystems (read once per process)."""
     points = set(PSEUDO_ROOTS)
     try:
@@ -117,7 +117,7 @@ def is_pseudo_fs(path: str | os.PathLike[str], st_dev: int | None = None) -> boo
             st_dev = os.stat(resolved).st_dev
         except (OSError, ValueError):
             return False
-    return st_dev in _pseudo_devs()
+    return st_dev in pseudo_devs()
 
 
 def check_workspace_root(path: str | os.PathLike[str]) -> Path:
@@ -155,7 +155,7 @@ def stat_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False)
     st = os.stat(path, follow_symlinks=follow_symlinks)
     if not stat.S_ISREG(st.st_mode):
         raise _not_regular(path, _kind(st.st_mode))
-    if st.st_dev in _pseudo_devs():
+    if st.st_dev in pseudo_devs():
         raise _not_regular(path, "pseudo-filesystem")
     return st
 
@@ -178,7 +178,7 @@ def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _not_regular(path, _kind(st.st_mode))
-        if st.st_dev in _pseudo_devs():
+        if st.st_dev in pseudo_devs():
             raise _not_regular(path, "pseudo-filesystem")
         if hasattr(os, "O_NONBLOCK"):  # regular files never block; restore normal reads
             os.set_blocking(fd, True)
@@ -289,7 +289,7 @@ def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
     if extra is not None:
         start_specs.append((base, extra))
     stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [(base, start_specs)]
-    pseudo = _pseudo_devs()
+    pseudo = pseudo_devs()
     while stack:
         dir_path, specs = stack.pop()
         own = _load_ignore(dir_path)

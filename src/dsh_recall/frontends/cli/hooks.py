@@ -14,26 +14,42 @@ from typing import Any, Callable
 
 import click
 
+from ...core.clean import clean_json, clean_text
 from ...core.config import Config, load_config
 
 Handler = Callable[[dict[str, Any], Config], "dict[str, Any] | None"]
+# The largest payload a hook reads. A PostToolUse payload carries the tool's output, so it
+# can be big; past this the hook does nothing and the harness keeps the original output.
+MAX_PAYLOAD_BYTES = 64 << 20
+
+
+def read_payload(stream: Any, limit: int = MAX_PAYLOAD_BYTES) -> dict[str, Any] | None:
+    """The hook payload as a dict of clean strings, or None (too big, not a JSON object).
+
+    Invalid UTF-8 bytes and lone surrogates (legal as JSON escapes) become U+FFFD, so no
+    handler ever sees text SQLite or a JSON encoder would refuse.
+    """
+    raw = stream.read(limit + 1)
+    if len(raw) > limit:
+        return None
+    payload = json.loads(clean_text(raw))
+    return clean_json(payload) if isinstance(payload, dict) else None
 
 
 def run_hook(ctx: click.Context, handler: Handler) -> None:
     """Read the payload, load config for its cwd, run `handler`, print its JSON answer."""
     try:
-        raw = sys.stdin.buffer.read()
-        payload = json.loads(raw.decode("utf-8", errors="surrogatepass"))
-        if not isinstance(payload, dict):
+        payload = read_payload(sys.stdin.buffer)
+        if payload is None:
             return
         cwd = payload.get("cwd")
-        workspace = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None
+        workspace = Path(cwd) if isinstance(cwd, str) and "\x00" not in cwd and Path(cwd).is_dir() else None
         root = ctx.find_root()
         cfg_file = root.params.get("config_file") if root.params else None
         cfg = load_config(workspace=workspace, config_file=cfg_file)
         answer = handler(payload, cfg)
         if answer is not None:
-            # ASCII JSON: lone surrogates from the payload stay escaped, stdout never fails.
+            # ASCII JSON: stdout never fails, whatever its encoding.
             out = json.dumps(answer, ensure_ascii=True)
             sys.stdout.write(out + "\n")
             sys.stdout.flush()

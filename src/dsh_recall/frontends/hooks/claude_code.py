@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ...core.clean import clean_text
 from ...core.config import Config
 from ...services.channel import channel_key_from_env
 from ...services.objects import ObjectService
@@ -38,13 +39,13 @@ class _Rewriter:
         # The same tool call offloaded twice (a retried hook) maps to the same (session, seq).
         if not self.call_id:
             return None
-        digest = hashlib.sha256(f"{self.call_id}\x00{where}".encode()).hexdigest()
+        digest = hashlib.sha256(f"{self.call_id}\x00{where}".encode("utf-8", "surrogatepass")).hexdigest()
         return int(digest[:12], 16)
 
     def text(self, value: str, where: str) -> str:
         if len(value) <= self.service.cfg.threshold_chars:
             return value
-        res = self.service.put(value, session=self.session, seq=self._seq(where), tool=self.tool,
+        res = self.service.put(clean_text(value), session=self.session, seq=self._seq(where), tool=self.tool,
                                channel=channel_key_from_env())
         if res.offloaded and res.inline != value:
             self.changed = True
@@ -70,12 +71,12 @@ def post_tool_use(payload: dict[str, Any], service: ObjectService) -> dict[str, 
     """The hook answer for one PostToolUse payload, or None to leave the output alone."""
     if payload.get("hook_event_name", "PostToolUse") != "PostToolUse":
         return None
-    tool = str(payload.get("tool_name") or "")
+    tool = clean_text(str(payload.get("tool_name") or ""))
     if not tool or tool in PASS_THROUGH or "tool_response" not in payload:
         return None
-    session = str(payload.get("session_id") or "claude-code")
+    session = clean_text(str(payload.get("session_id") or "claude-code"))
     call_id = payload.get("tool_use_id")
-    rw = _Rewriter(service, session, tool, str(call_id) if call_id else None)
+    rw = _Rewriter(service, session, tool, clean_text(str(call_id)) if call_id else None)
     response = payload["tool_response"]
     if isinstance(response, dict) and response.get("isImage"):
         return None

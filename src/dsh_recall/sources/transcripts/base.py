@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ...core.clean import INT64_MAX, INT64_MIN, clean_int, clean_text
+from ...core.clean import INT64_MAX, INT64_MIN, clean_int, clean_json, clean_text
 from ..workspace import open_regular, read_fd
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -106,11 +106,13 @@ class ReadResult:
     skipped: int = 0  # malformed records, counted
     ignored: int = 0  # well-formed records of types we do not index
     notes: list[str] = field(default_factory=list)
+    more: bool = False  # the read stopped at its size bound; read again from `offset`
 
     @classmethod
     def start(cls, raw: RawLines) -> ReadResult:
         """An empty result carrying the raw read's resume point, notes and skips."""
-        return cls(offset=raw.offset, line_no=raw.line_no, notes=list(raw.notes), skipped=raw.skipped)
+        return cls(offset=raw.offset, line_no=raw.line_no, notes=list(raw.notes), skipped=raw.skipped,
+                   more=raw.more)
 
     def skip(self, line: int | None, reason: str) -> None:
         """Count one skipped record; the first few reasons go into the notes."""
@@ -143,6 +145,7 @@ class RawLines:
     line_no: int
     notes: list[str]
     skipped: int = 0  # lines longer than the read bound, passed over
+    more: bool = False  # the read stopped at its bound: the file holds more to read now
 
 
 def _split_lines(data: bytes, first_line: int, final: bool) -> tuple[list[tuple[int, bytes]], int]:
@@ -174,32 +177,40 @@ def _split_lines(data: bytes, first_line: int, final: bool) -> tuple[list[tuple[
     return out, used
 
 
-def read_lines(path: Path, offset: int, line_no: int, max_bytes: int = MAX_READ_BYTES) -> RawLines:
+def read_lines(path: Path, offset: int, line_no: int, max_bytes: int | None = None) -> RawLines:
     """Read the lines added to `path` since `offset` (plain or concatenated zstd frames).
 
     Only a regular file is read (a FIFO, a device or a /proc file raises OSError), and at
-    most `max_bytes` of it, up to its size when opened; the rest waits for the next import.
+    most `max_bytes` (default MAX_READ_BYTES) of it, up to its size when opened; `more`
+    then says the rest is still to read.
     """
-    max_bytes = max(1, max_bytes)
+    max_bytes = max(1, MAX_READ_BYTES if max_bytes is None else max_bytes)
     fd, st = open_regular(path, follow_symlinks=True)
     try:
         head = read_fd(fd, 4, 0)
         data = read_fd(fd, min(max(0, st.st_size - offset), max_bytes), offset)
         more = offset + len(data) < st.st_size
         if head == ZSTD_MAGIC:
-            return _read_zstd(data, offset, line_no, more)
+            raw = _read_zstd(data, offset, line_no, more)
+            while more and raw.offset == offset and not any(n.startswith("corrupt") for n in raw.notes):
+                # One frame larger than the bound: read further until it is whole.
+                data += read_fd(fd, min(len(data), st.st_size - offset - len(data)), offset + len(data))
+                more = offset + len(data) < st.st_size
+                raw = _read_zstd(data, offset, line_no, more)
+            raw.more = more and raw.offset > offset
+            return raw
         lines, used = _split_lines(data, line_no, final=not more)
         if not lines and more and len(data) >= max_bytes:
             # One line longer than the read bound: pass over it so imports move on.
             end = _next_newline(fd, offset + len(data), st.st_size)
             return RawLines([], end, line_no + 1, [f"line {line_no + 1}: longer than {max_bytes} "
-                                                   "bytes; skipped"], skipped=1)
+                                                   "bytes; skipped"], skipped=1, more=end < st.st_size)
     finally:
         os.close(fd)
     notes = []
     if used < len(data) and not more:
         notes.append(f"{len(data) - used} bytes of an unfinished last line left for the next import")
-    return RawLines(lines, offset + used, line_no + len(lines), notes)
+    return RawLines(lines, offset + used, line_no + len(lines), notes, more=more and used > 0)
 
 
 def _next_newline(fd: int, pos: int, size: int) -> int:
@@ -272,34 +283,6 @@ def _no_constant(_name: str) -> None:
 # A JSON escape of a UTF-16 surrogate: after decoding the bytes with errors="replace",
 # the only way a lone surrogate can reach the decoded value.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def clean_json(value: Any) -> Any:
-    """A decoded JSON value with every string and key passed through clean_text.
-
-    Iterative, so a deeply nested value cannot exhaust the stack here.
-    """
-    if isinstance(value, str):
-        return clean_text(value)
-    if not isinstance(value, (dict, list)):
-        return value
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while stack:
-        parent, key, node = stack.pop()
-        new: Any
-        if isinstance(node, dict):
-            new = {}
-            for k, v in node.items():
-                k = clean_text(k)
-                new[k] = clean_text(v) if isinstance(v, str) else v
-                if isinstance(v, (dict, list)):
-                    stack.append((new, k, v))
-        else:
-            new = [clean_text(v) if isinstance(v, str) else v for v in node]
-            stack.extend((new, i, v) for i, v in enumerate(new) if isinstance(v, (dict, list)))
-        parent[key] = new
-    return root[0]
 
 
 def parse_record(line: bytes) -> Any:
