@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from ...core.clean import clean_text, refuse_nul
 from ...core.errors import InputError
 from ..workspace import is_pseudo_fs, read_regular
 from . import claude_code, codex, dsh, generic
@@ -113,9 +114,7 @@ def expand(paths: list[str], fmt: str | None) -> list[tuple[Path, str]]:
     """Explicit files and folders -> (file, format). Folders are searched recursively."""
     out: list[tuple[Path, str]] = []
     for raw in paths:
-        if "\x00" in raw:
-            raise InputError("a transcript path contains a NUL character (\\x00); remove it")
-        p = Path(raw).expanduser()
+        p = Path(refuse_nul(clean_text(raw), "transcript path")).expanduser()
         if is_pseudo_fs(p):
             raise InputError(f"{raw} is on a kernel pseudo-filesystem (/proc, /sys, /dev); "
                              "pass a transcript file or folder")
