@@ -226,7 +226,13 @@ class Client(SourceHandlers):
             raise InputError(f"unknown tool '{name}'; tools: {', '.join(self.specs)}")
         args = validate_args(spec, args)
         handler = getattr(self, "tool_" + name)
-        data = handler(dict(args))
+        try:
+            data = handler(dict(args))
+        except RecallError as e:
+            msg = str(e)
+            if "\n" in msg or "\r" in msg:  # a message quoting the caller's text: one line
+                raise type(e)(" ".join(msg.split())) from e
+            raise
         if name == "code_index" and args.get("wait_s"):
             self.app.job(self.workspace).wait(min(50.0, float(args["wait_s"])))
             data["job"] = self.app.job(self.workspace).snapshot()
@@ -301,8 +307,19 @@ class Client(SourceHandlers):
 
     # -- status / configure ----------------------------------------------------------------
     def tool_status(self, a: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            st = self.code().status(probe=False)
+        if self._lock.acquire(blocking=False):
+            try:
+                st = self.code().status(probe=False)
+            finally:
+                self._lock.release()
+        else:
+            # A search of this client holds its connection: answer from a connection of
+            # our own rather than wait behind it.
+            svc = CodeService(self.workspace, self.cfg)
+            try:
+                st = svc.status(probe=False)
+            finally:
+                svc.close()
         emb = st["embedder"].get("fingerprint") or st["embedder"]["name"]
         if st["embedder"].get("error"):
             emb += f" (unavailable: {st['embedder']['error']})"

@@ -102,6 +102,87 @@ def _quiet_logging() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
 
 
+class _LockedWriter:
+    """stdout for the stdio transport: each line written and flushed whole under one lock,
+    so answers of the SDK and our parse errors never interleave."""
+
+    def __init__(self, f: Any):
+        self.f = f
+        self.lock = anyio.Lock()
+
+    async def write(self, text: str) -> None:
+        async with self.lock:
+            await self.f.write(text)
+            await self.f.flush()
+
+    async def flush(self) -> None:
+        return None
+
+
+class _CleanLines:
+    """stdin for the stdio transport: every JSON line re-encoded with valid Unicode only
+    (a `\\ud800` escape is legal JSON, but no valid text), and a line that is not JSON
+    answered with a JSON-RPC parse error instead of silence."""
+
+    def __init__(self, src: Any, out: _LockedWriter):
+        self.src, self.out = src, out
+
+    def __aiter__(self) -> Any:
+        return self._lines()
+
+    async def _lines(self) -> Any:
+        import json
+
+        from ...core.clean import clean_text
+
+        def clean(v: Any) -> Any:
+            if isinstance(v, str):
+                return clean_text(v)
+            if isinstance(v, list):
+                return [clean(x) for x in v]
+            if isinstance(v, dict):
+                return {clean_text(k): clean(x) for k, x in v.items()}
+            return v
+
+        async for line in self.src:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError):
+                await self.out.write(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32700, "message": "Parse error: each line must be one JSON-RPC message"}})
+                    + "\n")
+                continue
+            yield json.dumps(clean(obj), ensure_ascii=False)
+
+
+def _stdio_files() -> tuple[Any, Any, Any]:
+    """The process's stdin / stdout as async text files, claimed as the SDK claims them
+    (fd 0 and 1 diverted while serving, so stray output cannot corrupt the protocol)."""
+    from io import TextIOWrapper
+
+    try:
+        from mcp.server import stdio as sdk_stdio
+
+        in_buf, restore_in = sdk_stdio._claim_fd(0, sys.stdin, "rb", sdk_stdio._open_stdin_diversion)
+        out_buf, restore_out = sdk_stdio._claim_fd(1, sys.stdout, "wb", sdk_stdio._open_stdout_diversion)
+        wrap = sdk_stdio._UnownedTextWrapper
+    except (ImportError, AttributeError):  # pragma: no cover - an SDK without the claim helper
+        in_buf, out_buf = sys.stdin.buffer, sys.stdout.buffer
+        restore_in = restore_out = None
+        wrap = TextIOWrapper
+
+    def restore() -> None:
+        for r in (restore_out, restore_in):
+            if r is not None:
+                r()
+
+    stdin = anyio.wrap_file(wrap(in_buf, encoding="utf-8", errors="replace"))
+    stdout = anyio.wrap_file(wrap(out_buf, encoding="utf-8"))
+    return stdin, stdout, restore
+
+
 def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
               config_file: str | None = None, channel: str | None = None,
               allow: Iterable[str] = ()) -> None:
@@ -114,8 +195,13 @@ def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
     log(f"serving {len(app.specs)} tools on stdio for {app.workspace}")
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        stdin, stdout, restore = _stdio_files()
+        out = _LockedWriter(stdout)
+        try:
+            async with stdio_server(_CleanLines(stdin, out), out) as (read, write):  # type: ignore[arg-type]
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            restore()
 
     try:
         anyio.run(main)
