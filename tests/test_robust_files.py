@@ -311,8 +311,8 @@ def test_hook_payload_with_lone_surrogates_imports_clean_text(tmp_path, monkeypa
                                                     "content": "build ok \ud83d"}]}}
     t.write_text(json.dumps(rec) + "\n")
     payload = json.dumps({"session_id": "s-emoji", "prompt": "what did the build say earlier? \udcff",
-                          "transcript_path": str(t)}).encode() + b" \xff"
-    code, out = _hook("user-prompt-submit", payload.replace(b" \xff", b""))
+                          "transcript_path": str(t)}).encode().replace(b"earlier?", b"earlier?\xff")
+    code, out = _hook("user-prompt-submit", payload)
     assert code == 0
     if out.strip():
         json.loads(out)

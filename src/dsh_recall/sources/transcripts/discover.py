@@ -12,7 +12,7 @@ from ..workspace import is_pseudo_fs, read_regular
 from . import claude_code, codex, dsh, generic
 from .base import ReadContext, ReadResult, parse_record
 
-_SNIFF_BYTES = 256 << 10  # enough for the first few records of any format
+_SNIFF_BYTES = 1 << 20  # enough for the first few records of any format
 _SUFFIXES = (".jsonl", ".jsonl.zstd", ".jsonl.zst")
 
 Reader = Callable[[Path, int, ReadContext], ReadResult]
