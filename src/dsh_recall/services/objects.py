@@ -119,6 +119,12 @@ def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> 
                       [idx.starts, idx.shapes, idx.esc_at, idx.esc_cum])
 
 
+def _clean(value: str | None) -> str | None:
+    """A name from outside (id, session, tool, channel) made storable: lone surrogates, as
+    argv and JSON can carry them, become U+FFFD."""
+    return None if value is None else scrub_surrogates(join_surrogates(value))
+
+
 def _non_negative(name: str, value: float | None) -> None:
     if value is not None and value < 0:
         raise InputError(f"{name} must be 0 or more, not {value}")
@@ -193,6 +199,7 @@ class ObjectService:
         """
         _non_negative("seq", seq)
         text = scrub_surrogates(join_surrogates(text))
+        session, tool, channel = _clean(session), _clean(tool), _clean(channel)
         chars = len(text)
         if chars <= self.cfg.threshold_chars:
             return PutResult(None, text, chars, False)
@@ -242,6 +249,7 @@ class ObjectService:
         """Apply the whole policy to a conversation's results (oldest first): keep the newest
         `keep`, honour `budget_tokens`, skip what the store already offloaded (of the
         channels `can_see` allows). Returns the rewritten results by seq."""
+        session = _clean(session) or DEFAULT_SESSION
         done = self.store.offloaded_seqs(session, self._channels(can_see))
         items = [Candidate(r.seq, len(r.text or ""), estimate_tokens(r.text or ""), r.text is not None)
                  for r in results]
@@ -264,11 +272,10 @@ class ObjectService:
 
     def _row(self, obj_id: str, can_see: CanSee | None) -> ObjectRow:
         """The live row of `obj_id`, or the error an unknown / evicted id gets."""
-        obj_id = obj_id.strip().lower()
+        obj_id = _clean(obj_id.strip().lower()) or ""
         row = self.store.get(obj_id)
         if row is None or (can_see is not None and not can_see(row.channel)):
-            shown = scrub_surrogates(obj_id[:40])
-            raise InputError(f"no object '{shown}' in {self.path}; ids come from the note "
+            raise InputError(f"no object '{obj_id[:40]}' in {self.path}; ids come from the note "
                              "left in the conversation (8 hex chars)")
         if row.sha is None:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.evicted or 0))
