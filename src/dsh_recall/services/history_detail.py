@@ -64,7 +64,10 @@ def show(session: str, around: int | None = None, window: int = 3, page: int | N
             if offset is not None:
                 first = min(max(0, int(offset)), total)
             else:
-                first = (min(max(1, page or 1), pages) - 1) * page_size
+                if page is not None and page > pages:
+                    raise InputError(f"session {session} has {pages} page{'s' if pages != 1 else ''} "
+                                     f"of {page_size} events; page {page} is past the end")
+                first = (max(1, page or 1) - 1) * page_size
             evs = store.events(session, offset=first, limit=page_size)
             out.update(page=first // page_size + 1, pages=pages)
         out["events"] = [_event_out(e, max_chars) for e in evs]

@@ -335,9 +335,16 @@ class Client(SourceHandlers):
             "code": {"indexed": st["indexed"], "files": st["files"], "chunks": st["chunks"],
                      "vectors": st["vectors"], "pending": st["pending"], "embedder": emb,
                      "scopes": st["scopes"][:20], "problems": [str(p) for p in st["problems"]][:10]},
-            "job": self.app.job(self.workspace).snapshot(), "sources": sources,
+            "job": self._job_state(st.get("job")), "sources": sources,
             "access": self.viewer().describe(),
         }
+
+    def _job_state(self, on_disk: dict[str, Any] | None) -> dict[str, Any]:
+        """This server's own index job, else the last one any process ran (CLI background)."""
+        own = self.app.job(self.workspace).snapshot()
+        if own.get("state") != "idle" or not on_disk:
+            return own
+        return dict(on_disk)
 
     def tool_configure(self, a: dict[str, Any]) -> dict[str, Any]:
         """Settings of this client only. Never the access channel: it is the server's."""

@@ -117,7 +117,8 @@ CODE_SEARCH = ToolSpec(
 )
 
 JOB = obj({
-    "state": S("idle | running | done | failed", enum=["idle", "running", "done", "failed"]),
+    "state": S("idle | starting | running | done | failed | interrupted",
+               enum=["idle", "starting", "running", "done", "failed", "interrupted"]),
     "started": NUM, "finished": NUM,
     "phase": S(), "done": I(), "total": I(),
     "report": free_obj("Counts from the finished job: files, indexed, chunks, embedded, ..."),
