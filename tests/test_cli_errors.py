@@ -78,3 +78,20 @@ def test_argv_with_invalid_utf8_is_cleaned(tmp_path: Path) -> None:
         assert b"Traceback" not in out.stderr
         data = json.loads(out.stdout.decode("utf-8"))  # valid UTF-8, valid JSON
         assert "\ufffd" in data["query"]
+
+
+def test_a_note_over_the_size_cap_is_skipped_and_reported(tmp_path: Path, monkeypatch) -> None:
+    from dsh_recall.core.config import load_config
+    from dsh_recall.services.notes import NotesService
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "small.md").write_text("# Deploy\n\n- the deploy key lives in the vault\n")
+    (notes / "huge.md").write_text("# Log\n\n" + "deploy line\n" * 50_000)
+    cfg = load_config(overrides={"notes": {"max_note_bytes": 100_000, "roots": [str(notes)]}})
+    svc = NotesService(cfg)
+    try:
+        rep = svc.index(embed=False)
+        assert rep["files"] == 1 and any("huge.md" in p and "max_note_bytes" in p for p in rep["problems"])
+    finally:
+        svc.close()

@@ -87,6 +87,9 @@ class NotesConfig(_Section):
     rrf_k: int = Field(60, ge=1)
     candidate_pool: int = Field(50, ge=1)
     max_entry_chars: int = Field(1200, ge=100)
+    # A note file larger than this is skipped and reported (notes are prose; a bigger file
+    # is almost always an export or a log that landed in the folder).
+    max_note_bytes: int = Field(4_000_000, ge=1, le=1_000_000_000)
     auto_recall_limit: int = Field(4, ge=1)
     auto_recall_budget_chars: int = Field(1600, ge=100)
     limit: int = Field(8, ge=1, le=200)  # default number of search results

@@ -171,6 +171,11 @@ class NotesService:
                 progress("scan", n, total)
             old = known.get(sf.path)
             seen.add(sf.path)
+            if sf.size > self.ncfg.max_note_bytes:
+                # Kept as indexed before (if it was): reported, never read whole.
+                walk.problems.append(f"{sf.abs_path} is {sf.size:,} bytes, over notes.max_note_bytes "
+                                     f"({self.ncfg.max_note_bytes:,}); skipped")
+                continue
             behind = old is not None and _spec_of(old.hash) != current
             if old and old.size == sf.size and old.mtime_ns == sf.mtime_ns \
                     and old.abs_path == sf.abs_path and not (behind and recorded == current):
