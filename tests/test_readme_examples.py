@@ -208,6 +208,18 @@ def config_show(cmd: str, w: dict) -> None:
     assert "[embedder]" in out and "'fake'" in out  # the environment variable took effect
 
 
+def trust(cmd: str, w: dict) -> None:
+    # "a repository's .dsh-recall.toml may tune ranking ... until you run `dsh-recall trust`"
+    from dsh_recall.core.config import load_config
+
+    (w["proj"] / ".dsh-recall.toml").write_text('limit = 3\n[mcp]\nhost = "0.0.0.0"\n')
+    before = load_config(workspace=w["proj"])
+    assert before.limit == 3 and before.mcp.host == "127.0.0.1" and before.notices
+    assert "trusted" in run(cmd).output
+    assert load_config(workspace=w["proj"]).mcp.host == "0.0.0.0"
+    (w["proj"] / ".dsh-recall.toml").unlink()
+
+
 CHECKS: dict[str, Callable[[str, dict], None]] = {
     'search "where is the occupancy state machine decided"': code_search,
     'history search "what did we decide about retries"': history_search,
@@ -219,6 +231,7 @@ CHECKS: dict[str, Callable[[str, dict], None]] = {
     "integrate dsh patch": dsh_patch,
     "integrate codex": codex,
     "config show": config_show,
+    "trust": trust,
 }
 
 
