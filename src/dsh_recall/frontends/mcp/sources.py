@@ -10,6 +10,7 @@ import os
 from typing import Any, Callable
 
 from ...core.errors import InputError
+from ...search import access
 from . import budget as budget_mod
 
 
@@ -180,8 +181,11 @@ class SourceHandlers:
                     st = svc.status()
                 finally:
                     svc.close()
-                return {"roots": [r["path"] for r in st["roots"]], "files": st["files"],
-                        "chunks": st["chunks"], "pending": st["pending"],
-                        "problems": st["problems"][:5]}
+                out = {"files": st["files"], "chunks": st["chunks"], "pending": st["pending"]}
+                ch = self.viewer().channel  # type: ignore[attr-defined]
+                if ch.allowed is None or ch.allowed >= access.ALL:
+                    # Where the notes live and what went wrong is the owner's business.
+                    out.update(roots=[r["path"] for r in st["roots"]], problems=st["problems"][:5])
+                return out
             out["notes"] = notes
         return out
