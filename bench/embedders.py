@@ -1,103 +1,152 @@
-"""Embedder throughput on real code: the shipped int8 MiniLM, the fake embedder for scale,
-and the fp32 export (if scripts/export_minilm.py left it in build/minilm-fp32/) for speed
-and fp32-vs-int8 cosine.
+"""Embedder throughput on real chunks as the indexer cuts them: the text `index` embeds
+(path, symbols, then the chunk), idle and with CPU hogs running, for the shipped int8 MiniLM
+at the token limits given, the fake embedder for scale, and the fp32 export (if
+scripts/export_minilm.py left it in build/minilm-fp32/) for fp32-vs-int8 cosine.
 
-    python bench/embedders.py [--chunks 200] [--lines 40] [--max-tokens 256]
+    python bench/embedders.py [--chunks 300] [--max-tokens 256,128] [--hogs 2] [--tree DIR]
 
-Chunks are 40-line windows of the Python files in this interpreter's site-packages.
+Chunks come from a SWE-bench dev tree (pytest, extracted once under /tmp like
+bench/code_swebench.py does), else this repository's src/; sampled evenly over the tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
-import sysconfig
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from dsh_recall.core.config import EmbedderConfig
-from dsh_recall.embedders.registry import create
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
 
-REPO = Path(__file__).resolve().parents[1]
-FP32_DIR = REPO / "build" / "minilm-fp32"
+from dsh_recall import chunkers  # noqa: E402
+from dsh_recall.core.config import EmbedderConfig  # noqa: E402
+from dsh_recall.embedders.registry import create  # noqa: E402
+from dsh_recall.services.code import embed_text  # noqa: E402
+from dsh_recall.sources.workspace import walk  # noqa: E402
+
+FP32_DIR = ROOT / "build" / "minilm-fp32"
+EVAL = ROOT.parent / "shared" / "eval" / "swebench-dev"
+TAG = "pytest-e856638ba086fcf5bebf1bebea32d5cf78de87b4"
 
 
-def code_chunks(n: int, lines: int, per_file: int = 2) -> list[str]:
-    """Up to `per_file` non-trivial windows from each file, in a stable order."""
-    root = Path(sysconfig.get_paths()["purelib"])
-    out: list[str] = []
-    for path in sorted(root.rglob("*.py")):
+def default_tree() -> Path:
+    """The pytest tree of SWE-bench dev, extracted once; this repo's src/ without it."""
+    dest = Path(tempfile.gettempdir()) / "swebench-trees" / TAG
+    if dest.is_dir():
+        return dest
+    bare = Path(tempfile.gettempdir()) / "swebench-trees.git"
+    try:
+        if not bare.exists():
+            subprocess.run(["git", "clone", "-q", "--bare", str(EVAL / "trees.bundle"), str(bare)],
+                           check=True)
+        dest.mkdir(parents=True)
+        archive = subprocess.run(["git", "--git-dir", str(bare), "archive", TAG], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return dest
+    except (OSError, subprocess.CalledProcessError):
+        return ROOT / "src"
+
+
+def indexer_chunks(tree: Path, n: int) -> list[str]:
+    """The embed texts of the tree's chunks (what `index` embeds), n of them sampled evenly."""
+    texts: list[str] = []
+    for sf in walk(tree, [], max_file_bytes=1 << 20).files:
         try:
-            text = path.read_text(encoding="utf-8").splitlines()
+            text = Path(sf.abs_path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        taken = 0
-        for start in range(0, len(text), lines):
-            window = text[start:start + lines]
-            if sum(1 for ln in window if ln.strip()) < lines // 2:
-                continue
-            out.append("\n".join(window))
-            taken += 1
-            if taken == per_file or len(out) == n:
-                break
-        if len(out) == n:
-            break
-    return out
+        for c in chunkers.chunk_file(sf.path, text):
+            texts.append(embed_text(sf.path, c.symbols, c.text))
+    if len(texts) <= n:
+        return texts
+    step = len(texts) / n
+    return [texts[int(i * step)] for i in range(n)]
 
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(label: str, cfg: EmbedderConfig, chunks: list[str], rows: list[tuple], repeat: int = 2) -> np.ndarray:
+def run(label: str, cfg: EmbedderConfig, chunks: list[str], repeat: int) -> tuple[tuple, np.ndarray]:
     """Best of `repeat` timed passes (a shared machine is noisy); the load is timed apart."""
     emb = create(cfg)
     t0 = time.perf_counter()
     emb.embed(["warm up"])
     load = time.perf_counter() - t0
     secs = float("inf")
+    vecs = np.zeros((0, 0), np.float32)
     for _ in range(repeat):
         t0 = time.perf_counter()
         vecs = emb.embed(chunks)
         secs = min(secs, time.perf_counter() - t0)
-    rows.append((label, len(chunks), secs, len(chunks) / secs, load, rss_mb()))
-    return vecs
+    return (label, len(chunks), secs, len(chunks) / secs, load, rss_mb()), vecs
+
+
+def hogs(n: int) -> list[subprocess.Popen]:
+    """n busy processes, as other work on a shared machine would be."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="embedder throughput on real code")
-    ap.add_argument("--chunks", type=int, default=200)
-    ap.add_argument("--lines", type=int, default=40)
-    ap.add_argument("--max-tokens", type=int, default=256)
+    ap = argparse.ArgumentParser(description="embedder throughput on real indexer chunks")
+    ap.add_argument("--chunks", type=int, default=300)
+    ap.add_argument("--max-tokens", default="256,128")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--hogs", type=int, default=2, help="CPU hogs for the loaded pass (0: skip)")
+    ap.add_argument("--tree", type=Path, default=None)
     args = ap.parse_args()
 
-    chunks = code_chunks(args.chunks, args.lines)
-    common = dict(max_tokens=args.max_tokens, batch_size=args.batch_size, threads=args.threads)
-    rows: list[tuple] = []
-    run("fake (dim 64)", EmbedderConfig(name="fake", batch_size=args.batch_size), chunks, rows, args.repeat)
-    int8 = run("minilm int8 (shipped)", EmbedderConfig(name="minilm", **common), chunks, rows, args.repeat)
-    fp32 = None
+    tree = args.tree or default_tree()
+    chunks = indexer_chunks(tree, args.chunks)
+    lengths = [len(c) for c in chunks]
+    print(f"{len(chunks)} chunks from {tree.name} as the indexer cuts them "
+          f"(chars: median {int(np.median(lengths))}, p90 {int(np.percentile(lengths, 90))}); "
+          f"batch {args.batch_size}, threads {args.threads or 'auto'}, {os.cpu_count()} cores")
+    limits = [int(x) for x in args.max_tokens.split(",")]
+    configs = [("fake (dim 64)", EmbedderConfig(name="fake", batch_size=args.batch_size))]
+    for mt in limits:
+        configs.append((f"minilm int8, {mt} tok", EmbedderConfig(
+            name="minilm", max_tokens=mt, batch_size=args.batch_size, threads=args.threads)))
     if (FP32_DIR / "model.onnx").is_file():
-        cfg = EmbedderConfig(name="onnx", model_dir=str(FP32_DIR), **common)
-        fp32 = run("minilm fp32 (build/)", cfg, chunks, rows, args.repeat)
+        configs.append(("minilm fp32 (build/)", EmbedderConfig(
+            name="onnx", model_dir=str(FP32_DIR), max_tokens=limits[0], batch_size=args.batch_size)))
 
-    print(f"{len(chunks)} chunks of {args.lines} lines, max_tokens {args.max_tokens}, "
-          f"batch {args.batch_size}, threads {args.threads or 'default'}")
-    print(f"{'embedder':<24} {'chunks':>6} {'secs':>7} {'chunks/s':>9} {'load s':>7} {'peak RSS MB*':>12}")
-    for label, n, secs, rate, load, rss in rows:
-        print(f"{label:<24} {n:>6} {secs:>7.2f} {rate:>9.1f} {load:>7.2f} {rss:>12.0f}")
+    rows: list[tuple] = []
+    vecs: dict[str, np.ndarray] = {}
+    passes = [("idle", 0)] + ([(f"{args.hogs} hogs", args.hogs)] if args.hogs else [])
+    for when, n in passes:
+        procs = hogs(n)
+        try:
+            for label, cfg in configs:
+                row, v = run(label, cfg, chunks, args.repeat)
+                rows.append((when, *row))
+                vecs.setdefault(label, v)
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+
+    print(f"{'load':<8} {'embedder':<22} {'chunks':>6} {'secs':>7} {'chunks/s':>9} {'load s':>7} "
+          f"{'peak RSS MB*':>12}")
+    for when, label, n, secs, rate, load, rss in rows:
+        print(f"{when:<8} {label:<22} {n:>6} {secs:>7.2f} {rate:>9.1f} {load:>7.2f} {rss:>12.0f}")
     print("* peak RSS of this process so far; rows run top to bottom")
-    if fp32 is not None:
-        cos = (fp32 * int8).sum(axis=1)
-        print(f"fp32 vs int8 cosine over the chunks: mean {cos.mean():.4f}, min {cos.min():.4f}, "
-              f"p5 {np.percentile(cos, 5):.4f}")
-    else:
-        print("fp32 model not found (run scripts/export_minilm.py): no cosine comparison")
+    ref = vecs.get(f"minilm int8, {limits[0]} tok")
+    for label, v in vecs.items():
+        if ref is not None and label.startswith("minilm") and v is not ref:
+            cos = (ref * v).sum(axis=1)
+            print(f"{label} vs minilm int8 {limits[0]} tok, cosine: mean {cos.mean():.4f}, "
+                  f"min {cos.min():.4f}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ class Embedder(ABC):
     concurrency: int = 1  # batches in flight at once (an HTTP endpoint may serve several)
     remote: bool = False
     dim_known: bool = True  # False: the dimension is learned from the first answer
+    length_buckets: bool = False  # True: batches are formed from texts of similar length
     version: str = "1"
 
     @property
@@ -45,8 +46,13 @@ class Embedder(ABC):
     ) -> np.ndarray:
         """Embed in batches of `batch_size`, up to `concurrency` batches at a time; rows are
         L2-normalised float32 in the order given."""
-        batches = [[t if t.strip() else " " for t in texts[i:i + self.batch_size]]
-                   for i in range(0, len(texts), self.batch_size)]
+        texts = [t if t.strip() else " " for t in texts]
+        order: list[int] | None = None
+        if self.length_buckets and len(texts) > self.batch_size:
+            # A batch is padded to its longest text; similar lengths waste no compute.
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            texts = [texts[i] for i in order]
+        batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
         results: list[np.ndarray] = []
         done = 0
 
@@ -85,6 +91,10 @@ class Embedder(ABC):
         if out.shape != (len(texts), self.dim):
             raise EmbedderError(
                 f"embedder {self.name} returned shape {out.shape}, expected {(len(texts), self.dim)}")
+        if order is not None:
+            restored = np.empty_like(out)
+            restored[order] = out
+            out = restored
         return normalize(out)
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,14 @@ class _MissingRuntime(MissingExtraError):
             f"{module} is not installed, and the local embedder needs it; install it with "
             f"`pip install {module}` (or reinstall dsh-recall), or set embedder.name = 'http'",
         )
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def shipped_model_dir(name: str) -> Path:
@@ -93,6 +102,7 @@ class OnnxEmbedder(Embedder):
     """Sentence embeddings from an ONNX encoder: tokenise, run, pool, normalise."""
 
     version = "1"
+    length_buckets = True  # padding costs compute: batch texts of similar length together
 
     def __init__(self, model_dir: str | Path, cfg: EmbedderConfig, name: str = "minilm"):
         self.name = name
@@ -213,8 +223,14 @@ class OnnxEmbedder(Embedder):
             opts.enable_cpu_mem_arena = False
             opts.enable_mem_pattern = False
             opts.log_severity_level = 3
-            if self.cfg.threads:
-                opts.intra_op_num_threads = self.cfg.threads
+            # On a shared machine spinning worker threads burn the cores other work needs
+            # (and that our own next batch needs): idle threads sleep instead. One pool, as
+            # many threads as cores this process may run on.
+            opts.intra_op_num_threads = self.cfg.threads or available_cores()
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
             try:
                 session = ort.InferenceSession(
                     str(self.model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"]
