@@ -1,0 +1,253 @@
+"""Code recall at scale: indexes of about 10k, 100k and 300k chunks built from the real
+SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
+
+- index time: first (lexical, then vectors), unchanged, one file edited; CPU per chunk
+- warm query p50 / p95 through the API (one process, as the MCP server runs) and the CLI
+  (a new process per call, as an agent's shell runs it), interleaved with `rg -i -l` over
+  the same terms; how often the CLI's vector layer answered within the deadline
+- RSS of the API process and of a CLI call; disk per chunk (SQLite + vector file)
+- embedding chunks/s of the shipped MiniLM on real chunks, idle and with two CPU hogs
+
+Query timing uses the deterministic fake embedder at MiniLM's 384 dimensions: it is fast,
+so the figures show the index, not the model (a MiniLM query embedding adds a few ms, shown
+apart). Copies live under /tmp; each size gets a fresh recall home.
+
+    python bench/scale.py [--sizes 10000,100000,300000] [--queries 20] [--no-embed-bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from dsh_recall.core.config import load_config  # noqa: E402
+from dsh_recall.search.lexical import query_terms  # noqa: E402
+from dsh_recall.services.code import CodeService  # noqa: E402
+
+EVAL = ROOT.parent / "shared" / "eval" / "swebench-dev"
+TMP = Path(tempfile.gettempdir())
+TAGS = ("pytest-e856638ba086fcf5bebf1bebea32d5cf78de87b4",
+        "flask-4c288bc97ea371817199908d0d9b12de9dae327e",
+        "requests-fe693c492242ae532211e0c173324f09ca8cf227")
+DIM = 384
+KEYWORD_QUERIES = ["fixture teardown order", "parse_args", "register_blueprint", "session cookie",
+                   "assertion rewrite", "HTTPAdapter retries", "tmp_path factory",
+                   "json provider dumps", "url_for external", "monkeypatch setenv"]
+
+
+def tree(tag: str) -> Path:
+    """One SWE-bench dev tree, extracted once (as bench/code_swebench.py does)."""
+    dest = TMP / "swebench-trees" / tag
+    if not dest.is_dir():
+        bare = TMP / "swebench-trees.git"
+        if not bare.exists():
+            subprocess.run(["git", "clone", "-q", "--bare", str(EVAL / "trees.bundle"), str(bare)],
+                           check=True)
+        dest.mkdir(parents=True)
+        data = subprocess.run(["git", "--git-dir", str(bare), "archive", tag], check=True,
+                              capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
+    return dest
+
+
+def build_workspace(copies: int) -> Path:
+    """`copies` copies of the three trees under one workspace (made once, then reused)."""
+    ws = TMP / "dsh-recall-scale" / f"ws-{copies}"
+    done = ws / ".complete"
+    if done.exists():
+        return ws
+    shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir(parents=True)
+    for i in range(copies):
+        for tag in TAGS:
+            shutil.copytree(tree(tag), ws / f"copy{i:03d}" / tag.split("-")[0])
+    done.write_text("ok")
+    return ws
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def timed_child(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MB, stdout) of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out.decode("utf-8", "replace")
+
+
+def queries(n: int) -> list[str]:
+    """Half keyword queries, half SWE-bench issue texts (long pasted text)."""
+    issues = [json.loads(line)["query"] for line in open(EVAL / "queries.jsonl")]
+    out: list[str] = []
+    for i in range(n):
+        out.append(KEYWORD_QUERIES[i % len(KEYWORD_QUERIES)] if i % 2 == 0 else issues[i % len(issues)])
+    return out
+
+
+def run_size(target: int, base_chunks: int, n_queries: int) -> dict:
+    copies = max(1, round(target / base_chunks))
+    ws = build_workspace(copies)
+    home = TMP / "dsh-recall-scale" / f"home-{copies}"
+    shutil.rmtree(home, ignore_errors=True)
+    env = dict(os.environ, DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake",
+               DSH_RECALL_EMBEDDER__DIM=str(DIM))
+    os.environ.update({k: env[k] for k in ("DSH_RECALL_HOME", "DSH_RECALL_EMBEDDER__NAME",
+                                           "DSH_RECALL_EMBEDDER__DIM")})
+    cfg = load_config(workspace=ws, overrides={"embedder": {"name": "fake", "dim": DIM}})
+    svc = CodeService(ws, cfg, home)
+    row: dict = {"copies": copies}
+
+    c0, t0 = cpu(), time.perf_counter()
+    with svc._index_lock(None):
+        rep = svc.index_lexical()
+    row["lex_s"], row["lex_cpu_ms_chunk"] = time.perf_counter() - t0, (cpu() - c0) * 1000 / rep.chunks
+    row["chunks"] = rep.chunks
+    t0 = time.perf_counter()
+    svc.index()
+    row["embed_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    svc.index()
+    row["unchanged_s"] = time.perf_counter() - t0
+    victim = ws / "copy000" / "flask" / "src" / "flask" / "helpers.py"
+    original = victim.read_bytes()
+    try:
+        victim.write_bytes(original + b"\n# scale bench edit\n")
+        t0 = time.perf_counter()
+        svc.index()
+        row["edit_s"] = time.perf_counter() - t0
+    finally:
+        victim.write_bytes(original)
+        svc.index()
+
+    qs = queries(n_queries)
+    for q in qs[:3]:
+        svc.search(q)  # warm the API process (embedder loaded, pages mapped)
+    api, cli, cli_cpu, rg, vec_ok = [], [], [], [], 0
+    cli_rss = 0.0
+    cmd = [sys.executable, "-m", "dsh_recall", "search", "--json", "--workspace", str(ws)]
+    for q in qs:  # interleaved, so a noisy neighbour hits every column alike
+        t0 = time.perf_counter()
+        svc.search(q)
+        api.append((time.perf_counter() - t0) * 1000)
+        wall, c, r, out = timed_child(cmd + ["--", q], env, ws)
+        cli.append(wall * 1000)
+        cli_cpu.append(c * 1000)
+        cli_rss = max(cli_rss, r)
+        try:
+            vec_ok += "vector" in json.loads(out)["layers"]
+        except (ValueError, KeyError):
+            pass
+        terms = query_terms(q)[:48]
+        if shutil.which("rg") and terms:
+            rg_cmd = ["rg", "-i", "-l", "-F"] + [a for t in terms for a in ("-e", t)] + [str(ws)]
+            wall, _, _, _ = timed_child(rg_cmd, env, ws)
+            rg.append(wall * 1000)
+    row.update(api_p50=pct(api, 50), api_p95=pct(api, 95), cli_p50=pct(cli, 50),
+               cli_p95=pct(cli, 95), cli_cpu_p50=pct(cli_cpu, 50), cli_rss=cli_rss,
+               rg_p50=pct(rg, 50) if rg else None, rg_p95=pct(rg, 95) if rg else None,
+               vec_ok=f"{vec_ok}/{len(qs)}", api_rss=rss_mb(),
+               disk_b_chunk=svc.store.size_bytes() / max(1, rep.chunks))
+    svc.close()
+    return row
+
+
+def embed_rates(n_chunks: int) -> list[tuple[str, float]]:
+    """MiniLM on real indexer chunks, idle then with two CPU hogs (bench/embedders.py)."""
+    from embedders import default_tree, hogs, indexer_chunks, run as run_embed
+
+    from dsh_recall.core.config import EmbedderConfig
+
+    chunks = indexer_chunks(default_tree(), n_chunks)
+    out = []
+    for when, n in (("idle", 0), ("2 CPU hogs", 2)):
+        procs = hogs(n)
+        try:
+            row, _ = run_embed("minilm", EmbedderConfig(name="minilm"), chunks, 1)
+            out.append((when, row[3]))
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="code recall at 10k / 100k / 300k chunks")
+    ap.add_argument("--sizes", default="10000,100000,300000")
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--embed-chunks", type=int, default=150)
+    ap.add_argument("--no-embed-bench", action="store_true")
+    args = ap.parse_args()
+
+    probe_home = TMP / "dsh-recall-scale" / "probe-home"
+    shutil.rmtree(probe_home, ignore_errors=True)
+    base = build_workspace(1)
+    svc = CodeService(base, load_config(workspace=base, overrides={"embedder": {"name": "fake"}}),
+                      probe_home)
+    base_chunks = svc.index(embed=False).chunks
+    svc.close()
+    print(f"base: pytest + flask + requests = {base_chunks} chunks; "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
+
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        row = run_size(size, base_chunks, args.queries)
+        rows.append(row)
+        print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}),
+              flush=True)
+
+    def f(v, nd=0):
+        return "-" if v is None else f"{v:,.{nd}f}"
+
+    print()
+    print("| chunks | first index: lexical / + vectors (fake) | lexical CPU per chunk | unchanged "
+          "| one file edited | API p50 / p95 | CLI p50 / p95 (CPU p50) | vector layer in CLI "
+          "| `rg -i -l` p50 / p95 | RSS API / CLI | disk per chunk |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['chunks']:,} | {f(r['lex_s'], 1)} s / {f(r['embed_s'], 1)} s "
+              f"| {r['lex_cpu_ms_chunk']:.2f} ms | {f(r['unchanged_s'], 2)} s | {f(r['edit_s'], 2)} s "
+              f"| {f(r['api_p50'])} / {f(r['api_p95'])} ms "
+              f"| {f(r['cli_p50'])} / {f(r['cli_p95'])} ms ({f(r['cli_cpu_p50'])} ms) "
+              f"| {r['vec_ok']} | {f(r['rg_p50'])} / {f(r['rg_p95'])} ms "
+              f"| {f(r['api_rss'])} / {f(r['cli_rss'])} MB | {f(r['disk_b_chunk'])} B |")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    if not args.no_embed_bench:
+        for when, rate in embed_rates(args.embed_chunks):
+            print(f"MiniLM int8 on real chunks ({when}): {rate:.1f} chunks/s")
+
+
+if __name__ == "__main__":
+    main()
