@@ -178,7 +178,7 @@ def test_history_show_past_the_last_page_is_an_error(monkeypatch):
     assert ok.exit_code == 0
     r = CliRunner().invoke(cli, ["history", "show", sid, "--page", str(pages + 7)])
     assert r.exit_code == 1
-    assert f"has {pages} page" in r.output and f"--page {pages + 7}" in r.output
+    assert f"has {pages} page" in r.output and f"page {pages + 7}" in r.output
 
 
 def test_claude_code_install_twice_says_unchanged(tmp_path):
