@@ -52,11 +52,12 @@ def cli(config_file: str | None) -> None:
 
 
 def main() -> None:
-    from ...core.clean import clean_text
+    from ...core.clean import QUERY_CHARS, cap_query, clean_text
     from .common import one_line_error
 
     # argv holds invalid UTF-8 as lone surrogates (surrogateescape): clean it at the door.
-    args = [clean_text(a) for a in sys.argv[1:]]
+    # Each argument is also capped like any query (no path or flag comes near the cap).
+    args = [cap_query(clean_text(a), QUERY_CHARS) for a in sys.argv[1:]]
     try:
         cli(args=args, prog_name="dsh-recall", standalone_mode=True)
     except (SystemExit, KeyboardInterrupt):
