@@ -32,6 +32,7 @@ from ..search import access
 from ..search import lexical as lex
 from ..search.fuse import layer_weights, rrf
 from ..sources.notes import resolve_roots, walk_notes
+from ..sources.workspace import read_regular
 from ..stores.base import FileRow, IndexedChunk
 from ..stores.sqlite import SqliteChunkStore
 from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_block, relevant,
@@ -182,8 +183,7 @@ class NotesService:
                 unchanged += 1
                 continue
             try:
-                with open(sf.abs_path, "rb") as f:
-                    data = f.read()
+                data = read_regular(sf.abs_path, self.ncfg.max_note_bytes)
             except OSError as e:
                 # Keep what was indexed before: an unreadable note is reported, not forgotten.
                 walk.problems.append(f"cannot read {sf.abs_path}: {e.strerror or e}")

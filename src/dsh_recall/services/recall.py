@@ -23,6 +23,16 @@ RECENT_IN_CONTEXT = 2  # events this close to the end are still in the model's c
 CONTEXT_BUDGET_CHARS = 2400
 
 
+def _regular(path: str) -> bool:
+    from ..sources.workspace import stat_regular
+
+    try:
+        stat_regular(path)
+        return True
+    except OSError:
+        return False
+
+
 class RecallService:
     """Decides per user message whether to inject history; builds anchors after compactions."""
 
@@ -59,7 +69,7 @@ class RecallService:
     # -- import -------------------------------------------------------------------------------
     def refresh(self, transcript: str | None) -> None:
         """Bring the session's transcript into history (incremental, append-only)."""
-        if transcript and Path(transcript).is_file():
+        if transcript and _regular(transcript):
             # Sessions a hook imports belong to the channel the harness runs the hook for.
             history.import_paths([transcript], cfg=self.cfg, channel=channel_key_from_env())
 
