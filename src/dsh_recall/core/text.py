@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import chain
 
 _WORD = re.compile(r"[A-Za-z0-9_]+|[^\x00-\x7F\s]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -60,27 +61,31 @@ def _word_tokens(word: str) -> tuple[str, ...]:
     return ()
 
 
+def _memo(word: str) -> tuple[str, ...]:
+    toks = (word,) if _PLAIN.fullmatch(word) else _word_tokens(word)
+    if len(word) <= _CACHE_WORD_CHARS:
+        if len(_TOKENS) >= _TOKENS_MAX:
+            _TOKENS.clear()
+        _TOKENS[word] = toks
+    return toks
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens for a code-aware lexical index.
 
     Every identifier is kept whole (lower-cased) and also split at camelCase and snake_case
     boundaries; CJK runs become overlapping bigrams. Order is preserved.
     """
-    cache = _TOKENS
-    out: list[str] = []
-    for word in _WORD.findall(text):
-        toks = cache.get(word)
-        if toks is None:
-            if _PLAIN.fullmatch(word):
-                toks = (word,)
-            else:
-                toks = _word_tokens(word)
-            if len(word) <= _CACHE_WORD_CHARS:
-                if len(cache) >= _TOKENS_MAX:
-                    cache.clear()
-                cache[word] = toks
-        out += toks
-    return out
+    words = _WORD.findall(text)
+    toks = list(map(_TOKENS.get, words))  # the loop over words runs in C; misses are rare
+    i = -1
+    try:
+        while True:
+            i = toks.index(None, i + 1)
+            toks[i] = _memo(words[i])
+    except ValueError:
+        pass
+    return list(chain.from_iterable(toks))
 
 
 def code_identifiers(text: str) -> list[str]:

@@ -145,16 +145,20 @@ class SqliteChunkStore:
                 "VALUES(?,?,?,?,?,?,?)",
                 (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns, row.chars))
             file_id = cur.lastrowid
-            for ic in chunks:
-                c = ic.chunk
-                cid = conn.execute(
-                    "INSERT INTO chunks(file_id, start_line, end_line, language, symbols, text, "
-                    "embed_hash) VALUES(?,?,?,?,?,?,?)",
-                    (file_id, c.start_line, c.end_line, c.language, json.dumps(list(c.symbols)),
-                     c.text, ic.embed_hash)).lastrowid
-                conn.execute("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
-                             (cid, ic.lexical, ic.symbols_lexical, ic.path_lexical))
-            if chunks:  # chunks whose text was embedded before carry its vector at once
+            # Ids handed out here, so both tables are filled by one executemany each.
+            first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
+            conn.executemany(
+                "INSERT INTO chunks(id, file_id, start_line, end_line, language, symbols, text, "
+                "embed_hash) VALUES(?,?,?,?,?,?,?,?)",
+                [(first + n, file_id, ic.chunk.start_line, ic.chunk.end_line, ic.chunk.language,
+                  json.dumps(list(ic.chunk.symbols)), ic.chunk.text, ic.embed_hash)
+                 for n, ic in enumerate(chunks)])
+            conn.executemany("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
+                             [(first + n, ic.lexical, ic.symbols_lexical, ic.path_lexical)
+                              for n, ic in enumerate(chunks)])
+            # Chunks whose text was embedded before carry its vector at once.
+            if chunks and conn.execute("SELECT 1 FROM chunks c JOIN vectors v ON v.hash = "
+                                       "c.embed_hash WHERE c.file_id = ? LIMIT 1", (file_id,)).fetchone():
                 conn.execute("UPDATE chunks SET vec_seq = ? WHERE file_id = ? AND embed_hash IN "
                              "(SELECT hash FROM vectors)", (self._next_vec_seq(conn), file_id))
             self._bump(conn)
