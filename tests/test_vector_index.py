@@ -245,7 +245,14 @@ def test_a_searcher_alongside_a_writer_always_sees_a_consistent_index(tmp_path):
     assert errors == []
 
 
-def test_int8_first_pass_is_close_to_exact():
+@pytest.mark.parametrize("kernel", [True, False])
+def test_int8_first_pass_is_close_to_exact(kernel, monkeypatch):
+    from dsh_recall.search import vector
+
+    if not kernel:
+        monkeypatch.setattr(vector, "_nk", None)  # the numpy fallback
+    elif vector._nk is None:
+        pytest.skip("no SIMD kernel package installed")
     rng = np.random.default_rng(0)
     mat = rng.standard_normal((500, 384)).astype(np.float32)
     mat /= np.linalg.norm(mat, axis=1, keepdims=True)
