@@ -57,11 +57,13 @@ BM25_WEIGHTS = (1.0, 4.0, 2.0)  # body, symbols, path
 
 def lexical_sql(with_prefix: bool) -> str:
     w = ", ".join(str(x) for x in BM25_WEIGHTS)
-    where = " AND f.path >= ? AND f.path < ?" if with_prefix else ""
+    if not with_prefix:  # FTS rows are chunks one to one: no join (it doubled the cost)
+        return (f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
+                f"WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?")
     return (
         f"SELECT chunks_fts.rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
         f"JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
-        f"WHERE chunks_fts MATCH ?{where} ORDER BY s LIMIT ?"
+        f"WHERE chunks_fts MATCH ? AND f.path >= ? AND f.path < ? ORDER BY s LIMIT ?"
     )
 
 
@@ -295,7 +297,10 @@ class SqliteChunkStore:
                      limit: int | None = None, after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, vectors) of chunks whose vector arrived after `after_seq` (and at or
         before `upto_seq`), by chunk id from `after_id` on, at most `limit` rows."""
-        sql = ("SELECT c.id, v.vec FROM chunks c JOIN vectors v ON v.hash = c.embed_hash "
+        # A delta is a short range of the vec_seq index; only a full read (after_seq < 0)
+        # should walk the table, and ORDER BY id would otherwise make SQLite walk it always.
+        hint = " INDEXED BY chunks_vec_seq" if after_seq >= 0 else ""
+        sql = (f"SELECT c.id, v.vec FROM chunks c{hint} JOIN vectors v ON v.hash = c.embed_hash "
                "WHERE c.vec_seq > ?")
         params: list = [after_seq]
         if upto_seq is not None:
@@ -304,7 +309,8 @@ class SqliteChunkStore:
         if after_id:
             sql += " AND c.id > ?"
             params.append(after_id)
-        sql += " ORDER BY c.id"
+        if limit or after_id:
+            sql += " ORDER BY c.id"
         if limit:
             sql += " LIMIT ?"
             params.append(limit)
