@@ -9,6 +9,7 @@ found by writing the file's events one by one.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -18,7 +19,10 @@ from ..chunkers.transcript import event_blocks
 from ..core.clean import clean_int, clean_text
 from ..core.config import Config
 from ..core.text import index_text
+from ..chunkers.transcript import MAX_RESULT_BLOCKS
 from ..search import history_query as hq
+from ..search.offload import NOTE_MARKER
+from ..search.restore import restore_notes
 from ..sources.transcripts import ReadContext, discover_default, expand, reader
 from ..sources.transcripts.base import MAX_SKIP_NOTES, opt_str
 from ..sources.workspace import read_regular
@@ -27,6 +31,9 @@ from .history_common import _cfg, open_store
 from .history_semantic import SemanticLayer
 
 EVENT_TEXT_CAP = 262_144  # chars of one event's original text kept for `show`
+# A tool result the conversation only points to (offloaded) is indexed up to the text
+# `show` keeps: history is then the one place a middle line can be found by words.
+RESTORED_RESULT_BLOCKS = 64
 _HEAD = 4096
 # Errors that say "this row's data", not "this database": the rows are then written one
 # by one and the refused ones skipped. Anything else (locked, disk full) fails the file,
@@ -86,9 +93,52 @@ def _event_row(e) -> dict[str, Any]:
 
 
 def _blocks(ev, block_chars: int) -> list[BlockIn]:
+    restored = any(f.startswith("offloaded:") for f in ev.flags)
     return [BlockIn(b.session, b.seq, b.part, b.role, b.kind, b.tool, b.text, b.hash,
                     literal=index_text(b.text), trigram=b.text, cjk=hq.cjk_body(b.text))
-            for b in event_blocks([ev], block_chars)]
+            for b in event_blocks([ev], block_chars,
+                                  RESTORED_RESULT_BLOCKS if restored else MAX_RESULT_BLOCKS)]
+
+
+class _Originals:
+    """Offloaded tool output put back into the events that point to it (search.restore):
+    only objects the same session stored through the same channel."""
+
+    def __init__(self, channel: str | None):
+        self.channel = channel
+        self.svc = None
+
+    def _lookup(self, session: str):
+        def find(obj_id: str) -> str | None:
+            if self.svc is None:
+                from .objects import ObjectService, default_path
+                if not default_path().is_file():
+                    return None
+                self.svc = ObjectService()
+            return self.svc.original(obj_id, session, self.channel)
+        return find
+
+    def event(self, ev):
+        """`ev` with its offloaded output put back; `ev` itself when there is none or the
+        object store cannot answer (the pointer form is then indexed, as before)."""
+        if ev.role != "tool" or not any(NOTE_MARKER in p.text for p in ev.pieces):
+            return ev
+        pieces, ids = [], []
+        try:
+            for p in ev.pieces:
+                r = restore_notes(p.text, self._lookup(ev.session))
+                pieces.append(dataclasses.replace(p, text=r.text) if r.ids else p)
+                ids += r.ids
+        except Exception:  # noqa: BLE001 - a broken object store must not cost the event
+            return ev
+        if not ids:
+            return ev
+        return dataclasses.replace(ev, pieces=tuple(pieces),
+                                   flags=ev.flags + ("offloaded:" + ",".join(ids),))
+
+    def close(self) -> None:
+        if self.svc is not None:
+            self.svc.close()
 
 
 def _write_each(store: HistoryStore, sessions: list[dict], rows: list[tuple[dict, list[BlockIn]]],
@@ -175,14 +225,17 @@ def _import_part(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     skips = _Skips(res.skipped, notes)
     rows: list[tuple[dict, list[BlockIn]]] = []
     last_time: dict[str, int] = {}
+    originals = _Originals(channel)
     for ev in res.events:
         try:
+            ev = originals.event(ev)
             rows.append((_event_row(ev), _blocks(ev, cfg.history.result_block_chars)))
         except Exception as e:  # noqa: BLE001 - one event must never stop the file
             skips.add(f"event {ev.session[:60]}:{ev.seq}", e)
             continue
         if ev.time_ms:
             last_time[ev.session] = max(last_time.get(ev.session, 0), ev.time_ms)
+    originals.close()
     sessions = [_session_row(m, key, last_time.get(m.id), channel) for m in res.sessions.values()]
     file_session = next(iter(res.sessions)) if len(res.sessions) == 1 else (row["session"] if row else None)
     file_row = {"path": key, "format": fmt, "size": st.st_size, "mtime_ns": st.st_mtime_ns,

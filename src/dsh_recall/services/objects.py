@@ -307,6 +307,16 @@ class ObjectService:
         """Total chars of a live object, without reading its payload or counting a recall."""
         return self._row(obj_id, can_see).chars
 
+    def original(self, obj_id: str, session: str, channel: str | None) -> str | None:
+        """The whole text of a live object that `session` stored through `channel`, else
+        None. Counts no recall: history import uses it to index what a transcript only
+        points to (search.restore), never to answer a caller."""
+        row = self.store.get(_clean(obj_id.strip().lower()) or "")
+        if row is None or row.sha is None or row.session != _clean(session) \
+                or row.channel != _clean(channel):
+            return None
+        return self._text(row)
+
     def get(self, obj_id: str, start: int | None = None, count: int | None = None,
             can_see: CanSee | None = None) -> GetResult:
         """The first 8,000 chars, or `count` chars from `start` (code points, max 24,000)."""
