@@ -27,6 +27,7 @@ _COMMANDS = {
     "proxy": ("proxy", "proxy"),
     "config": ("config", "config_group"),
     "trust": ("trust", "trust"),
+    "worker": ("worker", "worker"),
 }
 
 

@@ -1,0 +1,101 @@
+"""The worker's wire: JSON lines over stdio, one answer per request, in order.
+
+    -> {"id": 7, "op": "offload", ...}
+    <- {"id": 7, "ok": true, "result": {...}}   or   {"id": 7, "ok": false, "error": "one line"}
+
+The first line written is `{"id": 0, "ok": true, "result": {"ready": true, ...}}`. A line
+that is not a JSON object is answered with `id: null`. Stdout belongs to the protocol:
+anything else the process prints goes to stderr. The loop ends when stdin closes (dsh
+exited). Between requests, deferred work (history imports, embedding) runs in slices
+of at most `idle_s`, so a request waits for at most one slice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+from typing import IO, Any
+
+from ...core.clean import clean_json
+from ...core.errors import RecallError
+from .worker import VERSION, Worker
+
+MAX_LINE_BYTES = 256 << 20  # a tool result can be big; a line past this is refused
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).replace("\n", " ").strip()
+    return (f"{type(e).__name__}: {text}" if not isinstance(e, RecallError) else text)[:500]
+
+
+def _reader(inp: IO[bytes], q: "queue.Queue[bytes | None]") -> None:
+    try:
+        while True:
+            line = inp.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            q.put(line)
+    finally:
+        q.put(None)
+
+
+def answer(worker: Worker, line: bytes) -> dict[str, Any]:
+    """The answer to one request line (never raises)."""
+    if len(line) > MAX_LINE_BYTES:
+        return {"id": None, "ok": False, "error": f"request over {MAX_LINE_BYTES} bytes"}
+    try:
+        req = clean_json(json.loads(line.decode("utf-8", "replace")))
+    except ValueError as e:
+        return {"id": None, "ok": False, "error": f"not JSON: {_one_line(e)}"}
+    if not isinstance(req, dict):
+        return {"id": None, "ok": False, "error": "a request is a JSON object"}
+    rid = req.get("id")
+    try:
+        return {"id": rid, "ok": True, "result": worker.handle(req)}
+    except Exception as e:  # noqa: BLE001 - one request must never end the worker
+        worker.counts["errors"] += 1
+        if os.environ.get("DSH_RECALL_DEBUG"):
+            import traceback
+            traceback.print_exc(file=sys.stderr)
+        return {"id": rid, "ok": False, "error": _one_line(e)}
+
+
+def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -> None:
+    """Answer requests from `inp` on `out` until `inp` closes."""
+    q: "queue.Queue[bytes | None]" = queue.Queue()
+    threading.Thread(target=_reader, args=(inp, q), daemon=True, name="dsh-recall-stdin").start()
+
+    def send(obj: dict[str, Any]) -> None:
+        out.write(json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
+        out.flush()
+
+    send({"id": 0, "ok": True, "result": {"ready": True, "version": VERSION, "pid": os.getpid()}})
+    pending_idle = False
+    try:
+        while True:
+            try:
+                line = q.get(timeout=idle_s if pending_idle or worker.dirty else None)
+            except queue.Empty:
+                try:
+                    pending_idle = worker.idle(idle_s)
+                except Exception as e:  # noqa: BLE001 - idle work is best effort
+                    print(f"dsh-recall worker: idle work failed: {_one_line(e)}", file=sys.stderr)
+                    pending_idle = False
+                continue
+            if line is None:
+                break
+            if not line.strip():
+                continue
+            send(answer(worker, line))
+    finally:
+        worker.close()
+
+
+def main(worker: Worker, idle_s: float = 0.5) -> None:
+    """Run on this process's stdio; stdout is kept for the protocol only."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
+    serve(sys.stdin.buffer, out, worker, idle_s)

@@ -1,0 +1,333 @@
+"""What the dsh plugin asks for, answered with the existing services.
+
+One `Worker` lives as long as the `dsh-recall worker` process (one per dsh process). It
+keeps what is cheap to keep (configs per workspace, open object stores and notes indexes,
+per-session recall state) and decides nothing the services do not already decide:
+
+- `offload`: a tool result's text blocks -> `ObjectService.put` (the policy the Claude Code
+  hook uses), after dsh's own output cut is undone from its spill file (spill.py).
+- `context`: the block for the next request's system prompt: the compaction anchor while
+  it is live, the history gate's recall block while it is live (`RecallService`), and the
+  notes auto-recall block for the current user message (`NotesService.auto_recall`).
+- `reclaim`: results already in the conversation -> `ObjectService.reclaim` (keep the newest,
+  honour `objects.budget_tokens`); dsh then shadows each with compaction/prune + replace.
+- `import`: the session's log into history (also done in idle time and before `context`).
+- `status`: offloads, tokens kept out, recall hits, on-disk footprint, this worker's counts.
+
+Requests come from dsh, a trusted harness; every text in them is still cleaned, and paths
+named inside tool output are only used as spill.py allows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ...core.clean import cap_query, clean_text
+from ...core.config import Config, load_config
+from ...core.errors import InputError
+from ...core.paths import ensure_dir, recall_home
+from ...services import history
+from ...services.channel import Viewer, channel_key_from_env
+from ...services.objects import ObjectService, ResultText
+from ...services.recall import RecallService
+from .spill import read_spill, restore_spilled
+
+VERSION = 1
+# Dsh session ids as the runtime writes them; anything else is not looked up on disk.
+_SESSION_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+_LOG_NAMES = ("session.v4.jsonl.zstd", "session.v4.jsonl")
+# Bound on the whole block added to one request's system prompt (each part has its own).
+MAX_CONTEXT_CHARS = 6400
+MAX_MESSAGE_CHARS = 4000
+HEADER = "[dsh-recall] Context recalled for this request (not written by the user):"
+
+
+def call_seq(call_id: str, where: str) -> int:
+    """The object seq of one text block of one tool call: the same call offloaded twice
+    (a retry) maps to the same (session, seq), as in the Claude Code hook."""
+    digest = hashlib.sha256(f"{call_id}\x00{where}".encode("utf-8", "surrogatepass")).hexdigest()
+    return int(digest[:12], 16)
+
+
+@dataclass
+class SessionState:
+    """What this worker remembers about one dsh session between requests."""
+
+    message_id: str | None = None
+    turn: int = 0
+    recall: str = ""
+    recall_until: int | None = None
+    notes: str = ""
+    anchor: str = ""
+    anchor_until: int | None = None
+    log_path: Path | None = None
+
+
+def _text(value: Any, limit: int | None = None) -> str:
+    text = clean_text(value if isinstance(value, str) else "")
+    return text[:limit] if limit is not None else text
+
+
+def _opt_text(value: Any) -> str | None:
+    return clean_text(value) if isinstance(value, str) and value else None
+
+
+class Worker:
+    """Answers one request dict at a time (`handle`); `idle` does deferred work."""
+
+    def __init__(self, dsh_home: str | None = None, config_file: str | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.config_file = config_file
+        self.dsh_home = Path(dsh_home or os.environ.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
+        self.channel = channel_key_from_env()
+        self.clock = clock
+        self.sessions: dict[str, SessionState] = {}
+        self.dirty: set[str] = set()
+        self._configs: dict[str, Config] = {}
+        self._objects: dict[str, ObjectService] = {}
+        self._notes: dict[str, Any] = {}
+        self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
+                       "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
+                       "errors": 0}
+        self._status_path = ensure_dir(recall_home() / "dsh") / "worker-status.json"
+        self.started = clock()
+
+    # -- plumbing ------------------------------------------------------------------------
+    def config(self, cwd: str | None) -> Config:
+        """The effective config for a session's workspace (the user's alone without one)."""
+        key = cwd or ""
+        if key not in self._configs:
+            ws = Path(cwd) if cwd and Path(cwd).is_dir() else None
+            self._configs[key] = load_config(workspace=ws, config_file=self.config_file)
+        return self._configs[key]
+
+    @staticmethod
+    def quiet(cfg: Config) -> Config:
+        """`cfg` without embedding in the request path: idle time fills vectors."""
+        return cfg.model_copy(update={"embed_budget_s": 0.0})
+
+    def objects(self, cfg: Config) -> ObjectService:
+        key = cfg.objects.model_dump_json()
+        if key not in self._objects:
+            self._objects[key] = ObjectService(cfg.objects)
+        return self._objects[key]
+
+    def viewer(self, cfg: Config) -> Viewer | None:
+        return Viewer(cfg, self.channel) if self.channel else None
+
+    def state(self, session: str) -> SessionState:
+        return self.sessions.setdefault(session, SessionState())
+
+    def log_path(self, session: str) -> Path | None:
+        """The session's log under $DSH_HOME/sessions/--<cwd>--/<id>/, when it exists."""
+        if not _SESSION_ID.fullmatch(session):
+            return None
+        st = self.state(session)
+        if st.log_path is not None and st.log_path.is_file():
+            return st.log_path
+        found = [p for p in (self.dsh_home / "sessions").glob(f"*/{session}/session.v4.jsonl*")
+                 if p.name in _LOG_NAMES and p.is_file()]
+        st.log_path = max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
+        return st.log_path
+
+    def close(self) -> None:
+        for svc in self._objects.values():
+            svc.close()
+        for svc in self._notes.values():
+            svc.close()
+        self._objects.clear()
+        self._notes.clear()
+
+    # -- dispatch -------------------------------------------------------------------------
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        fn = {"hello": self.op_hello, "offload": self.op_offload, "context": self.op_context,
+              "reclaim": self.op_reclaim, "import": self.op_import, "status": self.op_status,
+              "ping": lambda r: {"pong": True}}.get(op if isinstance(op, str) else "")
+        if fn is None:
+            raise InputError(f"unknown op {str(op)[:40]!r}; ops: hello, offload, context, "
+                             "reclaim, import, status, ping")
+        self.counts["requests"] += 1
+        return fn(req)
+
+    def op_hello(self, req: dict[str, Any]) -> dict[str, Any]:
+        cfg = self.config(_opt_text(req.get("cwd")))
+        return {"version": VERSION, "pid": os.getpid(), "home": str(recall_home()),
+                "threshold_chars": cfg.objects.threshold_chars}
+
+    # -- reaper ---------------------------------------------------------------------------
+    def op_offload(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Text blocks of one tool result -> the blocks to show instead (None: unchanged)."""
+        session = _text(req.get("session")) or "dsh"
+        call_id = _text(req.get("call_id"))
+        tool = _opt_text(req.get("tool"))
+        cfg = self.config(_opt_text(req.get("cwd")))
+        svc = self.objects(cfg)
+        blocks = req.get("blocks")
+        if not isinstance(blocks, list):
+            raise InputError("offload needs blocks: a list of texts (null for other blocks)")
+        out: list[str | None] = []
+        ids: list[str | None] = []
+        for i, block in enumerate(blocks):
+            if not isinstance(block, str) or len(block) <= cfg.objects.threshold_chars:
+                out.append(None)
+                ids.append(None)
+                continue
+            text = clean_text(block)
+            full = restore_spilled(text, lambda p: read_spill(p, svc.max_object_bytes)).text
+            res = svc.put(full, session=session, seq=call_seq(call_id, f"/content/{i}") if call_id else None,
+                          tool=tool, channel=self.channel)
+            if res.offloaded and len(res.inline) < len(block):
+                out.append(res.inline)
+                ids.append(res.id)
+                self.counts["offloads"] += 1
+                self.counts["chars_in"] += len(full)
+                self.counts["chars_inline"] += len(res.inline)
+            else:
+                out.append(None)
+                ids.append(None)
+        self.dirty.add(session)
+        if any(ids):
+            self._write_status()
+        return {"blocks": out, "ids": ids}
+
+    def op_reclaim(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Results already in the conversation (oldest first) -> those to shadow now, by
+        seq, with their pointer text. Read-like tools count only under a token budget."""
+        session = _text(req.get("session")) or "dsh"
+        cfg = self.config(_opt_text(req.get("cwd")))
+        svc = self.objects(cfg)
+        items = req.get("results")
+        if not isinstance(items, list):
+            raise InputError("reclaim needs results: [{seq, tool, text, pass_through}]")
+        budget = cfg.objects.budget_tokens is not None
+        results: list[ResultText] = []
+        for r in items:
+            if not isinstance(r, dict) or not isinstance(r.get("seq"), int):
+                continue
+            text = r.get("text")
+            if isinstance(text, str) and r.get("pass_through") and not budget:
+                text = None  # read-like output stays verbatim unless the user set a budget
+            if isinstance(text, str):
+                text = restore_spilled(clean_text(text),
+                                       lambda p: read_spill(p, svc.max_object_bytes)).text
+            results.append(ResultText(r["seq"], text if isinstance(text, str) else None,
+                                      _opt_text(r.get("tool"))))
+        tokens = req.get("context_tokens")
+        viewer = self.viewer(cfg)
+        done = svc.reclaim(session, results, tokens if isinstance(tokens, int) else None,
+                           channel=self.channel,
+                           can_see=None if viewer is None or viewer.unfiltered else viewer.can_see)
+        out = {str(seq): {"text": res.inline, "id": res.id} for seq, res in done.items()}
+        if out:
+            self.counts["reclaimed"] += len(out)
+            self._write_status()
+        return {"replace": out}
+
+    # -- auto-recall, notes, anchor ----------------------------------------------------------
+    def op_context(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The block for this request's system prompt ("" when nothing is relevant)."""
+        session = _text(req.get("session"))
+        if not session:
+            raise InputError("context needs the session id")
+        cwd = _opt_text(req.get("cwd"))
+        cfg = self.quiet(self.config(cwd))
+        st = self.state(session)
+        path = self.log_path(session)
+        transcript = str(path) if path else None
+        rs = RecallService(cfg)
+        if req.get("compacted"):
+            anchor = rs.anchor(session, transcript)
+            if anchor is not None:
+                st.anchor = anchor["context"]
+                st.anchor_until = int(rs.state(session).get("live_until") or 0)
+                self.counts["anchors"] += 1
+        message_id = _opt_text(req.get("message_id"))
+        message = cap_query(_text(req.get("message"), MAX_MESSAGE_CHARS))
+        if message_id and message_id != st.message_id and message.strip():
+            st.message_id = message_id
+            res = rs.on_user_prompt(session, message, transcript)
+            st.turn = int(res.get("turn") or st.turn + 1)
+            if res.get("fire") and res.get("context"):
+                st.recall, st.recall_until = res["context"], int(res.get("live_until") or st.turn)
+                self.counts["recall_blocks"] += 1
+            st.notes = self._notes_block(cfg, cwd, message)
+            if st.notes:
+                self.counts["notes_blocks"] += 1
+        elif transcript:
+            history.import_paths([transcript], cfg=cfg, channel=self.channel)
+        self.dirty.add(session)
+        parts = {"anchor": st.anchor if st.anchor and st.turn <= (st.anchor_until or 0) else "",
+                 "recall": st.recall if st.recall and st.turn <= (st.recall_until or 0) else "",
+                 "notes": st.notes}
+        body = "\n\n".join(p for p in parts.values() if p)
+        text = f"{HEADER}\n\n{body}"[:MAX_CONTEXT_CHARS] if body else ""
+        self._write_status()
+        return {"text": text, "parts": {k: bool(v) for k, v in parts.items()}, "turn": st.turn,
+                "reclaim": {"threshold_chars": cfg.objects.threshold_chars,
+                            "budget": cfg.objects.budget_tokens is not None,
+                            "keep": cfg.objects.keep}}
+
+    def _notes_block(self, cfg: Config, cwd: str | None, message: str) -> str:
+        from ...services.notes import NotesService
+
+        key = cwd or ""
+        if key not in self._notes:
+            self._notes[key] = NotesService(cfg, workspace=Path(cwd) if cwd and Path(cwd).is_dir() else None)
+        svc = self._notes[key]
+        if not svc.roots:
+            return ""
+        return svc.auto_recall(message, self.channel)
+
+    # -- fresh history ----------------------------------------------------------------------
+    def op_import(self, req: dict[str, Any]) -> dict[str, Any]:
+        session = _text(req.get("session"))
+        cfg = self.quiet(self.config(_opt_text(req.get("cwd"))))
+        path = self.log_path(session) if session else None
+        if path is None:
+            return {"imported": False, "reason": "no session log on disk yet"}
+        rep = history.import_paths([str(path)], cfg=cfg, channel=self.channel)
+        self.dirty.add(session)
+        return {"imported": True, "events": rep["events"], "blocks": rep["blocks"]}
+
+    def idle(self, budget_s: float = 0.5) -> bool:
+        """Deferred work in a bounded slice: import touched sessions, embed what fits.
+        Returns whether anything was left to do."""
+        if not self.dirty:
+            return False
+        session = self.dirty.pop()
+        path = self.log_path(session)
+        if path is None:
+            return bool(self.dirty)
+        cfg = self.config(None).model_copy(update={"embed_budget_s": budget_s})
+        history.import_paths([str(path)], cfg=cfg, channel=self.channel)
+        return bool(self.dirty)
+
+    # -- status -----------------------------------------------------------------------------
+    def op_status(self, req: dict[str, Any]) -> dict[str, Any]:
+        cfg = self.config(_opt_text(req.get("cwd")))
+        viewer = self.viewer(cfg)
+        st = self.objects(cfg).stats(can_see=None if viewer is None or viewer.unfiltered else viewer.can_see)
+        return {"objects": {k: st[k] for k in ("offloaded", "live", "tokens_kept_out", "recalls",
+                                               "recall_ratio", "disk_bytes")},
+                "worker": self.snapshot()}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "started": self.started, "updated": self.clock(),
+                "sessions": len(self.sessions), **self.counts}
+
+    def _write_status(self) -> None:
+        """This worker's counts, for `status` in other processes (the MCP server)."""
+        try:
+            tmp = self._status_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.snapshot()), encoding="utf-8")
+            os.replace(tmp, self._status_path)
+        except OSError:
+            pass

@@ -1,0 +1,237 @@
+"""The Python half of the dsh native plugin, without dsh: the worker's answers, the
+protocol, dsh's spill files, and history finding what the conversation only points to.
+
+The real runtime drives the same worker in test_dsh_plugin.py (slow)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dsh_recall.core.config import ObjectsConfig, load_config
+from dsh_recall.frontends.dsh import loop
+from dsh_recall.frontends.dsh.spill import plausible_path, read_spill, restore_spilled
+from dsh_recall.frontends.dsh.worker import Worker, call_seq
+from dsh_recall.search.offload import render_inline
+from dsh_recall.search.restore import restore_notes
+from dsh_recall.services import history
+from dsh_recall.services.objects import ObjectService
+
+BIG = "".join(f"line {i:05d} build step {i * 7 % 13} ok\n" for i in range(4000))  # ~120 KB
+
+
+@pytest.fixture(autouse=True)
+def _fake_embedder(monkeypatch):
+    monkeypatch.setenv("DSH_RECALL_EMBEDDER__NAME", "fake")
+
+
+def _session_log(dsh_home: Path, sid: str, events: list[dict], cwd: str = "/work/x") -> Path:
+    d = dsh_home / "sessions" / "--work-x--" / sid
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "session.v4.jsonl"
+    lines = [{"type": "session", "version": 4, "id": sid, "createdAt": 1_700_000_000_000, "cwd": cwd}]
+    lines += [{"seq": i, "time": 1_700_000_000_000 + i, **e} for i, e in enumerate(events)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def _user(text: str) -> dict:
+    return {"type": "user/message", "data": {"content": [{"type": "text", "text": text}],
+                                             "source": {"kind": "user"}, "role": "user"}}
+
+
+def _assistant(text: str) -> dict:
+    return {"type": "assistant/message",
+            "data": {"message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}}
+
+
+def _call(call_id: str, name: str = "bash") -> dict:
+    return {"type": "assistant/message", "data": {"message": {"role": "assistant", "content": [
+        {"type": "tool-call", "id": call_id, "name": name, "arguments": "{}"}]}}}
+
+
+def _result(call_id: str, text: str) -> dict:
+    return {"type": "tool/result", "data": {"message": {
+        "role": "tool", "toolCallId": call_id, "content": [{"type": "text", "text": text}]}}}
+
+
+# -- restoring offloaded text (search.restore, history import) ---------------------------------
+
+def test_restore_puts_back_only_a_verified_pointer_form():
+    inline = render_inline(BIG, "abcd1234", "bash", ObjectsConfig()).text
+    found = {"abcd1234": BIG}
+    r = restore_notes("before\n" + inline + "after", found.get)
+    assert r.ids == ("abcd1234",) and r.text == "before\n" + BIG + "after"
+    # Another object's text around the same note, an unknown id, a pasted note alone.
+    assert restore_notes(inline, {"abcd1234": BIG.replace("00001", "99999")}.get).ids == ()
+    assert restore_notes(inline, {}.get).ids == ()
+    note = inline[inline.index("[dsh-recall: "):inline.index("QUERY`.]") + 8]
+    assert restore_notes(f"see {note} here", found.get).text == f"see {note} here"
+
+
+def test_history_indexes_the_original_of_an_offloaded_result(tmp_path):
+    cfg = load_config()
+    with ObjectService(cfg.objects) as svc:
+        res = svc.put(BIG, session="sess-a", seq=call_seq("call-1", "/content/0"), tool="bash")
+        other = svc.put(BIG.replace("build", "other"), session="sess-b", seq=1, tool="bash")
+    assert res.offloaded and "line 02000" not in res.inline
+    dsh_home = tmp_path / "dsh"
+    _session_log(dsh_home, "sess-a", [_user("run the build"), _call("call-1"), _result("call-1", res.inline),
+                                      # a result pointing to another session's object stays as it is
+                                      _call("call-2"), _result("call-2", other.inline)])
+    history.import_paths([str(dsh_home)], cfg=cfg)
+    # A line from the middle (chars ~60,000 of ~120,000) is found and shown in full.
+    hits = history.search("line 02000", session="sess-a", detail=True, layers=["literal"], cfg=cfg)["hits"]
+    assert hits and hits[0]["start_seq"] == 2
+    assert any(f.startswith("offloaded:" + res.id) for f in hits[0]["flags"])
+    shown = history.show("sess-a", around=2, window=0, max_chars=300_000)["events"][0]
+    assert "line 03999" in shown["text"] and "[dsh-recall: " not in shown["text"]
+    ev4 = history.show("sess-a", around=4, window=0)["events"][0]
+    assert "[dsh-recall: " in ev4["text"]
+
+
+def test_history_does_not_restore_across_channels(tmp_path):
+    cfg = load_config()
+    with ObjectService(cfg.objects) as svc:
+        res = svc.put(BIG, session="sess-c", seq=5, tool="bash", channel="group:team")
+    dsh_home = tmp_path / "dsh"
+    _session_log(dsh_home, "sess-c", [_call("c"), _result("c", res.inline)])
+    history.import_paths([str(dsh_home)], cfg=cfg)  # imported with no channel
+    assert "[dsh-recall: " in history.show("sess-c", around=1, window=0)["events"][0]["text"]
+
+
+# -- dsh's spill files -------------------------------------------------------------------------
+
+def _spill(tmp_path: Path, text: str, name: str = "dsh-subprocess-123-1-abc-stdout.log") -> Path:
+    d = tmp_path / "dsh-subprocess-AbC123"
+    d.mkdir(exist_ok=True)
+    p = d / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_spill_file_restores_the_whole_stream_when_its_tail_matches(tmp_path):
+    p = _spill(tmp_path, BIG)
+    kept = BIG[-64000:]
+    text = f"{kept}\n[output truncated; full output: {p}]\n[stderr]\nwarning: slow\n[exit code: 2]"
+    r = restore_spilled(text, lambda path: read_spill(path, 1 << 26))
+    assert r.paths == (str(p),)
+    assert r.text == BIG + "\n[stderr]\nwarning: slow\n[exit code: 2]"
+    # A file whose end is not the kept tail, a name dsh does not give, a symlink: unchanged.
+    wrong = _spill(tmp_path, BIG.replace("03999", "xxxxx"), "dsh-subprocess-9-stdout.log")
+    t2 = f"{kept}\n[output truncated; full output: {wrong}]"
+    assert restore_spilled(t2, lambda path: read_spill(path, 1 << 26)).text == t2
+    secret = tmp_path / "secret.txt"
+    secret.write_text(BIG)
+    assert not plausible_path(str(secret)) and read_spill(str(secret), 1 << 26) is None
+    link = tmp_path / "dsh-subprocess-AbC123" / "dsh-subprocess-7-stdout.log"
+    link.symlink_to(secret)
+    assert plausible_path(str(link)) and read_spill(str(link), 1 << 26) is None
+    assert read_spill(str(p), 1000) is None  # over the cap
+
+
+def test_spill_in_stderr_section_is_restored_too(tmp_path):
+    p = _spill(tmp_path, "E" * 5000 + "\nfatal: boom\n", "dsh-subprocess-5-stderr.log")
+    text = f"out line\n[stderr]\n{('E' * 5000 + chr(10) + 'fatal: boom' + chr(10))[-3000:]}\n[output truncated; full output: {p}]"
+    r = restore_spilled(text, lambda path: read_spill(path, 1 << 26))
+    assert r.text == "out line\n[stderr]\n" + "E" * 5000 + "\nfatal: boom\n"
+
+
+# -- the worker's answers ------------------------------------------------------------------------
+
+def test_offload_stores_the_full_output_and_is_idempotent_per_call(tmp_path):
+    w = Worker(dsh_home=str(tmp_path / "dsh"))
+    p = _spill(tmp_path, BIG)
+    shown = f"{BIG[-64000:]}\n[output truncated; full output: {p}]"
+    req = {"op": "offload", "session": "s1", "call_id": "toolu_9", "tool": "bash",
+           "blocks": [shown, None, "small"]}
+    a = w.handle(req)
+    new, obj = a["blocks"][0], a["ids"][0]
+    assert a["blocks"][1:] == [None, None] and obj and len(new) < 2000
+    assert new.startswith(BIG[:500]) and f"object {obj}" in new
+    with ObjectService() as svc:
+        assert svc.get(obj, 0, 24000).total == len(BIG)  # the whole stream, not dsh's 64 KB
+        assert "line 02000" in svc.search(obj, "line 02000").matches[0].text
+    assert w.handle(req)["ids"][0] == obj  # the same call again: the same object
+    assert w.handle({**req, "blocks": ["tiny"]})["blocks"] == [None]
+
+
+def test_context_recalls_history_and_notes_only_when_relevant(tmp_path, monkeypatch):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "deploy.md").write_text("# Deploy\n\nThe staging deploy key lives in vault path ops/staging-deploy.\n")
+    (notes / "style.md").write_text("# Style\n\nPython code uses black with line length 100.\n")
+    (notes / "people.md").write_text("# Team\n\nReviews go to the platform channel on Mondays.\n")
+    monkeypatch.setenv("DSH_RECALL_NOTES__ROOTS", json.dumps([str(notes)]))
+    dsh_home = tmp_path / "dsh"
+    _session_log(dsh_home, "sess-p", [
+        _user("which port should the staging server listen on?"),
+        _assistant("Let us pick port 8431 for the staging server; 8080 is taken by the proxy."),
+        _user("ok, write the compose file"), _assistant("Done: compose.yml uses 8431."),
+        _user("now the readme"), _assistant("Updated README.md."),
+        _user("and the changelog"), _assistant("Changelog updated.")])
+    w = Worker(dsh_home=str(dsh_home))
+    quiet = w.handle({"op": "context", "session": "sess-p", "message_id": "m1",
+                      "message": "add a unit test for the parser"})
+    assert quiet["text"] == ""
+    fired = w.handle({"op": "context", "session": "sess-p", "message_id": "m2",
+                      "message": "as we discussed, what port did we pick?"})
+    assert fired["parts"]["recall"] and "8431" in fired["text"]
+    assert "Earlier in this session" in fired["text"]
+    # The same message again (the next step of the turn): the same block, no new gate run.
+    again = w.handle({"op": "context", "session": "sess-p", "message_id": "m2", "message": "x"})
+    assert again["text"] == fired["text"] and again["turn"] == fired["turn"]
+    n = w.handle({"op": "context", "session": "sess-p", "message_id": "m3",
+                  "message": "where does the staging deploy key live?"})
+    assert n["parts"]["notes"] and "ops/staging-deploy" in n["text"]
+
+
+def test_reclaim_keeps_newest_and_read_output_without_a_budget(tmp_path):
+    w = Worker(dsh_home=str(tmp_path / "dsh"))
+    results = [{"seq": 10, "tool": "bash", "text": BIG},
+               {"seq": 20, "tool": "read", "text": BIG, "pass_through": True},
+               {"seq": 30, "tool": "bash", "text": BIG}, {"seq": 40, "tool": "bash", "text": BIG}]
+    out = w.handle({"op": "reclaim", "session": "s2", "results": results})["replace"]
+    assert set(out) == {"10"}  # never the newest two, never read-like output without a budget
+    assert "[dsh-recall: " in out["10"]["text"]
+    assert w.handle({"op": "reclaim", "session": "s2", "results": results})["replace"] == {}
+
+
+def test_reclaim_takes_read_output_under_a_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSH_RECALL_OBJECTS__BUDGET_TOKENS", "1000")
+    w = Worker(dsh_home=str(tmp_path / "dsh"))
+    results = [{"seq": 20, "tool": "read", "text": BIG, "pass_through": True},
+               {"seq": 30, "tool": "bash", "text": "x"}, {"seq": 40, "tool": "bash", "text": "y"}]
+    assert set(w.handle({"op": "reclaim", "session": "s3", "results": results})["replace"]) == {"20"}
+
+
+def test_import_makes_the_running_session_searchable(tmp_path):
+    dsh_home = tmp_path / "dsh"
+    w = Worker(dsh_home=str(dsh_home))
+    assert w.handle({"op": "import", "session": "sess-q"})["imported"] is False
+    _session_log(dsh_home, "sess-q", [_user("rename the frobnicator module")])
+    assert w.handle({"op": "import", "session": "sess-q"})["imported"] is True
+    assert history.search("frobnicator", session="sess-q", cfg=load_config())["hits"]
+    assert w.handle({"op": "import", "session": "../../etc"})["imported"] is False
+
+
+# -- the wire --------------------------------------------------------------------------------
+
+def test_serve_answers_in_order_and_survives_bad_lines(tmp_path):
+    lines = [b'{"id": 1, "op": "ping"}', b"not json", b"[1, 2]", b'{"id": 2, "op": "nope"}',
+             json.dumps({"id": 3, "op": "offload", "session": "s", "call_id": "c",
+                         "tool": "bash", "blocks": [BIG]}).encode(), b'{"id": 4, "op": "status"}']
+    out = io.BytesIO()
+    loop.serve(io.BytesIO(b"\n".join(lines) + b"\n"), out, Worker(dsh_home=str(tmp_path)), idle_s=0.05)
+    answers = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert answers[0]["result"]["ready"] is True
+    assert [a["id"] for a in answers[1:]] == [1, None, None, 2, 3, 4]
+    assert [a["ok"] for a in answers[1:]] == [True, False, False, False, True, True]
+    assert "unknown op" in answers[4]["error"]
+    status = answers[6]["result"]
+    assert status["objects"]["offloaded"] == 1 and status["objects"]["disk_bytes"] > 0
+    assert status["worker"]["offloads"] == 1 and status["worker"]["pid"] == os.getpid()
