@@ -288,3 +288,31 @@ def test_recall_at_10_on_real_minilm_vectors_is_at_least_098(tmp_path):
         hits += len(got & want)
     assert hits / (10 * len(queries)) >= 0.98
     svc.close()
+
+
+def test_history_blocks_rank_through_the_same_file(tmp_path):
+    from dsh_recall.stores.history import BlockIn, HistoryStore
+
+    store = HistoryStore(tmp_path / "history.sqlite")
+    for sid in ("s1", "s2", "s3"):
+        blocks = [BlockIn(sid, n, 0, "user", "text", None, f"{sid} block {n}", f"{sid}-{n}",
+                          f"{sid} block {n}", "", "") for n in range(300)]
+        store.write_batch([{"id": sid, "source": "generic", "workspace": None, "title": None,
+                            "created_ms": None, "updated_ms": None, "path": None}], [], blocks, [],
+                          None)
+    todo = store.unhashed(None, 10_000)
+    store.set_embed_hashes([(i, hashlib.sha256(t.encode()).hexdigest()[:32]) for i, t, _ in todo])
+    pend = store.pending(None, 10_000)
+    store.put_vectors([(h, _vec(int(h[:8], 16))) for h, _, _ in pend[:700]])
+    assert sync_vector_file(store) == "rebuild"
+    store.put_vectors([(h, _vec(int(h[:8], 16))) for h, _, _ in pend[700:]])  # a delta
+    idx = VectorIndex()
+    for scope in (None, ["s2"], ["s1", "s3"]):
+        ids, mat = store.vector_matrix(scope)
+        for seed in range(5):
+            q = _vec(500 + seed)
+            keep = store.block_ids(scope) if scope else None
+            got = idx.rank(store, q, 10, keep=keep)
+            assert [i for i, _ in got] == [i for i, _ in top_k(ids, mat, q, 10)]
+            assert abs(idx.mean_cosine(store, q, keep) - float((mat @ q).mean())) < 1e-3
+    store.close()

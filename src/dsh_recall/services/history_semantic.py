@@ -6,12 +6,11 @@ from __future__ import annotations
 import time as _time
 from typing import Any, Sequence
 
-import numpy as np
-
 from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, text_hash
 from ..core.config import Config
 from ..core.errors import RecallError
 from ..stores.history import HistoryStore
+from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, sync_vector_file
 
 _EMBEDDERS: dict[str, Any] = {}
 
@@ -54,7 +53,7 @@ class SemanticLayer:
         """Embed blocks without vectors (all, or until `budget_s` runs out). Returns count."""
         if self.emb is None:
             return 0
-        done = 0
+        done = since_sync = 0
         deadline = None if budget_s is None else _time.monotonic() + budget_s
         batch = max(8, self.emb.batch_size)
         while todo := self.store.unhashed(scope, 2000):  # cheap: a hash per block, no model
@@ -70,6 +69,11 @@ class SemanticLayer:
                 break
             self.store.put_vectors([(h, v) for (h, _, _), v in zip(todo, vecs)])
             done += len(todo)
+            since_sync += len(todo)
+            if since_sync >= SYNC_EVERY:
+                sync_vector_file(self.store)
+                since_sync = 0
+        sync_vector_file(self.store)
         return done
 
     def coverage(self, scope: Sequence[str] | None) -> tuple[int, int]:
@@ -98,15 +102,23 @@ class SemanticLayer:
         except (RecallError, ImportError, OSError, ValueError, RuntimeError) as e:
             self.status = f"failed: {e}"
             return []
-        ids, mat = self.store.vector_matrix(scope)
-        if not len(ids) or mat.shape[1] != q.shape[0]:
+        # The memory-mapped vector file (opened, not loaded) ranks; exact cosines rescore.
+        index = VectorIndex()
+        if index.delta_size(self.store) > DELTA_SYNC:
+            sync_vector_file(self.store)  # vectors from before the file existed: build it once
+        keep = self.store.block_ids(scope) if scope is not None else None
+        top = index.rank(self.store, q, limit, keep=keep)
+        if not top:
             return []
-        cos = mat @ q
-        margin = np.maximum(cos - float(cos.mean()), 0.0)
-        top = np.argsort(-cos, kind="stable")[:limit]
-        keep = set(top.tolist())
+        cos = dict(top)
         if extra:
-            keep |= set(np.flatnonzero(np.isin(ids, list(extra))).tolist())
-        order = sorted(keep, key=lambda k: (-cos[k], k))
-        return [(int(ids[k]), float(margin[k])) for k in order]
+            missing = [i for i in extra if i not in cos]
+            if keep is not None:
+                missing = [i for i in missing if i in set(keep.tolist())]
+            e_ids, e_mat = self.store.vectors_of(missing)
+            if len(e_ids) and e_mat.shape[1] == q.shape[0]:
+                cos.update(zip(e_ids.tolist(), (e_mat @ q).tolist()))
+        mean = index.mean_cosine(self.store, q, keep)
+        order = sorted(cos, key=lambda k: (-cos[k], k))
+        return [(int(k), max(cos[k] - mean, 0.0)) for k in order]
 

@@ -161,12 +161,14 @@ class VectorIndex:
         return len(self._current(store)[1])
 
     def rank(self, store: SqliteChunkStore, query: np.ndarray, k: int, prefix: str | None = None,
-             allowed: set[int] | None = None) -> list[tuple[int, float]]:
-        """The k best (chunk id, cosine), best first, among chunks under `prefix` and in
-        `allowed` (None = no restriction). Scores are exact float32 cosines."""
+             allowed: set[int] | None = None, keep: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The k best (chunk id, cosine), best first, among chunks under `prefix`, in
+        `allowed` and in `keep` (None = no restriction). Scores are exact float32 cosines."""
         q = np.asarray(query, dtype=np.float32)
         mapped, d_ids, d_mat = self._current(store)
-        keep: np.ndarray | None = store.chunk_ids_under(prefix) if prefix else None
+        if prefix:
+            under = store.chunk_ids_under(prefix)
+            keep = under if keep is None else np.intersect1d(keep, under)
         if allowed is not None:
             arr = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
             keep = arr if keep is None else np.intersect1d(keep, arr)
@@ -193,6 +195,25 @@ class VectorIndex:
         vals = np.fromiter(scores.values(), dtype=np.float32, count=len(scores))
         return top_of(ids_arr, vals, k)
 
+    def mean_cosine(self, store, query: np.ndarray, keep: np.ndarray | None = None) -> float:
+        """Mean cosine of the query to every vector (in `keep`): int8 scores for the file's
+        live rows, exact ones for the delta. For margins, where 1e-3 does not matter."""
+        q = np.asarray(query, dtype=np.float32)
+        mapped, d_ids, d_mat = self._current(store)
+        total, count = 0.0, 0
+        if mapped is not None and mapped.state.rows and mapped.state.dim == len(q):
+            live = store.vector_ids(mapped.state.seq)  # rows of deleted items drop out
+            if keep is not None:
+                live = np.intersect1d(live, keep)
+            mask = np.isin(mapped.ids, live)
+            approx = int8_scores(mapped.rows, mapped.scales, q)
+            total, count = float(approx[mask].sum()), int(mask.sum())
+        if len(d_ids) and d_mat.shape[1] == len(q):
+            mask = np.isin(d_ids, keep) if keep is not None else np.ones(len(d_ids), bool)
+            total += float((d_mat[mask] @ q).sum())
+            count += int(mask.sum())
+        return total / count if count else 0.0
+
     def clear(self) -> None:
         with self._lock:
             self._mapped = None
@@ -206,7 +227,15 @@ def sync_vector_file(store: SqliteChunkStore) -> str:
     """Bring the memory-mapped vector file up to SQLite's vectors: append what arrived
     since it was written, or rebuild it when the vector space changed or a quarter of its
     rows belong to deleted chunks. The caller holds the index lock (one writer at a time).
-    Returns what it did: "none", "append", "rebuild" or "removed"."""
+    Returns what it did: "none", "append", "rebuild", "removed" or "busy"."""
+    # Its own lock too: a store whose writers share no index lock (history) stays safe.
+    with file_lock(store.vector_dir.with_suffix(".vectors.lock"), 30.0) as got:
+        if not got:
+            return "busy"
+        return _sync(store)
+
+
+def _sync(store) -> str:
     state = FileState.loads(store.get_meta(VECTOR_FILE_META))
     epoch, seq = store.vector_state()
     folder = store.vector_dir

@@ -111,6 +111,17 @@ class HistoryStore:
         if "embed_hash" not in cols:  # a database from before embed_hash: NULL = not hashed yet
             self.conn.execute("ALTER TABLE blocks ADD COLUMN embed_hash TEXT")
         self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_embed ON blocks(embed_hash)")
+        if "vec_seq" not in cols:
+            # vec_seq: the number of the write that gave a block its vector (NULL: none yet),
+            # so the memory-mapped vector file (stores/vector_index.py) can find what is new.
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                if "vec_seq" not in {r[1] for r in self.conn.execute("PRAGMA table_info(blocks)")}:
+                    self.conn.execute("ALTER TABLE blocks ADD COLUMN vec_seq INTEGER")
+                    self.conn.execute("UPDATE blocks SET vec_seq = 1 WHERE embed_hash IN "
+                                      "(SELECT hash FROM vectors)")
+                    self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('vec_seq', '1')")
+        self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_vec_seq ON blocks(vec_seq)")
         if "channel" not in {r[1] for r in self.conn.execute("PRAGMA table_info(sessions)")}:
             # From before access channels: NULL = produced by the owner (seen by owners only
             # once a session map is configured).
@@ -340,6 +351,14 @@ class HistoryStore:
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.executemany("UPDATE blocks SET embed_hash = ? WHERE id = ?", [(h, i) for i, h in items])
+            seq = self._next_vec_seq()  # blocks whose text was embedded before have a vector now
+            self.conn.executemany("UPDATE blocks SET vec_seq = ? WHERE id = ? AND embed_hash IN "
+                                  "(SELECT hash FROM vectors)", [(seq, i) for i, _ in items])
+
+    def _next_vec_seq(self) -> int:
+        self.conn.execute("INSERT INTO meta(key, value) VALUES('vec_seq', '1') ON CONFLICT(key) "
+                          "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+        return int(self.get_meta("vec_seq") or 1)
 
     def pending(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[str, str, str | None]]:
         """(embed_hash, text, previous block's text) of hashed blocks without a vector,
@@ -357,11 +376,65 @@ class HistoryStore:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.executemany("INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
                                   [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
+            seq = self._next_vec_seq()
+            self.conn.executemany("UPDATE blocks SET vec_seq = ? WHERE vec_seq IS NULL AND embed_hash = ?",
+                                  [(seq, h) for h, _ in items])
 
     def clear_vectors(self) -> None:
         """Forget every vector and every embed hash (a new embedder or embed text)."""
-        self.conn.execute("DELETE FROM vectors")
-        self.conn.execute("UPDATE blocks SET embed_hash = NULL WHERE embed_hash IS NOT NULL")
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("DELETE FROM vectors")
+            self.conn.execute("UPDATE blocks SET embed_hash = NULL, vec_seq = NULL "
+                              "WHERE embed_hash IS NOT NULL OR vec_seq IS NOT NULL")
+            self.conn.execute("INSERT INTO meta(key, value) VALUES('vec_epoch', '1') ON CONFLICT(key) "
+                              "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    # What the memory-mapped vector file needs (the same calls as stores/sqlite.py's).
+    @property
+    def vector_dir(self) -> Path:
+        return self.path.with_suffix(".vectors")
+
+    def vector_state(self) -> tuple[int, int]:
+        return int(self.get_meta("vec_epoch") or 0), int(self.get_meta("vec_seq") or 0)
+
+    def vector_delta(self, after_seq: int, upto_seq: int | None = None, limit: int | None = None,
+                     after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        hint = " INDEXED BY blocks_vec_seq" if after_seq >= 0 else ""
+        sql = f"SELECT b.id, v.vec FROM blocks b{hint} JOIN vectors v ON v.hash = b.embed_hash WHERE b.vec_seq > ?"
+        args: list = [after_seq]
+        if upto_seq is not None:
+            sql, args = sql + " AND b.vec_seq <= ?", args + [upto_seq]
+        if after_id:
+            sql, args = sql + " AND b.id > ?", args + [after_id]
+        if limit or after_id:
+            sql += " ORDER BY b.id"
+        if limit:
+            sql, args = sql + " LIMIT ?", args + [limit]
+        return _matrix(self.conn.execute(sql, args).fetchall())
+
+    def vector_ids(self, upto_seq: int) -> np.ndarray:
+        """Ids of the blocks whose vector arrived at or before `upto_seq`."""
+        rows = self.conn.execute("SELECT id FROM blocks WHERE vec_seq <= ?", (upto_seq,)).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vector_covered(self, upto_seq: int) -> int:
+        return self.conn.execute("SELECT count(*) FROM blocks WHERE vec_seq <= ?", (upto_seq,)).fetchone()[0]
+
+    def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        rows: list = []
+        ids = [int(i) for i in ids]
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            rows += self.conn.execute(
+                "SELECT b.id, v.vec FROM blocks b JOIN vectors v ON v.hash = b.embed_hash "
+                f"WHERE b.id IN ({','.join('?' * len(part))})", part).fetchall()
+        return _matrix(rows)
+
+    def block_ids(self, sessions: Sequence[str]) -> np.ndarray:
+        where, args = scope_clause(sessions)
+        rows = self.conn.execute(f"SELECT b.id FROM blocks b WHERE 1{where}", args).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def vector_matrix(self, sessions: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
         """(block ids, unit vectors) of the embedded blocks in scope."""
@@ -379,6 +452,13 @@ class HistoryStore:
         return {"sessions": q("SELECT count(*) FROM sessions"), "events": q("SELECT count(*) FROM events"),
                 "blocks": q("SELECT count(*) FROM blocks"), "vectors": q("SELECT count(*) FROM vectors"),
                 "files": q("SELECT count(*) FROM files")}
+
+
+def _matrix(rows: list) -> tuple[np.ndarray, np.ndarray]:
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return ids, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
 
 
 def dumps_flags(flags: Sequence[str]) -> str:
