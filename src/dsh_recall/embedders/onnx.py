@@ -187,6 +187,10 @@ class OnnxEmbedder(Embedder):
         extra = ""
         if prefixes != "\x00":
             extra = ":" + hashlib.sha256(prefixes.encode()).hexdigest()[:8]
+        # A token limit other than the model's own cuts different text: another space too
+        # (the default keeps the fingerprint it always had).
+        if self.max_tokens != int(self._meta().get("max_tokens", 256)):
+            extra += f":t{self.max_tokens}"
         return f"{self.name}:{self.version}:{self.model_id}:{self.pooling}{extra}:{self.dim}"
 
     # -- loading -------------------------------------------------------------------------
