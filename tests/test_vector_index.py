@@ -316,3 +316,51 @@ def test_history_blocks_rank_through_the_same_file(tmp_path):
             assert [i for i, _ in got] == [i for i, _ in top_k(ids, mat, q, 10)]
             assert abs(idx.mean_cosine(store, q, keep) - float((mat @ q).mean())) < 1e-3
     store.close()
+
+
+WRITER = '''
+import hashlib, sys
+import numpy as np
+from pathlib import Path
+from dsh_recall.core.types import Chunk
+from dsh_recall.services.vectors import sync_vector_file
+from dsh_recall.stores.base import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite import SqliteChunkStore
+
+store = SqliteChunkStore(Path(sys.argv[1]))
+for n in range(100000):
+    path = f"f{n % 40}.py"
+    items = []
+    for i in range(40):
+        text = f"{path} {n} {i}"
+        h = hashlib.sha256(text.encode()).hexdigest()[:32]
+        items.append(IndexedChunk(Chunk(path, i + 1, i + 1, text, "python", (), "block"), text, "",
+                                  path, text, h))
+    store.replace_file(FileRow(path, "/x/" + path, "", str(n), 1, 1, 10), items)
+    store.put_vectors([(it.embed_hash, np.random.default_rng(int(it.embed_hash[:8], 16))
+                        .standard_normal(32).astype(np.float32)) for it in items])
+    sync_vector_file(store)
+'''
+
+
+def test_kill_9_while_the_vector_file_is_written_leaves_a_usable_index(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "index.sqlite"
+    for delay in (0.8, 1.3, 2.1):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)])
+        time.sleep(delay)
+        proc.kill()  # SIGKILL, wherever it is: mid-append, mid-rebuild, mid-commit
+        proc.wait()
+        store = SqliteChunkStore(db)
+        assert _state(store) is not None and _state(store).rows > 0  # it got to the file
+        idx = VectorIndex()
+        for seed in range(3):
+            q = np.random.default_rng(seed).standard_normal(32).astype(np.float32)
+            q /= np.linalg.norm(q)
+            assert [i for i, _ in idx.rank(store, q, 10)] == [i for i, _ in _exact(store, q, 10)]
+        assert sync_vector_file(store) in ("none", "append", "rebuild")
+        assert [i for i, _ in VectorIndex().rank(store, q, 10)] == [i for i, _ in _exact(store, q, 10)]
+        store.close()
