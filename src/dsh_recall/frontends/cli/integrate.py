@@ -4,7 +4,8 @@
   the hooks (UserPromptSubmit auto-recall, SessionStart anchor after a compaction,
   PostToolUse offload) in `.claude/settings.json`. Remove takes out exactly what install
   wrote and leaves everything else as it was.
-- `integrate dsh patch [--write]`: the cordis patch mounting the server in dsh.
+- `integrate dsh patch [--write]`: the cordis patch mounting the server and the native
+  plugin (reaper, auto-recall, anchors: frontends/dsh) in dsh.
 - `integrate codex`: the `config.toml` entry for the OpenAI Codex CLI.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -51,11 +53,14 @@ def default_command() -> str:
 
 
 def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
-              env: dict[str, str] | None = None, server_name: str = SERVER_NAME) -> str:
-    """The cordis patch (YAML) that mounts `dsh-recall mcp` in dsh as `server_name`.
+              env: dict[str, str] | None = None, server_name: str = SERVER_NAME,
+              native: bool = True, plugin: Path | None = None) -> str:
+    """The cordis patch (YAML) that mounts `dsh-recall mcp` in dsh as `server_name` and,
+    with `native`, the plugin that runs `dsh-recall worker` (frontends/dsh/plugin.mjs).
 
     dsh drops every DSH_* variable from an MCP child's environment, so settings such as
-    DSH_RECALL_HOME must be passed in `env` here.
+    DSH_RECALL_HOME must be passed in `env` here; both entries get the same `env`, so the
+    server and the worker share one recall home.
     """
     args = ["mcp"] + (["--workspace", str(workspace)] if workspace else [])
     lines = [
@@ -69,12 +74,25 @@ def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
         f"        command: {_q(command)}",
         "        args: [" + ", ".join(_q(a) for a in args) + "]",
     ]
-    if env:
-        lines.append("        env:")
-        lines += [f"          {k}: {_q(v)}" for k, v in sorted(env.items())]
-    else:
-        lines.append("        env: {}")
+    lines += _env_lines(env)
+    if native:
+        from ..dsh import PLUGIN_ID, PLUGIN_PATH
+        lines += [
+            f"    - id: {PLUGIN_ID}",
+            f"      name: {_q(str(plugin or PLUGIN_PATH))}",
+            "      config:",
+            f"        command: {_q(command)}",
+            "        args: [\"worker\"]",
+            f"        serverName: {server_name}",
+        ] + _env_lines(env)
     return "\n".join(lines) + "\n"
+
+
+def _env_lines(env: dict[str, str] | None) -> list[str]:
+    if not env:
+        return ["        env: {}"]
+    return ["        env:"] + [f"          {k if re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', k) else _q(k)}: {_q(v)}"
+                                  for k, v in sorted(env.items())]
 
 
 def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME) -> str:
@@ -213,7 +231,7 @@ def cc_remove(project: str) -> None:
 
 @integrate.group("dsh")
 def dsh() -> None:
-    """DeepSeek Harness: a cordis patch mounting the server."""
+    """DeepSeek Harness: a cordis patch mounting the server and the native plugin."""
 
 
 @dsh.command("patch")
@@ -224,23 +242,30 @@ def dsh() -> None:
               help="How to run dsh-recall (default: `dsh-recall` when it is on PATH, else this executable's full path).")
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,
               help="Pin a workspace (default: the session's cwd).")
-@click.option("--env", "env", multiple=True, help="KEY=VALUE passed to the server (repeatable).")
+@click.option("--env", "env", multiple=True,
+              help="KEY=VALUE passed to the server and the worker (repeatable).")
+@click.option("--no-native", "no_native", is_flag=True,
+              help="Mount the MCP server only, without the native plugin (no automatic "
+                   "offload, auto-recall or anchors).")
 @handle_errors
 def dsh_patch_cmd(write: str | None, command: str | None, workspace: str | None,
-                  env: tuple[str, ...]) -> None:
-    """Print (or write) the patch; dsh drops DSH_* variables, so pass them with --env."""
+                  env: tuple[str, ...], no_native: bool) -> None:
+    """Print (or write) the patch mounting the recall server and the native plugin; dsh
+    drops DSH_* variables from the server's environment, so pass them with --env."""
     pairs = {}
     for item in env:
         k, sep, v = item.partition("=")
         if not sep or not k:
             raise InputError(f"--env expects KEY=VALUE, got '{item}'")
         pairs[k] = v
-    text = dsh_patch(command or default_command(), Path(workspace).resolve() if workspace else None, pairs)
+    text = dsh_patch(command or default_command(), Path(workspace).resolve() if workspace else None,
+                     pairs, native=not no_native)
     if write:
         path = Path(write).expanduser()
-        if path.exists() and "@deepseek-ai/dsh-mcp-client" in path.read_text(encoding="utf-8") \
-                and f"serverName: {SERVER_NAME}" in path.read_text(encoding="utf-8"):
-            raise InputError(f"{path} already mounts a '{SERVER_NAME}' server; edit it by hand")
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        if ("@deepseek-ai/dsh-mcp-client" in old and f"serverName: {SERVER_NAME}" in old) \
+                or "id: recall-native" in old:
+            raise InputError(f"{path} already mounts dsh-recall; edit it by hand")
         with open(path, "a", encoding="utf-8") as f:
             f.write(text)
         click.echo(f"appended the recall mount to {path}")

@@ -1,0 +1,402 @@
+// dsh-recall native plugin for DeepSeek Harness (dsh). Plain ESM: no dependencies, no build.
+//
+// Mounted by a cordis patch (`dsh-recall integrate dsh patch` writes it):
+//   - insert: [{id: recall-native, name: /abs/path/plugin.mjs, config: {command, env, ...}}]
+//
+// What it does, all decided by one long-lived `dsh-recall worker` (JSON lines over stdio):
+//   tools/post-execute      big text results -> head + pointer + tail (the reaper)
+//   system-prompt/assemble  per request: compaction anchor, history recall, notes block
+//   agent/pre-step          results already seen -> compaction/prune + tool/result replace
+//   session/event           remembers the user's message, compactions; imports each turn
+//
+// It never blocks or breaks dsh: the worker starts on first need; every call has a
+// deadline; while a call is overdue the next ones pass through at once; when the worker
+// dies, calls pass through until the next request restarts it (once per dsh process); a
+// second death leaves dsh as it would be without this plugin. Each kind of trouble is
+// logged once.
+
+import { spawn } from 'node:child_process'
+
+export const name = 'dsh-recall-native'
+
+const DEFAULTS = Object.freeze({
+  command: 'dsh-recall',
+  args: ['worker'],
+  env: {},
+  // The MCP server mounted next to this plugin: its answers are recall, never offloaded.
+  serverName: 'recall',
+  // Tools whose output the model needs verbatim (edits match exact text): left alone by the
+  // reaper; the worker reclaims them later only under objects.budget_tokens.
+  passThrough: ['read', 'write', 'edit', 'todo_write', 'read_image', 'skill'],
+  reaper: true,
+  autoRecall: true,
+  reclaim: true,
+  callTimeoutMs: 5000,
+  startTimeoutMs: 10000,
+  // A call overdue this long means a wedged worker: it is killed (and restarted once).
+  hangMs: 60000,
+  // Results shorter than this never go to the worker (objects.threshold_chars decides above).
+  minChars: 256,
+})
+const KNOWN = new Set(Object.keys(DEFAULTS))
+// Variables never handed to the worker (dsh's MCP client drops the same kind).
+const SECRET = /(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE[_-]?KEY|AUTH)/i
+const MAX_STARTS = 2
+const SECTION = 'dsh-recall:context'
+
+function settings (config) {
+  const c = { ...DEFAULTS }
+  const unknown = []
+  for (const [k, v] of Object.entries(config ?? {})) {
+    if (!KNOWN.has(k)) unknown.push(k)
+    else if (v !== undefined && v !== null) c[k] = v
+  }
+  if (!Array.isArray(c.args)) c.args = [...DEFAULTS.args]
+  if (typeof c.env !== 'object' || Array.isArray(c.env)) c.env = {}
+  c.passThrough = new Set(Array.isArray(c.passThrough) ? c.passThrough : DEFAULTS.passThrough)
+  return { c, unknown }
+}
+
+function workerEnv (extra) {
+  const env = {}
+  for (const [k, v] of Object.entries(process.env)) {
+    if (typeof v === 'string' && (k.startsWith('DSH_RECALL_') || !SECRET.test(k))) env[k] = v
+  }
+  for (const [k, v] of Object.entries(extra)) env[k] = String(v)
+  return env
+}
+
+class Worker {
+  constructor (c, warn) {
+    this.c = c
+    this.warn = warn
+    this.proc = null
+    this.state = 'new' // new | running | dead | disabled
+    this.starts = 0
+    this.ready = false
+    this.nextId = 1
+    this.pending = new Map()
+    this.buffer = ''
+    this.stderr = ''
+  }
+
+  start () {
+    if (this.starts >= MAX_STARTS) {
+      this.state = 'disabled'
+      return
+    }
+    this.starts += 1
+    this.ready = false
+    this.buffer = ''
+    let proc
+    try {
+      proc = spawn(this.c.command, this.c.args.map(String), {
+        stdio: ['pipe', 'pipe', 'pipe'], env: workerEnv(this.c.env), windowsHide: true
+      })
+    } catch (e) {
+      this.died(null, `could not start (${e && e.message})`)
+      return
+    }
+    this.proc = proc
+    this.state = 'running'
+    proc.stdout.setEncoding('utf8')
+    proc.stdout.on('data', (chunk) => this.data(proc, chunk))
+    proc.stderr.setEncoding('utf8')
+    proc.stderr.on('data', (d) => { this.stderr = (this.stderr + d).slice(-1500) })
+    proc.stdin.on('error', () => {}) // EPIPE after a death: `exit` reports it
+    proc.on('error', (e) => this.died(proc, `could not run ${this.c.command} (${e && e.message})`))
+    proc.on('exit', (code, signal) => this.died(proc, `exited (${signal ?? `code ${code}`})`))
+    // The worker must never keep dsh alive: it exits by itself when its stdin closes.
+    proc.unref()
+    for (const s of [proc.stdin, proc.stdout, proc.stderr]) s?.unref?.()
+  }
+
+  died (proc, reason) {
+    if (proc !== null && proc !== this.proc) return
+    if (this.state === 'dead' || this.state === 'disabled') return
+    this.proc = null
+    this.ready = false
+    this.state = this.starts >= MAX_STARTS ? 'disabled' : 'dead'
+    for (const p of this.pending.values()) p.finish(null)
+    this.pending.clear()
+    const tail = this.stderr.trim().split('\n').slice(-3).join(' | ')
+    this.warn(`died-${this.starts}`, `dsh-recall worker ${reason}; ` +
+      (this.state === 'dead' ? 'tool results pass through until the next request restarts it'
+        : 'giving up for this dsh process: dsh runs as it would without dsh-recall') +
+      (tail ? ` (stderr: ${tail})` : ''))
+  }
+
+  data (proc, chunk) {
+    if (proc !== this.proc) return
+    this.buffer += chunk
+    let nl
+    while ((nl = this.buffer.indexOf('\n')) >= 0) {
+      const line = this.buffer.slice(0, nl)
+      this.buffer = this.buffer.slice(nl + 1)
+      let msg
+      try { msg = JSON.parse(line) } catch { continue }
+      if (msg && msg.id === 0) { this.ready = true; continue }
+      const p = msg && this.pending.get(msg.id)
+      if (!p) continue
+      this.pending.delete(msg.id)
+      if (!msg.ok) this.warn(`error-${p.op}`, `dsh-recall worker: ${p.op} failed: ${msg.error}`)
+      p.finish(msg.ok ? msg.result : null)
+    }
+  }
+
+  // Restart after a death, at most once per process; called at request boundaries only.
+  revive () {
+    if (this.state === 'dead') this.start()
+  }
+
+  overdue () {
+    const now = Date.now()
+    for (const p of this.pending.values()) {
+      if (p.late) {
+        if (now - p.deadline > this.c.hangMs && this.proc) {
+          this.warn('hang', 'dsh-recall worker did not answer for a minute; stopping it')
+          try { this.proc.kill('SIGKILL') } catch {}
+        }
+        return true
+      }
+    }
+    return false
+  }
+
+  // Resolves with the result, or null on any failure (never rejects, never waits past
+  // the deadline).
+  call (op, payload, timeoutMs = this.c.callTimeoutMs) {
+    return new Promise((resolve) => {
+      if (this.state === 'new') this.start()
+      if (this.state !== 'running' || this.proc === null || this.overdue()) return resolve(null)
+      const id = this.nextId++
+      const wait = timeoutMs + (this.ready ? 0 : this.c.startTimeoutMs)
+      let done = false
+      const p = {
+        op,
+        late: false,
+        deadline: Date.now() + wait,
+        finish: (value) => {
+          clearTimeout(p.timer)
+          if (!done) { done = true; resolve(value) }
+        }
+      }
+      p.timer = setTimeout(() => {
+        p.late = true // stays pending: later calls pass through until it answers
+        this.warn(`slow-${op}`, `dsh-recall worker: ${op} took over ${wait} ms; passing through`)
+        if (!done) { done = true; resolve(null) }
+      }, wait)
+      p.timer.unref?.()
+      this.pending.set(id, p)
+      try {
+        this.proc.stdin.write(JSON.stringify({ ...payload, id, op }) + '\n')
+      } catch {
+        this.pending.delete(id)
+        p.finish(null)
+      }
+    })
+  }
+
+  stop () {
+    const proc = this.proc
+    this.state = 'disabled'
+    this.proc = null
+    for (const p of this.pending.values()) p.finish(null)
+    this.pending.clear()
+    if (proc) {
+      try { proc.stdin.end() } catch {}
+      setTimeout(() => { try { proc.kill('SIGTERM') } catch {} }, 2000).unref?.()
+    }
+  }
+}
+
+function textOf (message) {
+  const blocks = Array.isArray(message?.content) ? message.content : []
+  return blocks.filter((b) => b && b.type === 'text' && typeof b.text === 'string')
+    .map((b) => b.text).join('\n')
+}
+
+export function apply (ctx, config) {
+  const { c, unknown } = settings(config)
+  const logger = ctx.logger ?? console
+  const warned = new Set()
+  const warn = (key, message) => {
+    if (warned.has(key)) return
+    warned.add(key)
+    try { logger.warn(message) } catch {}
+  }
+  if (unknown.length) warn('config', `dsh-recall plugin: unknown config keys ignored: ${unknown.join(', ')}`)
+  const worker = new Worker(c, warn)
+  const sessions = new Map() // session id -> what this plugin remembers about it
+  const state = (id) => {
+    let s = sessions.get(id)
+    if (!s) {
+      s = { message: null, compacted: false, tools: new Map(), reclaim: null }
+      sessions.set(id, s)
+    }
+    return s
+  }
+  const mcpPrefix = `mcp__${c.serverName}__`
+  const passes = (tool) => c.passThrough.has(tool) || String(tool).startsWith(mcpPrefix)
+  const service = (key) => { try { return ctx.get?.(key) } catch { return undefined } }
+  const flush = async (session) => {
+    try { await service('sessions')?.flush?.(session) } catch {}
+  }
+
+  // -- the reaper -----------------------------------------------------------------------
+  ctx.on('tools/post-execute', async (exec, result, next) => {
+    const decision = await next()
+    try {
+      if (!c.reaper || exec.parent !== undefined || passes(exec.name)) return decision
+      if (decision?.kind !== 'accept' || Object.hasOwn(decision, 'value')) return decision
+      const content = decision.content ?? result?.content
+      if (!Array.isArray(content)) return decision
+      const texts = content.map((b) => (b?.type === 'text' && typeof b.text === 'string') ? b.text : null)
+      if (!texts.some((t) => t !== null && t.length > c.minChars)) return decision
+      const session = exec.agent?.session
+      const answer = await worker.call('offload', {
+        session: session?.id ?? null,
+        cwd: session?.header?.cwd ?? null,
+        call_id: exec.callId ?? null,
+        tool: exec.name ?? null,
+        blocks: texts
+      })
+      const blocks = answer?.blocks
+      if (!Array.isArray(blocks) || !blocks.some((b) => typeof b === 'string')) return decision
+      const replaced = content.map((b, i) => typeof blocks[i] === 'string' ? { ...b, text: blocks[i] } : b)
+      return { ...decision, kind: 'accept', content: replaced }
+    } catch (e) {
+      warn('reaper', `dsh-recall plugin: reaper skipped (${e && e.message})`)
+      return decision
+    }
+  })
+
+  // -- auto-recall, notes, anchor: one section per request, absent when nothing is relevant
+  ctx.on('system-prompt/assemble', async (assembly, context, next) => {
+    const assembled = await next()
+    try {
+      const session = context?.agent?.session
+      if (!c.autoRecall || !session?.id) return assembled
+      worker.revive()
+      const s = state(session.id)
+      await flush(session)
+      const compacted = s.compacted
+      const answer = await worker.call('context', {
+        session: session.id,
+        cwd: session.header?.cwd ?? null,
+        message_id: s.message?.id ?? null,
+        message: s.message?.text ?? '',
+        compacted
+      })
+      if (answer === null) return assembled
+      if (compacted) s.compacted = false
+      s.reclaim = answer.reclaim ?? null
+      if (typeof answer.text !== 'string' || !answer.text) return assembled
+      const sections = (assembled.sections ?? []).filter((x) => x.name !== SECTION)
+      // interpolate: false keeps recalled text literal ({{...}} in it is not a variable).
+      sections.push({ name: SECTION, text: answer.text, interpolate: false })
+      return { ...assembled, sections }
+    } catch (e) {
+      warn('assemble', `dsh-recall plugin: no recall block (${e && e.message})`)
+      return assembled
+    }
+  })
+
+  // -- results already seen: the replay-safe pair (what dsh's own pruner writes) --------
+  ctx.on('agent/pre-step', async (payload, next) => {
+    try {
+      const session = payload?.agent?.session
+      const s = session?.id ? sessions.get(session.id) : undefined
+      if (c.reclaim && s?.reclaim && worker.state === 'running') await reclaim(session, s)
+    } catch (e) {
+      warn('reclaim', `dsh-recall plugin: reclaim skipped (${e && e.message})`)
+    }
+    return next()
+  })
+
+  function toolName (session, s, callId) {
+    if (!s.tools.has(callId)) {
+      for (const ev of session.snapshotEvents?.() ?? []) {
+        if (ev.type === 'tool/call' && ev.data?.callId) s.tools.set(ev.data.callId, ev.data.name)
+      }
+    }
+    return s.tools.get(callId) ?? null
+  }
+
+  async function reclaim (session, s) {
+    const { threshold_chars: threshold, budget } = s.reclaim
+    const results = []
+    for (const seq of session.surface?.nodes ?? []) {
+      const ev = session.eventAt(seq)
+      if (ev?.type !== 'tool/result') continue
+      const message = ev.data?.message
+      const text = textOf(message)
+      const callId = message?.toolCallId ?? message?.source?.callId
+      const tool = callId ? toolName(session, s, callId) : null
+      const through = tool === null || passes(tool)
+      results.push({ seq, tool, text: text.length > threshold && (budget || !through) ? text : null, pass_through: through })
+    }
+    if (!results.some((r) => r.text !== null)) return
+    const meter = service('tokenMeter')
+    let tokens = null
+    try { tokens = meter?.measure?.(session)?.totalTokens ?? null } catch {}
+    const answer = await worker.call('reclaim', {
+      session: session.id, cwd: session.header?.cwd ?? null, results, context_tokens: tokens
+    })
+    for (const [key, rep] of Object.entries(answer?.replace ?? {})) {
+      const seq = Number(key)
+      const ev = session.eventAt(seq)
+      if (ev?.type !== 'tool/result' || typeof rep?.text !== 'string') continue
+      const original = ev.data.message
+      const content = []
+      let placed = false
+      for (const b of original.content ?? []) {
+        if (b?.type !== 'text') content.push(b)
+        else if (!placed) { content.push({ type: 'text', text: rep.text }); placed = true }
+      }
+      let priced = Math.ceil(textOf(original).length / 4)
+      try { priced = meter?.estimateMessage?.(original) ?? priced } catch {}
+      session.append('compaction/prune', {
+        shadowedRange: { start: seq, end: seq }, shadowedSeqs: [seq], shadowedTokenCount: priced
+      })
+      session.append('tool/result', { ...ev.data, message: { ...original, content } }, {
+        surfaceOp: { op: 'replace', startSeq: seq, endSeq: seq }, sourceEventSeqs: [seq]
+      })
+    }
+  }
+
+  // -- what happened in the session ---------------------------------------------------
+  ctx.on('session/event', (session, event) => {
+    try {
+      if (!session?.id || !event) return
+      if (event.type === 'agent/inbox/spliced') {
+        for (const m of event.data?.inserted ?? []) {
+          const kind = m?.source?.kind
+          if (m?.role === 'user' && (kind === undefined || kind === 'user')) {
+            state(session.id).message = { id: m.id ?? `seq-${event.seq}`, text: textOf(m).slice(0, 4000) }
+          }
+        }
+      } else if (event.type === 'tool/call' && event.data?.callId) {
+        state(session.id).tools.set(event.data.callId, event.data.name)
+      } else if (event.type === 'compaction/summary') {
+        state(session.id).compacted = true
+      } else if (event.type === 'turn/end' && worker.state === 'running') {
+        // Fresh history: the turn's events, durable first, then imported by the worker.
+        setImmediate(() => {
+          flush(session).then(() => worker.call('import', {
+            session: session.id, cwd: session.header?.cwd ?? null
+          }), () => {})
+        })
+      }
+    } catch (e) {
+      warn('event', `dsh-recall plugin: session event skipped (${e && e.message})`)
+    }
+  })
+
+  const stop = () => worker.stop()
+  if (typeof ctx.effect === 'function') {
+    ctx.effect(() => stop)
+  } else {
+    ctx.on?.('dispose', stop)
+  }
+}

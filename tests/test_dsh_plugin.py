@@ -1,0 +1,196 @@
+"""The native dsh plugin inside the real DeepSeek Harness runtime, offline.
+
+Each test runs real turns through `deepseek_harness` with the patch `integrate dsh patch`
+writes (MCP server + native plugin), against a scripted stand-in model endpoint on loopback
+(tests/dsh_standin.py), and checks what the stand-in received:
+
+- the reaper: a `bash` call printing ~112 KB reaches the next request as head + pointer +
+  tail (dsh alone sends ~50,000 chars); the object holds the whole output; history finds a
+  middle line;
+- auto-recall: "as we discussed, what port did we pick?" brings the turn that set it into
+  the next request's system prompt, an unrelated message brings nothing; a relevant note
+  brings a notes block; after a compaction the anchor joins the system prompt;
+- the worker killed mid-turn: the turn completes with dsh's own output, and the worker is
+  back for the next turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_standin import (dsh_session, last_is_tool_result, last_user_text, overflow, recall_exe,
+                         results, runtime_available, say, session_events, system_text, use)
+from dsh_recall.frontends.cli.integrate import dsh_patch
+from dsh_recall.frontends.dsh.worker import HEADER
+
+pytestmark = pytest.mark.slow
+
+_why = runtime_available()
+if _why:
+    pytest.skip(_why, allow_module_level=True)
+
+BIG_LINES = 2000
+MIDDLE = "line 01000"
+
+
+def _big_script(tmp: Path) -> str:
+    """A command printing ~112 KB: numbered lines, each with a checksum-like tail."""
+    script = tmp / "big.py"
+    script.write_text(f"for i in range({BIG_LINES}):\n"
+                      "    print(f'line {i:05d} ' + 'abcdefghij' * 4 + f' {i * 37 % 1000:03d}')\n")
+    return f"{sys.executable} {script}"
+
+
+def _patch(env: dict[str, str]) -> str:
+    home = os.environ["DSH_RECALL_HOME"]  # this test's own recall home (conftest)
+    return dsh_patch(command=recall_exe(), env={"DSH_RECALL_HOME": home,
+                                                "DSH_RECALL_EMBEDDER__NAME": "fake", **env})
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([recall_exe(), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DSH_RECALL_EMBEDDER__NAME": "fake"})
+
+
+def test_reaper_offloads_a_big_bash_result_and_everything_gets_it_back(tmp_path):
+    command = _big_script(tmp_path)
+
+    def brain(body):
+        got = results(body)
+        if last_is_tool_result(body):
+            m = re.search(r"as object ([0-9a-f]{8})", got.get("toolu_big", ""))
+            if m and "toolu_recall" not in got:  # the model asks for a middle line back
+                return use("mcp__recall__object_recall", {"id": m.group(1), "query": MIDDLE},
+                           "toolu_recall")
+            return say("done")
+        if "print" in last_user_text(body):
+            return use("bash", {"description": "print a lot", "command": command}, "toolu_big")
+        return say("ok")
+
+    with dsh_session(tmp_path, brain, _patch({})) as (session, standin, dsh_home):
+        assert session.run("print a lot please").final_response == "done"
+        session.run("thanks")  # the next request imports the session into history first
+
+    after = next(b for b in standin.requests if "toolu_big" in results(b))
+    shown = results(after)["toolu_big"]
+    assert len(shown) < 20_000, len(shown)  # dsh alone: ~50,000 (test_worker_killed_...)
+    obj = re.search(r"as object ([0-9a-f]{8})", shown).group(1)
+    assert shown.startswith("line 00000 ") and "line 01999 " in shown  # head + tail of it all
+    assert MIDDLE not in shown
+    # The pointer is also what the session log keeps (the model never saw more).
+    logged = [e for e in session_events(dsh_home) if e["type"] == "tool/result"
+              and e["data"]["message"].get("toolCallId") == "toolu_big"]
+    assert logged and f"as object {obj}" in json.dumps(logged[0])
+    # The model's own recall call, through the MCP server mounted by the same patch.
+    recalled = next(results(b)["toolu_recall"] for b in standin.requests if "toolu_recall" in results(b))
+    assert MIDDLE in recalled and "112000 chars" in recalled
+    # The object holds the whole output, dsh's 64 KB cut undone: its first line too.
+    got = _cli("object", "get", obj, "--start", "0", "--count", "24000", "--json")
+    assert got.returncode == 0, got.stderr
+    data = json.loads(got.stdout)
+    assert data["total"] == 112_000 and data["text"].startswith("line 00000 ")
+    middle = _cli("object", "get", obj, "--start", "56000", "--count", "2000", "--json")
+    assert json.loads(middle.stdout)["text"].startswith(MIDDLE)
+    # History finds a line from the middle, although the log only holds the pointer.
+    hist = _cli("history", "search", MIDDLE, "--session", session.id, "--json")
+    assert hist.returncode == 0, hist.stderr
+    hits = json.loads(hist.stdout)["hits"]
+    assert hits and any(MIDDLE in h["snippet"] for h in hits), hits
+
+
+def _blocks_in(standin, marker: str) -> list[str]:
+    """The dsh-recall section of each request whose last user text contains `marker`."""
+    out = []
+    for b in standin.requests:
+        if marker in last_user_text(b) and not last_is_tool_result(b):
+            text = system_text(b)
+            out.append(text[text.index(HEADER):] if HEADER in text else "")
+    return out
+
+
+def test_auto_recall_notes_and_the_compaction_anchor_reach_the_system_prompt(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "deploy.md").write_text(
+        "# Deploy\n\nThe staging deploy key lives in vault path ops/staging-deploy.\n")
+    (notes / "style.md").write_text("# Style\n\nPython code uses black with line length 100.\n")
+    (notes / "team.md").write_text("# Team\n\nReviews go to the platform channel on Mondays.\n")
+    answers = {
+        "which port": "Let us pick port 8431 for the staging server; 8080 is taken by the proxy.",
+        "compose": "Done: compose.yml now maps 8431.",
+        "readme": "README.md updated with the run instructions.",
+        "changelog": "Changelog entry added.",
+    }
+    state = {"overflowed": False}
+
+    def brain(body):
+        text = last_user_text(body)
+        if "OVERFLOW" in text and not state["overflowed"]:
+            state["overflowed"] = True
+            return overflow()  # dsh compacts, asks for a summary, then retries
+        if state["overflowed"] and "summar" in json.dumps(body["messages"][-1]).lower() \
+                and not state.get("summary"):
+            state["summary"] = True
+            return say("SUMMARY: staging runs on port 8431; compose, README and changelog done.")
+        for key, answer in answers.items():
+            if key in text:
+                return say(answer)
+        return say("ok")
+
+    env = {"DSH_RECALL_NOTES__ROOTS": json.dumps([str(notes)])}
+    with dsh_session(tmp_path, brain, _patch(env)) as (session, standin, _):
+        for msg in ("which port should the staging server listen on?",
+                    "now write the compose file", "update the readme", "and the changelog",
+                    "add a unit test for the tokenizer",
+                    "as we discussed, what port did we pick?",
+                    "where does the staging deploy key live?",
+                    "OVERFLOW: keep going with the tests",
+                    "what is next?"):
+            session.run(msg)
+
+    unrelated = _blocks_in(standin, "unit test for the tokenizer")
+    assert unrelated and all(b == "" for b in unrelated)
+    recalled = _blocks_in(standin, "as we discussed")
+    assert recalled and all("8431" in b and "Earlier in this session" in b for b in recalled)
+    assert "Notes from memory" not in recalled[0]
+    noted = _blocks_in(standin, "staging deploy key")
+    assert noted and all("ops/staging-deploy" in b for b in noted)
+    # After the compaction the anchor (summary + original fragments) joins the prompt.
+    anchored = _blocks_in(standin, "what is next?")
+    assert anchored and "Context was compacted" in anchored[-1] and "SUMMARY: staging" in anchored[-1]
+    assert "Key original fragments" in anchored[-1]
+
+
+def test_worker_killed_mid_turn_leaves_the_turn_with_dshs_own_output(tmp_path):
+    status = Path(os.environ["DSH_RECALL_HOME"]) / "dsh" / "worker-status.json"
+    kill = (f"{sys.executable} -c \"import json,os,signal,sys; p=json.load(open('{status}'))['pid']; "
+            f"os.kill(p, signal.SIGKILL); print('killed worker', p, file=sys.stderr)\"")
+    command = f"{kill}; {_big_script(tmp_path)}"
+
+    def brain(body):
+        if last_is_tool_result(body):
+            return say("done")
+        if "print" in last_user_text(body):
+            return use("bash", {"description": "kill the worker, then print a lot",
+                                "command": command}, "toolu_big")
+        return say("ok")
+
+    with dsh_session(tmp_path, brain, _patch({})) as (session, standin, _):
+        result = session.run("print a lot please")
+        assert result.final_response == "done"
+        session.run("and again, quietly")  # the next request restarts the worker
+        restarted = json.loads(status.read_text())["pid"]
+
+    after = next(b for b in standin.requests if "toolu_big" in results(b))
+    shown = results(after)["toolu_big"]
+    killed = int(re.search(r"killed worker (\d+)", shown).group(1))
+    assert "[dsh-recall: " not in shown  # passed through untouched
+    assert "[output truncated; full output: " in shown and len(shown) > 40_000  # dsh's own cut
+    assert restarted != killed
