@@ -194,3 +194,38 @@ def test_worker_killed_mid_turn_leaves_the_turn_with_dshs_own_output(tmp_path):
     assert "[dsh-recall: " not in shown  # passed through untouched
     assert "[output truncated; full output: " in shown and len(shown) > 40_000  # dsh's own cut
     assert restarted != killed
+
+
+def test_results_already_seen_are_reclaimed_with_the_replay_safe_pair_under_a_budget(tmp_path):
+    (tmp_path / "repo").mkdir()
+    big = tmp_path / "repo" / "notes.txt"
+    big.write_text("".join(f"row {i:04d} of the inventory table, shelf {i % 17}\n" for i in range(600)))
+    steps = [("read", {"file_path": str(big)}, "toolu_read"),
+             ("bash", {"description": "one", "command": "echo one"}, "toolu_b1"),
+             ("bash", {"description": "two", "command": "echo two"}, "toolu_b2"),
+             ("bash", {"description": "three", "command": "echo three"}, "toolu_b3")]
+
+    def brain(body):
+        done = results(body)
+        for tool, args, call_id in steps:
+            if call_id not in done:
+                return use(tool, args, call_id)
+        return say("done")
+
+    with dsh_session(tmp_path, brain, _patch({"DSH_RECALL_OBJECTS__BUDGET_TOKENS": "1000"})) \
+            as (session, standin, dsh_home):
+        assert session.run("look at the inventory").final_response == "done"
+
+    seen = [results(b).get("toolu_read") for b in standin.requests if "toolu_read" in results(b)]
+    # read output is left alone when produced (the model edits from it) ...
+    assert "row 0300 of the inventory" in seen[0] and "[dsh-recall: " not in seen[0]
+    # ... and once two newer results follow, the context is over budget: it is shadowed.
+    assert "[dsh-recall: " in seen[-1] and len(seen[-1]) < 2000
+    events = session_events(dsh_home)
+    original = next(e for e in events if e["type"] == "tool/result"
+                    and e["data"]["message"].get("toolCallId") == "toolu_read" and e.get("surfaceOp") == "append")
+    prune = [e for e in events if e["type"] == "compaction/prune" and original["seq"] in e["data"]["shadowedSeqs"]]
+    replace = [e for e in events if e["type"] == "tool/result" and isinstance(e.get("surfaceOp"), dict)
+               and e["surfaceOp"].get("startSeq") == original["seq"]]
+    assert prune and replace and "[dsh-recall: " in json.dumps(replace[0]["data"])
+    assert "row 0300 of the inventory" in json.dumps(original["data"])  # the log keeps it
