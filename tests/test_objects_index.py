@@ -90,6 +90,14 @@ def test_view_offsets_map_back_to_the_same_chars(text):
 
 
 @settings(max_examples=200, deadline=None)
+@given(_TEXTS, st.integers(1, 12))
+def test_shapes_found_in_chunks_equal_one_pass(text, chunk):
+    low = offload.fold_case(text)
+    assert offload.line_shapes(low, chunk) == offload.line_shapes(low)
+    assert len(offload.line_shapes(low, chunk)) == low.count("\n") + 1
+
+
+@settings(max_examples=200, deadline=None)
 @given(_TEXTS, st.sampled_from(["error", "FAILED", "a b", "x1", "\u4e2d", "ab", "failed x1"]))
 def test_matches_hold_the_query_and_point_at_their_line(text, query):
     for m in offload.search_lines(text, query):

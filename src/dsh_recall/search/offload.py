@@ -15,6 +15,7 @@ import re
 import unicodedata
 from array import array
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
@@ -242,8 +243,9 @@ class LineMatch:
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_WORDS = 16
 MAX_QUERY_GRAMS = 32
+FUZZY_SEEDS = 3
 # Bump when what `build_index` stores changes: a stored index of another version is rebuilt.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 # Terminal colour / cursor sequences (CI logs are full of them): ignored by search.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -271,11 +273,21 @@ def count_breaks(text: str, start: int = 0, end: int | None = None) -> int:
     return text.count("\n", start, len(text) if end is None else end)
 
 
-def line_shapes(low: str) -> array:
+def line_shapes(low: str, chunk: int = 1 << 20) -> array:
     """A shape id per line of `low` (folded text): lines with the same first two words share
-    an id."""
+    an id. Found `chunk` chars at a time (cut at a line end), so memory stays bounded."""
     ids: dict[tuple[str, str], int] = {}
-    return array("q", [ids.setdefault(k, len(ids)) for k in _SHAPES.findall(low)])
+    out = array("q")
+    pos, n = 0, len(low)
+    while True:
+        end = low.find("\n", pos + chunk) if pos + chunk < n else -1
+        stop = n if end == -1 else end
+        # One match per line start in [pos, stop]: `stop` is a line end, never a start
+        # unless the line before it is empty (then that empty line starts there).
+        out.extend(ids.setdefault(k, len(ids)) for k in _SHAPES.findall(low, pos, stop))
+        if end == -1:
+            return out
+        pos = end + 1
 
 
 @dataclass(frozen=True)
@@ -389,9 +401,10 @@ class _Lines:
         left, right, cased = _is_word(folded[0]), _is_word(folded[-1]), exact != folded
         startswith = view.startswith
         out: list[tuple[int, int, int]] = []
+        append, left_over = out.append, self.cap
         hi = self.end(li) if only else nview
         pos = find(folded, starts[li], hi)
-        while pos != -1 and len(out) < self.cap:
+        while pos != -1 and left_over:
             li = bisect.bisect_right(starts, pos, li) - 1
             le = starts[li + 1] if li + 1 < nlines else nview
             best, at, p = 4, pos, pos
@@ -410,7 +423,8 @@ class _Lines:
                     if g == 0:
                         break
                 p = find(folded, p + 1, le)
-            out.append((best, at, li))
+            append((best, at, li))
+            left_over -= 1
             pos = find(folded, le, hi) if le < hi else -1
         return out
 
@@ -431,21 +445,24 @@ def _rough_count(low: str, term: str) -> float:
     return found * n / (_SAMPLES * _SAMPLE_CHARS)
 
 
-def _diversify(order: list[int], shapes: Sequence[int], limit: int,
-               per_shape: int = 2) -> list[int]:
-    """Given order, but at most `per_shape` lines of one shape before every other shape."""
-    first: list[int] = []
-    rest: list[int] = []
+def _diversify(order: list[tuple[int, int, int]], shapes: Sequence[int], limit: int,
+               per_shape: int = 2) -> list[tuple[int, int, int]]:
+    """(grade, pos, line) candidates in the given order, but at most `per_shape` lines of one
+    shape before every other shape."""
+    first: list[tuple[int, int, int]] = []
+    rest: list[tuple[int, int, int]] = []
     seen: dict[int, int] = {}
-    for li in order:
+    get, n = seen.get, len(shapes)
+    for t in order:
         if len(first) >= limit:
             break
-        k = shapes[li] if li < len(shapes) else -1
-        c = seen[k] = seen.get(k, 0) + 1
+        li = t[2]
+        k = shapes[li] if li < n else -1
+        c = seen[k] = get(k, 0) + 1
         if c <= per_shape:
-            first.append(li)
+            first.append(t)
         elif len(rest) < limit:
-            rest.append(li)
+            rest.append(t)
     return (first + rest)[:limit]
 
 
@@ -474,12 +491,13 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
     picked: dict[int, int] = {}  # line index -> hit position, in answer order
 
     def take(graded: list[tuple[int, int, int]]) -> None:
-        """Add (grade, pos, line) candidates: by grade, then file order and shape."""
-        graded.sort()  # positions grow with lines: (grade, pos) is (grade, file order)
-        pos_of = {li: pos for _, pos, li in graded}
-        order = [li for _, _, li in graded if li not in picked]
-        for li in _diversify(order, idx.shapes, limit - len(picked)):
-            picked[li] = pos_of[li]
+        """Add (grade, pos, line) candidates, given in file order: by grade (a stable sort
+        keeps file order within one), then by shape."""
+        graded.sort(key=itemgetter(0))
+        if picked:
+            graded = [t for t in graded if t[2] not in picked]
+        for _, pos, li in _diversify(graded, idx.shapes, limit - len(picked)):
+            picked[li] = pos
 
     take(lines.graded(exact, q))
     words = _query_words(exact)
@@ -512,7 +530,8 @@ def _all_words(lines: _Lines, words: list[tuple[str, str]],
 
 
 def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int]) -> None:
-    """Lines sharing at least 60% of the query's informative trigrams, most shared first."""
+    """Lines sharing at least 60% of the query's informative trigrams, one of its
+    `FUZZY_SEEDS` rarest among them, most shared first."""
     low = lines.low
     grams = list(dict.fromkeys(g for w in words for g in _grams(w)))
     if len(grams) > MAX_QUERY_GRAMS:  # spread over the whole query
@@ -522,9 +541,12 @@ def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int]) 
     # A trigram on most lines tells nothing: leave it out (unless all are like that).
     informative = [g for g in grams if counts[g] <= len(lines.starts) // 2] or grams
     need = max(1, -(-len(informative) * 3 // 5))
-    # A line holding `need` of the m trigrams holds one of any m - need + 1 of them: the
-    # rarest ones give the candidates, which are then checked for all.
-    seeds = sorted(informative, key=lambda g: counts[g])[: len(informative) - need + 1]
+    # A line holding `need` of the m trigrams holds one of any m - need + 1 of them, so the
+    # rarest ones give the candidates, which are then checked for all. At most
+    # FUZZY_SEEDS of them: a line sharing only a long query's common trigrams ("Failures: 0"
+    # for BUILD FAILURE) is noise, and finding it cost most of the fuzzy tier's time.
+    seeds = sorted(informative, key=lambda g: counts[g])[
+        : min(FUZZY_SEEDS, len(informative) - need + 1)]
     cands: dict[int, int] = {}
     for g in seeds:
         for li, pos in lines.hits(g):

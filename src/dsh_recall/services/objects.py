@@ -116,7 +116,7 @@ def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> 
     """`text`'s payload (when `data` is given) and search index, compressed."""
     idx = idx or build_index(text)
     return blob_parts(data, None if idx.view is text else idx.view, INDEX_VERSION,
-                      [idx.starts, idx.shapes, idx.esc_at, idx.esc_cum])
+                      [idx.starts, idx.shapes], idx.esc_at, idx.esc_cum)
 
 
 def _clean(value: str | None) -> str | None:
@@ -300,8 +300,8 @@ class ObjectService:
             self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
             return idx
         view = self._text(row) if parts.view is None else parts.view.decode("utf-8", "surrogatepass")
-        starts, shapes, esc_at, esc_cum = parts.arrays
-        return LineIndex(view, starts, shapes, esc_at, esc_cum)
+        starts, shapes = parts.arrays
+        return LineIndex(view, starts, shapes, parts.esc_at, parts.esc_cum)
 
     def size(self, obj_id: str, can_see: CanSee | None = None) -> int:
         """Total chars of a live object, without reading its payload or counting a recall."""

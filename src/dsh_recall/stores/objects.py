@@ -8,8 +8,8 @@ Everything else is derived by query, so two processes never disagree. Every writ
 `BEGIN IMMEDIATE` transaction: a process killed mid-put leaves nothing.
 
 Columns added after schema 1 first shipped (`objects.channel`, `blobs.view`,
-`blobs.line_index`) are added on open when missing; older rows keep NULL there (no channel;
-a search index built and stored on first search).
+`blobs.line_index`, `blobs.escapes`) are added on open when missing; older rows keep NULL
+there (no channel; a search index built and stored on first search).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ SCHEMA = [
         stored_bytes INTEGER NOT NULL,
         payload BLOB NOT NULL,
         view BLOB,
-        line_index BLOB)""",
+        line_index BLOB,
+        escapes BLOB)""",
     """CREATE TABLE objects (
         id TEXT PRIMARY KEY,
         session TEXT NOT NULL,
@@ -65,7 +66,7 @@ _OBJECT_COLS = ("id, session, seq, tool, chars, tokens, inline_chars, inline_tok
                 "raw_bytes, created, sha, evicted, channel")
 # (table, column, type) added since schema 1 first shipped: added on open when missing.
 _ADDED_COLUMNS = (("objects", "channel", "TEXT"), ("blobs", "view", "BLOB"),
-                  ("blobs", "line_index", "BLOB"))
+                  ("blobs", "line_index", "BLOB"), ("blobs", "escapes", "BLOB"))
 
 
 @dataclass(frozen=True)
@@ -88,25 +89,31 @@ class ObjectRow:
 @dataclass(frozen=True)
 class BlobParts:
     """A payload as stored: zlib text, and its search index (`view`, zlib text without
-    escapes, None when the text has none; `line_index`, packed int arrays)."""
+    escapes, None when the text has none; `line_index`, packed int arrays; `escapes`, the
+    escape map, uncompressed so a search reads it without inflating, None without escapes)."""
 
     payload: bytes
     view: bytes | None
     line_index: bytes | None
+    escapes: bytes | None = None
 
     @property
     def stored_bytes(self) -> int:
-        return len(self.payload) + len(self.view or b"") + len(self.line_index or b"")
+        return (len(self.payload) + len(self.view or b"") + len(self.line_index or b"")
+                + len(self.escapes or b""))
 
 
 @dataclass(frozen=True)
 class SearchParts:
     """A blob's search index as read back: the view's UTF-8 (None: the payload is the
-    view), and the version and int arrays it was packed with."""
+    view), the version and int arrays of its line index, and the two halves of its escape
+    map (read in place; empty without escapes)."""
 
     view: bytes | None
     version: int
     arrays: list[array]
+    esc_at: Sequence[int] = ()
+    esc_cum: Sequence[int] = ()
 
 
 _INDEX_HEAD = struct.Struct("<BcI")
@@ -135,14 +142,34 @@ def unpack_index(data: bytes) -> tuple[int, list[array]]:
     return version, out
 
 
+def pack_escapes(esc_at: Sequence[int], esc_cum: Sequence[int]) -> bytes | None:
+    """The escape map as an 8-byte header (item type) and the two arrays, uncompressed:
+    integers barely compress and inflating them was most of a search's fixed cost."""
+    if not esc_at:
+        return None
+    code = "I" if max(esc_at[-1], esc_cum[-1]) < 2**32 else "q"
+    return code.encode().ljust(8, b"\0") + array(code, esc_at).tobytes() + array(code, esc_cum).tobytes()
+
+
+def unpack_escapes(data: bytes | None) -> tuple[Sequence[int], Sequence[int]]:
+    """The two halves of a packed escape map, as views into `data` (no copy)."""
+    if not data:
+        return (), ()
+    mv = memoryview(data)[8:].cast(data[:1].decode())
+    half = len(mv) // 2
+    return mv[:half], mv[half:]
+
+
 def blob_parts(data: bytes | None, view: str | None, version: int,
-               arrays: Sequence[Sequence[int]]) -> BlobParts:
+               arrays: Sequence[Sequence[int]], esc_at: Sequence[int] = (),
+               esc_cum: Sequence[int] = ()) -> BlobParts:
     """Compress a payload and its search index for `ObjectStore.put` (`data` None: the
     index alone, for `set_search_parts`)."""
     return BlobParts(
         payload=b"" if data is None else zlib.compress(data, 6),
         view=None if view is None else zlib.compress(encode_text(view), 6),
         line_index=pack_index(version, arrays),
+        escapes=pack_escapes(esc_at, esc_cum),
     )
 
 
@@ -314,9 +341,10 @@ class ObjectStore:
         if parts is None:
             parts = BlobParts(zlib.compress(data, 6), None, None)
         self.db.execute(
-            "INSERT INTO blobs(sha, raw_bytes, stored_bytes, payload, view, line_index) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (sha, len(data), parts.stored_bytes, parts.payload, parts.view, parts.line_index),
+            "INSERT INTO blobs(sha, raw_bytes, stored_bytes, payload, view, line_index, "
+            "escapes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sha, len(data), parts.stored_bytes, parts.payload, parts.view, parts.line_index,
+             parts.escapes),
         )
 
     def set_search_parts(self, sha: str, parts: BlobParts) -> bool:
@@ -331,8 +359,10 @@ class ObjectStore:
         try:
             self.db.execute(
                 "UPDATE blobs SET stored_bytes = stored_bytes - COALESCE(LENGTH(view), 0) "
-                "- COALESCE(LENGTH(line_index), 0) + ?, view = ?, line_index = ? WHERE sha = ?",
-                (parts.stored_bytes - len(parts.payload), parts.view, parts.line_index, sha))
+                "- COALESCE(LENGTH(line_index), 0) - COALESCE(LENGTH(escapes), 0) + ?, "
+                "view = ?, line_index = ?, escapes = ? WHERE sha = ?",
+                (parts.stored_bytes - len(parts.payload), parts.view, parts.line_index,
+                 parts.escapes, sha))
             ok = True
         except sqlite3.OperationalError:
             return False
@@ -413,12 +443,13 @@ class ObjectStore:
 
     def search_parts(self, sha: str) -> SearchParts | None:
         """The stored search index of a blob, or None when it has none yet."""
-        r = self.db.execute("SELECT view, line_index FROM blobs WHERE sha = ?",
+        r = self.db.execute("SELECT view, line_index, escapes FROM blobs WHERE sha = ?",
                             (sha,)).fetchone()
         if r is None or r[1] is None:
             return None
         version, arrays = unpack_index(r[1])
-        return SearchParts(None if r[0] is None else zlib.decompress(r[0]), version, arrays)
+        return SearchParts(None if r[0] is None else zlib.decompress(r[0]), version, arrays,
+                           *unpack_escapes(r[2]))
 
     def counter(self, name: str) -> int:
         r = self.db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
