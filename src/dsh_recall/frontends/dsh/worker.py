@@ -49,6 +49,20 @@ MAX_MESSAGE_CHARS = 4000
 HEADER = "[dsh-recall] Context recalled for this request (not written by the user):"
 
 
+def status_path() -> Path:
+    """Where the running worker keeps its counts for other processes."""
+    return recall_home() / "dsh" / "worker-status.json"
+
+
+def last_status() -> dict[str, Any] | None:
+    """The counts the last worker wrote, or None when no worker ran under this home."""
+    try:
+        data = json.loads(status_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def call_seq(call_id: str, where: str) -> int:
     """The object seq of one text block of one tool call: the same call offloaded twice
     (a retry) maps to the same (session, seq), as in the Claude Code hook."""
@@ -96,7 +110,8 @@ class Worker:
         self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
                        "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
                        "errors": 0}
-        self._status_path = ensure_dir(recall_home() / "dsh") / "worker-status.json"
+        ensure_dir(status_path().parent)
+        self._status_path = status_path()
         self.started = clock()
 
     # -- plumbing ------------------------------------------------------------------------

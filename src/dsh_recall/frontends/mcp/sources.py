@@ -171,8 +171,17 @@ class SourceHandlers:
                 finally:
                     svc.close()
                 return {k: st[k] for k in ("offloaded", "live", "evicted", "tokens_kept_out",
-                                           "recalls") if k in st}
+                                           "recalls", "disk_bytes") if k in st}
             out["objects"] = objs
+
+            def native() -> dict[str, Any]:
+                # The dsh plugin's worker (frontends/dsh): its counts are not per channel.
+                from ..dsh.worker import last_status
+                ch = self.viewer().channel  # type: ignore[attr-defined]
+                if not (ch.allowed is None or ch.allowed >= access.ALL):
+                    return {}
+                return last_status() or {"running": False}
+            out["dsh_plugin"] = native
         if "notes_search" in specs:
             def notes() -> dict[str, Any]:
                 from ...services.notes import NotesService
