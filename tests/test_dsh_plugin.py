@@ -69,6 +69,8 @@ def test_reaper_offloads_a_big_bash_result_and_everything_gets_it_back(tmp_path)
             if m and "toolu_recall" not in got:  # the model asks for a middle line back
                 return use("mcp__recall__object_recall", {"id": m.group(1), "query": MIDDLE},
                            "toolu_recall")
+            if "toolu_recall" in got and "toolu_status" not in got:
+                return use("mcp__recall__status", {}, "toolu_status")
             return say("done")
         if "print" in last_user_text(body):
             return use("bash", {"description": "print a lot", "command": command}, "toolu_big")
@@ -98,6 +100,9 @@ def test_reaper_offloads_a_big_bash_result_and_everything_gets_it_back(tmp_path)
     assert data["total"] == 112_000 and data["text"].startswith("line 00000 ")
     middle = _cli("object", "get", obj, "--start", "56000", "--count", "2000", "--json")
     assert json.loads(middle.stdout)["text"].startswith(MIDDLE)
+    # The status tool shows what the plugin did and what it costs on disk.
+    status = next(results(b)["toolu_status"] for b in standin.requests if "toolu_status" in results(b))
+    assert "dsh_plugin" in status and "disk_bytes" in status and "offloads" in status
     # History finds a line from the middle, although the log only holds the pointer.
     hist = _cli("history", "search", MIDDLE, "--session", session.id, "--json")
     assert hist.returncode == 0, hist.stderr
