@@ -14,21 +14,178 @@ notice (`Config.notices`) unless the user trusted that exact file (`dsh-recall t
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from types import UnionType
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 from .errors import ConfigError
 from .paths import recall_home
 from .trust import is_trusted
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+# -- a small validated-settings base -------------------------------------------------------
+# Plain classes instead of pydantic: a CLI call reads its config on every run, and importing
+# pydantic and building the models cost 0.1-0.3 s of a 2-core machine's time per call. The
+# settings are flat (a few sections of scalars, string lists and string maps), which this
+# validates fully: types, ranges, choices, unknown keys.
+class Field:
+    """A setting's default and constraints (inclusive `ge`/`le`, exclusive `gt`)."""
+
+    __slots__ = ("default", "ge", "le", "gt")
+
+    def __init__(self, default: Any, *, ge: float | None = None, le: float | None = None,
+                 gt: float | None = None):
+        self.default, self.ge, self.le, self.gt = default, ge, le, gt
+
+
+class _FieldInfo:
+    __slots__ = ("name", "annotation", "field")
+
+    def __init__(self, name: str, annotation: Any, field: Field):
+        self.name, self.annotation, self.field = name, annotation, field
+
+
+def _type_error(loc: str, want: str, value: Any) -> ConfigError:
+    return ConfigError(f"invalid config value for '{loc}': should be {want}, not {value!r}")
+
+
+def _check(loc: str, ann: Any, value: Any) -> Any:
+    """`value` as the annotation's type, or ConfigError naming `loc`."""
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is Union or origin is UnionType:
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _check(loc, inner[0], value)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"invalid config value for '{loc}': should be one of "
+                              f"{', '.join(map(str, args))}, not {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise _type_error(loc, "a list", value)
+        return [_check(f"{loc}[{i}]", args[0], v) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _type_error(loc, "a table", value)
+        return {_check(f"{loc} key", args[0], k): _check(f"{loc}.{k}", args[1], v)
+                for k, v in value.items()}
+    if ann is bool:
+        if not isinstance(value, bool):
+            raise _type_error(loc, "true or false", value)
+        return value
+    if ann is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                return int(value)
+            raise _type_error(loc, "an integer", value)
+        return value
+    if ann is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                return float(value) if isinstance(value, str) else _raise(loc, value)
+            except ValueError:
+                raise _type_error(loc, "a number", value) from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _type_error(loc, "a finite number", value)
+        return float(value)
+    if ann is str:
+        if not isinstance(value, str):
+            raise _type_error(loc, "a string", value)
+        return value
+    if isinstance(ann, type) and issubclass(ann, _Section):
+        if isinstance(value, ann):
+            return value
+        if not isinstance(value, dict):
+            raise _type_error(loc, "a table", value)
+        return ann._from_dict(value, loc + ".")
+    return value
+
+
+def _raise(loc: str, value: Any) -> Any:
+    raise _type_error(loc, "a number", value)
+
+
+class _Section:
+    """Settings of one section: attributes with defaults, validated on construction."""
+
+    model_fields: dict[str, _FieldInfo] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        hints = get_type_hints(cls)
+        fields: dict[str, _FieldInfo] = {}
+        for name, ann in hints.items():
+            if name.startswith("_") or name == "model_fields" or get_origin(ann) is ClassVar:
+                continue
+            raw = cls.__dict__.get(name)
+            f = raw if isinstance(raw, Field) else Field(raw)
+            fields[name] = _FieldInfo(name, ann, f)
+        cls.model_fields = fields
+
+    def __init__(self, **values: Any):
+        object.__setattr__(self, "model_fields_set", set(values))
+        for name, info in self.model_fields.items():
+            if name in values:
+                v = values[name]
+            else:
+                d = info.field.default
+                v = copy.deepcopy(d) if isinstance(d, (list, dict, _Section)) else d
+            object.__setattr__(self, name, v)
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any], prefix: str = "") -> Any:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            info = cls.model_fields.get(key)
+            if info is None:
+                raise ConfigError(f"unknown config key '{prefix}{key}'; valid keys: "
+                                  + ", ".join(sorted(cls.model_fields)))
+            v = _check(prefix + key, info.annotation, value)
+            f = info.field
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                for bound, ok, word in ((f.ge, lambda a, b: a >= b, ">="),
+                                        (f.le, lambda a, b: a <= b, "<="),
+                                        (f.gt, lambda a, b: a > b, ">")):
+                    if bound is not None and not ok(v, bound):
+                        raise ConfigError(f"invalid config value for '{prefix}{key}': should be "
+                                          f"{word} {bound}, not {v!r}")
+            out[key] = v
+        return cls(**out)
+
+    @classmethod
+    def model_validate(cls, data: dict[str, Any]) -> Any:
+        return cls._from_dict(data)
+
+    def model_dump(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.model_fields:
+            v = getattr(self, name)
+            out[name] = v.model_dump() if isinstance(v, _Section) else copy.deepcopy(v)
+        return out
+
+    def model_dump_json(self) -> str:
+        return json.dumps(self.model_dump(), ensure_ascii=False, separators=(",", ":"))
+
+    def model_copy(self, update: dict[str, Any] | None = None) -> Any:
+        new = copy.copy(self)
+        object.__setattr__(new, "model_fields_set", set(self.model_fields_set) | set(update or {}))
+        for k, v in (update or {}).items():
+            object.__setattr__(new, k, v)
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.model_dump() == other.model_dump()  # type: ignore[union-attr]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.model_fields)})"
 
 
 class EmbedderConfig(_Section):
@@ -74,6 +231,8 @@ class ObjectsConfig(_Section):
     budget_tokens: int | None = None
     max_age_days: float | None = None
     max_bytes: int | None = None
+    # A result over this many bytes of UTF-8 is not stored: head and tail stay inline.
+    max_object_bytes: int = Field(64 * 1024 * 1024, ge=1, le=2 * 1024 ** 3)
 
 
 class NotesConfig(_Section):
@@ -143,12 +302,12 @@ class Config(_Section):
     objects: ObjectsConfig = ObjectsConfig()
     notes: NotesConfig = NotesConfig()
     mcp: McpConfig = McpConfig()
-    # Set by load_config: one line per key refused from an untrusted workspace file.
-    _notices: list[str] = PrivateAttr(default_factory=list)
-
     @property
     def notices(self) -> list[str]:
-        return self._notices
+        """Set by load_config: one line per workspace file whose keys were refused."""
+        if "_notices" not in self.__dict__:
+            object.__setattr__(self, "_notices", [])
+        return self.__dict__["_notices"]
 
 
 _SECTIONS = {"embedder", "history", "objects", "notes", "mcp"}
@@ -169,11 +328,11 @@ WORKSPACE_KEYS = frozenset({
 })
 
 
-def _valid_keys(model: type[BaseModel]) -> list[str]:
+def _valid_keys(model: type[_Section]) -> list[str]:
     return sorted(model.model_fields)
 
 
-def _check_keys(data: dict[str, Any], model: type[BaseModel], where: str, prefix: str = "") -> None:
+def _check_keys(data: dict[str, Any], model: type[_Section], where: str, prefix: str = "") -> None:
     for key, value in data.items():
         if key not in model.model_fields:
             raise ConfigError(
@@ -181,7 +340,7 @@ def _check_keys(data: dict[str, Any], model: type[BaseModel], where: str, prefix
                 + ", ".join(_valid_keys(model))
             )
         ann = model.model_fields[key].annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
+        if isinstance(ann, type) and issubclass(ann, _Section):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key '{prefix}{key}' in {where} must be a table")
             _check_keys(value, ann, where, f"{prefix}{key}.")
@@ -303,11 +462,6 @@ def load_config(
         clean = {k: v for k, v in overrides.items() if v is not None}
         _check_keys(clean, Config, "flags")
         data = _merge(data, clean)
-    try:
-        cfg = Config.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid config value for '{loc}': {first['msg']}") from e
-    cfg._notices.extend(notices)
+    cfg = Config.model_validate(data)
+    cfg.notices.extend(notices)
     return cfg
