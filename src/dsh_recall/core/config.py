@@ -274,6 +274,10 @@ class McpConfig(_Section):
 class Config(_Section):
     """Top-level settings are those of code recall; other sources have their own section."""
 
+    # Where indexes live: None = embedded SQLite under the recall home; "postgresql://..." =
+    # a shared PostgreSQL + pgvector database (also $DSH_RECALL_STORE). Never from a
+    # repository's config (it chooses where data goes).
+    store: str | None = None
     source_roots: list[str] = []
     focus_markers: list[str] = [
         "pyproject.toml", "setup.py", "package.json", "go.mod", "Cargo.toml",
