@@ -180,6 +180,12 @@ def test_worker_killed_mid_turn_leaves_the_turn_with_dshs_own_output(tmp_path):
     command = f"{kill}; {_big_script(tmp_path)}"
 
     def brain(body):
+        done = results(body)
+        if "again" in last_user_text(body):  # two small calls in the next turn
+            for call_id in ("toolu_e1", "toolu_e2"):
+                if call_id not in done:
+                    return use("bash", {"description": "echo", "command": "echo small"}, call_id)
+            return say("done again")
         if last_is_tool_result(body):
             return say("done")
         if "print" in last_user_text(body):
@@ -190,15 +196,18 @@ def test_worker_killed_mid_turn_leaves_the_turn_with_dshs_own_output(tmp_path):
     with dsh_session(tmp_path, brain, _patch({})) as (session, standin, _):
         result = session.run("print a lot please")
         assert result.final_response == "done"
-        session.run("and again, quietly")  # the next request restarts the worker
+        # The next request restarts the worker.
+        assert session.run("and again, two small ones").final_response == "done again"
         restarted = json.loads(status.read_text())["pid"]
 
-    after = next(b for b in standin.requests if "toolu_big" in results(b))
-    shown = results(after)["toolu_big"]
-    killed = int(re.search(r"killed worker (\d+)", shown).group(1))
-    assert "[dsh-recall: " not in shown  # passed through untouched
-    assert "[output truncated; full output: " in shown and len(shown) > 40_000  # dsh's own cut
+    seen = [results(b)["toolu_big"] for b in standin.requests if "toolu_big" in results(b)]
+    killed = int(re.search(r"killed worker (\d+)", seen[0]).group(1))
     assert restarted != killed
+    # That turn went on with dsh's own output, untouched ...
+    assert "[dsh-recall: " not in seen[0]
+    assert "[output truncated; full output: " in seen[0] and len(seen[0]) > 40_000  # dsh's cut
+    # ... and once two newer results follow, the restarted worker reclaims it (replay-safe).
+    assert "[dsh-recall: " in seen[-1] and len(seen[-1]) < 20_000
 
 
 def test_results_already_seen_are_reclaimed_with_the_replay_safe_pair_under_a_budget(tmp_path):

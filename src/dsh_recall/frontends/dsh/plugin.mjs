@@ -324,7 +324,12 @@ export function apply (ctx, config) {
   }
 
   async function reclaim (session, s) {
-    const { threshold_chars: threshold, budget } = s.reclaim
+    const { threshold_chars: threshold, budget, budget_tokens: budgetTokens } = s.reclaim
+    const meter = service('tokenMeter')
+    let tokens = null
+    try { tokens = meter?.measure?.(session)?.totalTokens ?? null } catch {}
+    // Under the budget nothing is chosen: do not even send the texts.
+    if (budget && typeof tokens === 'number' && typeof budgetTokens === 'number' && tokens <= budgetTokens) return
     const results = []
     for (const seq of session.surface?.nodes ?? []) {
       const ev = session.eventAt(seq)
@@ -337,9 +342,6 @@ export function apply (ctx, config) {
       results.push({ seq, tool, text: text.length > threshold && (budget || !through) ? text : null, pass_through: through })
     }
     if (!results.some((r) => r.text !== null)) return
-    const meter = service('tokenMeter')
-    let tokens = null
-    try { tokens = meter?.measure?.(session)?.totalTokens ?? null } catch {}
     const answer = await worker.call('reclaim', {
       session: session.id, cwd: session.header?.cwd ?? null, results, context_tokens: tokens
     })

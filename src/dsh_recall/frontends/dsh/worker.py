@@ -288,6 +288,7 @@ class Worker:
         return {"text": text, "parts": {k: bool(v) for k, v in parts.items()}, "turn": st.turn,
                 "reclaim": {"threshold_chars": cfg.objects.threshold_chars,
                             "budget": cfg.objects.budget_tokens is not None,
+                            "budget_tokens": cfg.objects.budget_tokens,
                             "keep": cfg.objects.keep}}
 
     def _notes_block(self, cfg: Config, cwd: str | None, message: str) -> str:
