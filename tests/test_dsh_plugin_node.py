@@ -2,7 +2,7 @@
 misbehaves on purpose (tests/fixtures/dsh_plugin): whatever the worker does, every hook
 settles with dsh's own result, and each kind of trouble is logged once.
 
-Needs `node` on PATH (the dsh runtime embeds its own; CI installs Node); skipped otherwise.
+Needs `node` on PATH; skipped otherwise, with that reason.
 """
 
 from __future__ import annotations
