@@ -14,7 +14,6 @@ from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.hooks.claude_code import post_tool_use
 from dsh_recall.search import offload
 from dsh_recall.search.offload import render_inline, search_lines
-from dsh_recall.services import objects as objects_mod
 from dsh_recall.services.objects import ObjectService
 
 
@@ -225,7 +224,7 @@ def test_an_object_over_the_cap_keeps_head_and_tail_and_stores_nothing(tmp_path)
 
 
 def test_cli_put_over_the_cap_is_refused_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(objects_mod, "DEFAULT_MAX_OBJECT_BYTES", 50_000)
+    monkeypatch.setenv("DSH_RECALL_OBJECTS__MAX_OBJECT_BYTES", "50000")
     f = tmp_path / "big.log"
     f.write_text(BIG)
     err = _one_line_error(_cli("object", "put", str(f)))

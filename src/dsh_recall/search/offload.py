@@ -243,7 +243,7 @@ class LineMatch:
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_WORDS = 16
 MAX_QUERY_GRAMS = 32
-FUZZY_SEEDS = 3
+FUZZY_SEED_HITS = 4000
 # Bump when what `build_index` stores changes: a stored index of another version is rebuilt.
 INDEX_VERSION = 2
 
@@ -529,9 +529,26 @@ def _all_words(lines: _Lines, words: list[tuple[str, str]],
     return out
 
 
+def _seeds(grams: list[str], counts: dict[str, float], enough: int) -> list[str]:
+    """The trigrams whose lines are the fuzzy candidates. A line holding `need` of the m
+    trigrams holds one of any m - need + 1 (`enough`) of them, so the rarest `enough` find
+    every such line; but once the seeds so far are estimated at `FUZZY_SEED_HITS`
+    occurrences, no commoner one is added: a line sharing only a query's common trigrams
+    ("Failures: 0" for BUILD FAILURE on a big log) is noise, and walking its lines was most
+    of the fuzzy tier's time."""
+    out: list[str] = []
+    total = 0.0
+    for g in sorted(grams, key=lambda g: counts[g])[:enough]:
+        if out and total + counts[g] > FUZZY_SEED_HITS:
+            break
+        out.append(g)
+        total += counts[g]
+    return out
+
+
 def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int]) -> None:
-    """Lines sharing at least 60% of the query's informative trigrams, one of its
-    `FUZZY_SEEDS` rarest among them, most shared first."""
+    """Lines sharing at least 60% of the query's informative trigrams, most shared first
+    (found from the rarest ones: see `_seeds`)."""
     low = lines.low
     grams = list(dict.fromkeys(g for w in words for g in _grams(w)))
     if len(grams) > MAX_QUERY_GRAMS:  # spread over the whole query
@@ -541,12 +558,7 @@ def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int]) 
     # A trigram on most lines tells nothing: leave it out (unless all are like that).
     informative = [g for g in grams if counts[g] <= len(lines.starts) // 2] or grams
     need = max(1, -(-len(informative) * 3 // 5))
-    # A line holding `need` of the m trigrams holds one of any m - need + 1 of them, so the
-    # rarest ones give the candidates, which are then checked for all. At most
-    # FUZZY_SEEDS of them: a line sharing only a long query's common trigrams ("Failures: 0"
-    # for BUILD FAILURE) is noise, and finding it cost most of the fuzzy tier's time.
-    seeds = sorted(informative, key=lambda g: counts[g])[
-        : min(FUZZY_SEEDS, len(informative) - need + 1)]
+    seeds = _seeds(informative, counts, len(informative) - need + 1)
     cands: dict[int, int] = {}
     for g in seeds:
         for li, pos in lines.hits(g):
