@@ -39,7 +39,7 @@ _SPILL = re.compile(
 
 def join_surrogates(text: str) -> str:
     """Replace every valid UTF-16 surrogate pair by the code point it encodes (lossless)."""
-    if not _SURROGATE.search(text):
+    if text.isascii() or not _SURROGATE.search(text):  # isascii is O(1) on str
         return text
     return _PAIR.sub(
         lambda m: chr(0x10000 + ((ord(m[0][0]) - 0xD800) << 10) + (ord(m[0][1]) - 0xDC00)), text
@@ -48,7 +48,9 @@ def join_surrogates(text: str) -> str:
 
 def scrub_surrogates(text: str) -> str:
     """Lone surrogates -> U+FFFD, one for one, so the text encodes as UTF-8 and offsets hold."""
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def fold_case(text: str) -> str:
