@@ -83,7 +83,8 @@ def gt_starts(text: str) -> list[int]:
 
 def gt_lines_of(starts: list[int], begin: int, end: int) -> range:
     """Ground-truth line numbers (1-based) covering text[begin:end]."""
-    return range(bisect.bisect_right(starts, begin), bisect.bisect_right(starts, max(begin, end - 1)) + 1)
+    last = bisect.bisect_right(starts, max(begin, end - 1))
+    return range(bisect.bisect_right(starts, begin), last + 1)
 
 
 def grep_lines(path: Path, query: str, nl_to_gt: list[range]) -> list[range]:

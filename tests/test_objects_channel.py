@@ -143,8 +143,10 @@ def test_a_store_written_before_channels_is_migrated_in_place(tmp_path):
     for stmt in OLD_SCHEMA:
         db.execute(stmt)
     payload = zlib.compress(data)
-    db.execute("INSERT INTO blobs VALUES (?, ?, ?, ?)", (text_sha(data), len(data), len(payload), payload))
-    db.execute("INSERT INTO objects VALUES ('0123abcd', 's', 0, 'Bash', ?, 1, 1, 1, ?, 1.0, ?, NULL)",
+    db.execute("INSERT INTO blobs VALUES (?, ?, ?, ?)",
+               (text_sha(data), len(data), len(payload), payload))
+    db.execute("INSERT INTO objects VALUES "
+               "('0123abcd', 's', 0, 'Bash', ?, 1, 1, 1, ?, 1.0, ?, NULL)",
                (len(text), len(data), text_sha(data)))
     db.commit()
     db.close()

@@ -299,7 +299,8 @@ class ObjectService:
             idx = build_index(text)
             self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
             return idx
-        view = self._text(row) if parts.view is None else parts.view.decode("utf-8", "surrogatepass")
+        view = (self._text(row) if parts.view is None
+                else parts.view.decode("utf-8", "surrogatepass"))
         starts, shapes = parts.arrays
         return LineIndex(view, starts, shapes, parts.esc_at, parts.esc_cum)
 

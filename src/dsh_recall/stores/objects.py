@@ -148,7 +148,8 @@ def pack_escapes(esc_at: Sequence[int], esc_cum: Sequence[int]) -> bytes | None:
     if not esc_at:
         return None
     code = "I" if max(esc_at[-1], esc_cum[-1]) < 2**32 else "q"
-    return code.encode().ljust(8, b"\0") + array(code, esc_at).tobytes() + array(code, esc_cum).tobytes()
+    head = code.encode().ljust(8, b"\0")  # 8 bytes keep the arrays aligned
+    return head + array(code, esc_at).tobytes() + array(code, esc_cum).tobytes()
 
 
 def unpack_escapes(data: bytes | None) -> tuple[Sequence[int], Sequence[int]]:
