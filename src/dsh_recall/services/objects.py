@@ -206,9 +206,9 @@ class ObjectService:
         if self.over_cap(text):
             if refuse_over_cap:
                 raise InputError(
-                    f"{chars:,} chars is over the object store's cap of "
-                    f"{self.max_object_bytes:,} bytes (objects.max_object_bytes); nothing was "
-                    "stored. Store a smaller part, or raise the cap.")
+                    f"this output ({chars:,} chars) is over the object store's cap of "
+                    f"{self.max_object_bytes:,} bytes of UTF-8 (objects.max_object_bytes); "
+                    "nothing was stored. Store a smaller part, or raise the cap.")
             cut = render_inline(text, "", tool, self.cfg, over_cap=self.max_object_bytes)
             if cut is None:
                 return PutResult(None, text, chars, False)

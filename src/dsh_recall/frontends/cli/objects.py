@@ -11,17 +11,13 @@ import click
 
 from ...core.errors import InputError
 from ...services.objects import ObjectService
-from .common import emit, handle_errors, json_option
+from .common import emit, get_config, handle_errors, json_option
 
 
 def _service(ctx: click.Context, config: bool = True) -> ObjectService:
     """The service; `config=False` for reads by id, which no config key changes (so they
     start without loading and validating the config)."""
-    if not config:
-        return ObjectService()
-    from .common import get_config
-
-    return ObjectService(get_config(ctx).objects)
+    return ObjectService(get_config(ctx).objects) if config else ObjectService()
 
 
 def _read_input(file: str, cap: int) -> bytes:
