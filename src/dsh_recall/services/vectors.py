@@ -158,13 +158,20 @@ class VectorIndex:
 
     def delta_size(self, store: SqliteChunkStore) -> int:
         """Vectors outside the file: a big number means the file is worth (re)building."""
+        if getattr(store, "ranks_vectors", False):
+            return 0  # a store that ranks its own vectors keeps no file
         return len(self._current(store)[1])
 
     def rank(self, store: SqliteChunkStore, query: np.ndarray, k: int, prefix: str | None = None,
              allowed: set[int] | None = None, keep: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k best (chunk id, cosine), best first, among chunks under `prefix`, in
-        `allowed` and in `keep` (None = no restriction). Scores are exact float32 cosines."""
+        `allowed` and in `keep` (None = no restriction). Scores are exact float32 cosines.
+
+        A store that ranks its own vectors (PostgreSQL + pgvector: `ranks_vectors`) answers
+        through its `vector_search`; SQLite's are ranked here, from the mapped file."""
         q = np.asarray(query, dtype=np.float32)
+        if getattr(store, "ranks_vectors", False):
+            return store.vector_search(q, k, prefix, allowed, keep)
         mapped, d_ids, d_mat = self._current(store)
         if prefix:
             under = store.chunk_ids_under(prefix)
@@ -199,6 +206,8 @@ class VectorIndex:
         """Mean cosine of the query to every vector (in `keep`): int8 scores for the file's
         live rows, exact ones for the delta. For margins, where 1e-3 does not matter."""
         q = np.asarray(query, dtype=np.float32)
+        if getattr(store, "ranks_vectors", False):
+            return store.mean_cosine(q, keep)
         mapped, d_ids, d_mat = self._current(store)
         total, count = 0.0, 0
         if mapped is not None and mapped.state.rows and mapped.state.dim == len(q):
@@ -228,6 +237,8 @@ def sync_vector_file(store: SqliteChunkStore) -> str:
     since it was written, or rebuild it when the vector space changed or a quarter of its
     rows belong to deleted chunks. The caller holds the index lock (one writer at a time).
     Returns what it did: "none", "append", "rebuild", "removed" or "busy"."""
+    if getattr(store, "ranks_vectors", False):
+        return "none"  # the database indexes its vectors itself
     # Its own lock too: a store whose writers share no index lock (history) stays safe.
     with file_lock(store.vector_dir.with_suffix(".vectors.lock"), 30.0) as got:
         if not got:
