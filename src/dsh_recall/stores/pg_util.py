@@ -1,0 +1,337 @@
+"""What the PostgreSQL stores share: connecting (psycopg 3 + pgvector, imported here only),
+namespaces with versioned migrations, and lexical indexing that scores like SQLite FTS5.
+
+Namespaces. One database holds many indexes: each code workspace, each notes index and the
+history store is a namespace with its own PostgreSQL schema (`dshr_<hash>`), listed in
+`dsh_recall.namespaces` with the schema version it was migrated to. Own schemas keep each
+namespace's HNSW index small and its vector search unfiltered.
+
+Lexical. Tokens come from our own tokenizer (core.text.code_tokens), so both backends index
+the same terms. A row's tokens become a tsvector built here (lexeme -> one position per
+occurrence, weight A/B/D for the symbols/path/body columns), searched through a GIN index.
+Scores are FTS5's bm25() (k1 1.2, b 0.75, column weights, idf = log((N - df + .5)/(df + .5))),
+computed in SQL from the candidates' tsvectors; N, total length and each lexeme's document
+frequency are kept exact per layer, in the same transaction as the rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from typing import Any, Callable, Iterable, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+from ..core.errors import StoreError
+
+CATALOG = "dsh_recall"
+K1, B = 1.2, 0.75
+MAX_LEXEME_BYTES = 2000  # PostgreSQL's limit is 2047
+MAX_POSITIONS = 255  # per lexeme in a tsvector (PostgreSQL keeps at most 256)
+WEIGHT_LETTERS = "ABCD"
+
+
+def _psycopg():
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError as e:
+        raise StoreError("the PostgreSQL store needs psycopg and pgvector: "
+                         "pip install 'dsh-recall[pg]'") from e
+    return psycopg, register_vector
+
+
+def redact(url: str) -> str:
+    """The URL without its password (for status output and messages)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.rsplit("@", 1)
+        user = (parts.username or "") + ":***"
+        return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    except ValueError:
+        return "postgresql://(unparsable URL)"
+
+
+_ext_lock = threading.Lock()
+
+
+def connect(url: str):
+    """An autocommit connection with pgvector's types registered; the extensions and the
+    catalog are created on first use (under an advisory lock: many processes may race)."""
+    psycopg, register_vector = _psycopg()
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as e:
+        raise StoreError(f"cannot connect to {redact(url)}: {str(e).strip()}") from e
+    try:
+        with _ext_lock, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('dsh_recall:extensions'))")
+            have = {r[0] for r in conn.execute(
+                "SELECT extname FROM pg_extension WHERE extname IN ('vector')")}
+            if "vector" not in have:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {CATALOG}")
+            conn.execute(f"""CREATE TABLE IF NOT EXISTS {CATALOG}.namespaces (
+                name TEXT PRIMARY KEY, kind TEXT NOT NULL, schema TEXT NOT NULL UNIQUE,
+                version INTEGER NOT NULL DEFAULT 0, created TIMESTAMPTZ NOT NULL DEFAULT now())""")
+    except psycopg.Error as e:
+        conn.close()
+        raise StoreError(f"{redact(url)}: cannot prepare the database ({str(e).strip()}); the "
+                         "pgvector extension must be installed, and the user allowed to "
+                         "create it (or an administrator creates it once)") from e
+    register_vector(conn)
+    return conn
+
+
+def schema_name(namespace: str) -> str:
+    import hashlib
+
+    return "dshr_" + hashlib.sha256(namespace.encode()).hexdigest()[:20]
+
+
+Migration = Callable[[Any, str], None] | str
+
+
+def ensure_namespace(conn, name: str, kind: str, migrations: Sequence[Migration]) -> str:
+    """The schema of namespace `name`, created and migrated to the latest version.
+
+    `migrations[i]` takes a namespace from version i to i + 1: SQL with `{s}` for the
+    schema, or a function (conn, schema). Applied in one transaction each, under an advisory
+    lock, so concurrent openers see either the old version or the new one. A namespace
+    written by a newer version of dsh-recall is refused."""
+    schema = schema_name(name)
+    latest = len(migrations)
+    row = conn.execute(f"SELECT kind, version FROM {CATALOG}.namespaces WHERE name = %s",
+                       (name,)).fetchone()
+    if row and row[0] != kind:
+        raise StoreError(f"namespace {name} holds a {row[0]} index, not {kind}")
+    if row and row[1] == latest:
+        return schema
+    if row and row[1] > latest:
+        raise StoreError(f"namespace {name} has schema version {row[1]}, newer than this "
+                         f"dsh-recall knows ({latest}); upgrade dsh-recall")
+    while True:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("dsh_recall:ns:" + name,))
+            conn.execute(f"INSERT INTO {CATALOG}.namespaces(name, kind, schema) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (name) DO NOTHING", (name, kind, schema))
+            version = conn.execute(f"SELECT version FROM {CATALOG}.namespaces WHERE name = %s",
+                                   (name,)).fetchone()[0]
+            if version >= latest:
+                return schema
+            if version == 0:
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            step = migrations[version]
+            if isinstance(step, str):
+                for stmt in split_sql(step.replace("{s}", schema)):
+                    conn.execute(stmt)
+            else:
+                step(conn, schema)
+            conn.execute(f"UPDATE {CATALOG}.namespaces SET version = %s WHERE name = %s",
+                         (version + 1, name))
+
+
+def split_sql(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";\n") if s.strip()]
+
+
+def namespace_version(conn, name: str) -> int | None:
+    row = conn.execute(f"SELECT version FROM {CATALOG}.namespaces WHERE name = %s",
+                       (name,)).fetchone()
+    return row[0] if row else None
+
+
+def drop_namespace(conn, name: str) -> None:
+    """Delete a namespace and everything in it."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("dsh_recall:ns:" + name,))
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema_name(name)} CASCADE")
+        conn.execute(f"DELETE FROM {CATALOG}.namespaces WHERE name = %s", (name,))
+
+
+# -- lexical --------------------------------------------------------------------------------
+
+def _quote_lexeme(lex: str) -> str:
+    return "'" + lex.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _keep(lex: str) -> bool:
+    return bool(lex) and len(lex.encode("utf-8", "surrogatepass")) <= MAX_LEXEME_BYTES
+
+
+def tsvector_literal(columns: Sequence[tuple[str, Iterable[str]]]) -> tuple[str, int, set[str]]:
+    """(tsvector text, token count, lexemes) for (weight letter, tokens) columns: each
+    lexeme gets one position per occurrence (so a position count is a term frequency),
+    labelled with its column's weight. The count is over every column, as FTS5 counts a
+    row's length."""
+    counts: dict[str, list[tuple[str, int]]] = {}
+    total = 0
+    for letter, tokens in columns:
+        c = Counter(t for t in tokens if _keep(t))
+        total += sum(c.values())
+        for lex, n in c.items():
+            counts.setdefault(lex, []).append((letter, n))
+    parts = []
+    for lex, per in counts.items():
+        pos, out = 0, []
+        for letter, n in per:
+            for _ in range(n):
+                if pos >= MAX_POSITIONS:
+                    break
+                pos += 1
+                out.append(f"{pos}{'' if letter == 'D' else letter}")
+        parts.append(f"{_quote_lexeme(lex)}:{','.join(out)}")
+    return " ".join(parts), total, set(counts)
+
+
+def tsquery_literal(terms: Iterable[str]) -> str:
+    """An OR of exact lexemes (no parsing, no normalisation)."""
+    return " | ".join(_quote_lexeme(t) for t in dict.fromkeys(terms) if _keep(t))
+
+
+_FTS5_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def fts5_terms(match: str) -> list[str]:
+    """The quoted phrases of an FTS5 MATCH string built by our query code (`"a" OR "b"`),
+    in order, duplicates kept (a repeated phrase counts twice, as in FTS5's bm25)."""
+    return [m.replace('""', '"') for m in _FTS5_PHRASE.findall(match or "")]
+
+
+def idf(n: int, df: int) -> float:
+    """FTS5's idf: never zero or negative (a term in most rows still counts a little)."""
+    v = math.log((n - df + 0.5) / (df + 0.5)) if n else 0.0
+    return v if v > 0 else 1e-6
+
+
+def bm25_sql(table: str, tsv: str, dl: str, weights: dict[str, float], where: str = "",
+             select: str = "t.id") -> str:
+    """SQL ranking rows of `table` (alias t) by FTS5's bm25 over the tsvector column `tsv`.
+
+    Parameters (named): tsq (tsquery text of the candidate terms), terms (text[]), w
+    (float8[]: idf x how often the query repeats the term), avgdl, limit. `where` adds
+    conditions on t. Returns (id, score), best first; scores are positive."""
+    case = " ".join(f"WHEN '{k}' THEN {v!r}" for k, v in weights.items())
+    return (
+        f"SELECT {select}, sum(q.w * x.tf * {K1 + 1!r} / (x.tf + {K1!r} * "
+        f"(1 - {B!r} + {B!r} * t.{dl} / %(avgdl)s))) AS s "
+        f"FROM {table} t CROSS JOIN LATERAL unnest(t.{tsv}) u "
+        f"JOIN unnest(%(terms)s::text[], %(w)s::float8[]) q(term, w) ON q.term = u.lexeme "
+        f"CROSS JOIN LATERAL (SELECT sum(CASE wl {case} ELSE 1.0 END) AS tf "
+        f"FROM unnest(u.weights) wl) x "
+        f"WHERE t.{tsv} @@ %(tsq)s::tsquery{where} "
+        f"GROUP BY {select} ORDER BY s DESC, {select} LIMIT %(limit)s"
+    )
+
+
+CANDIDATE_CAP = 50_000  # rows whose tsvectors one lexical query may score
+
+
+def bm25_params(terms: Sequence[str], dfs: dict[str, int], n: int, total: int,
+                limit: int) -> dict[str, Any] | None:
+    """The parameters of bm25_sql for the query phrases `terms` (duplicates kept), or None
+    when no term occurs in the index.
+
+    Candidates are the rows holding the rarest terms, adding terms rarest first until the
+    rows they may match reach CANDIDATE_CAP: a row holding only very common terms cannot
+    outrank one holding rare ones unless few rows hold those, and then the cap is not
+    reached. Every term still scores."""
+    mult = Counter(t for t in terms if _keep(t))
+    known = [t for t in mult if dfs.get(t, 0) > 0]
+    if not known or not n:
+        return None
+    known.sort(key=lambda t: dfs[t])
+    cand, seen = [], 0
+    for t in known:
+        if cand and seen + dfs[t] > CANDIDATE_CAP:
+            break
+        cand.append(t)
+        seen += dfs[t]
+    return {"tsq": tsquery_literal(cand), "terms": known,
+            "w": [idf(n, dfs[t]) * mult[t] for t in known],
+            "avgdl": max(total / n, 1e-9), "limit": int(limit)}
+
+
+def lexeme_counts(conn, table: str, column: str, ids: Sequence[int]) -> Counter:
+    """How many of the rows `ids` hold each lexeme of their tsvector `column`."""
+    if not ids:
+        return Counter()
+    return Counter({lex: int(n) for lex, n in conn.execute(
+        f"SELECT u.lexeme, count(*) FROM {table} t CROSS JOIN LATERAL unnest(t.{column}) u "
+        f"WHERE t.id = ANY(%s) GROUP BY u.lexeme", (list(ids),))})
+
+
+def apply_term_deltas(conn, table: str, delta: Counter) -> None:
+    """Add `delta` to the document frequencies in `table` (lexeme, df). Lexemes are locked
+    in sorted order, and every writer updates its term tables before its stats row, so
+    concurrent writers never wait on each other in a circle."""
+    items = sorted((k, v) for k, v in delta.items() if v)
+    for i in range(0, len(items), 20000):
+        part = items[i:i + 20000]
+        conn.execute(f"INSERT INTO {table}(lexeme, df) SELECT l, d FROM unnest(%s::text[], "
+                     f"%s::bigint[]) AS x(l, d) ORDER BY l ON CONFLICT (lexeme) DO UPDATE "
+                     f"SET df = {table}.df + excluded.df",
+                     ([k for k, _ in part], [v for _, v in part]))
+
+
+# -- FTS5's tokenizers, in Python, so PostgreSQL rows hold the terms SQLite's would ----------
+_WORDS_UNDERSCORE = re.compile(r"\w+")  # unicode61 with tokenchars '_'
+_WORDS = re.compile(r"[^\W_]+")  # plain unicode61
+
+
+def _fold(token: str) -> str:
+    if token.isascii():
+        return token
+    import unicodedata  # remove_diacritics 2: strip combining marks after decomposition
+
+    return "".join(c for c in unicodedata.normalize("NFKD", token) if not unicodedata.combining(c))
+
+
+def unicode61(text: str, underscore: bool = False) -> list[str]:
+    """FTS5's unicode61 tokenizer (case-folded, diacritics removed)."""
+    rx = _WORDS_UNDERSCORE if underscore else _WORDS
+    return [_fold(t) for t in rx.findall(text.lower())]
+
+
+_STEMS: dict[str, str] = {}
+
+
+def porter(tokens: Iterable[str]) -> list[str]:
+    """FTS5's porter tokenizer over unicode61 tokens (Porter's algorithm, memoised)."""
+    global _stemmer
+    try:
+        stem = _stemmer
+    except NameError:
+        try:
+            import snowballstemmer
+        except ImportError as e:
+            raise StoreError("the PostgreSQL history store needs snowballstemmer: "
+                             "pip install 'dsh-recall[pg]'") from e
+        stem = _stemmer = snowballstemmer.stemmer("porter").stemWord
+    out = []
+    for t in tokens:
+        s = _STEMS.get(t)
+        if s is None:
+            s = stem(t) if t.isascii() and len(t) > 2 else t
+            if len(_STEMS) > 200_000:
+                _STEMS.clear()
+            _STEMS[t] = s
+        out.append(s)
+    return out
+
+
+def trigram_tokens(text: str) -> list[str]:
+    """FTS5's trigram tokenizer: every window of three characters, case-folded."""
+    low = text.lower()
+    return [low[i:i + 3] for i in range(len(low) - 2)]
+
+
+def as_array(v) -> "np.ndarray":
+    """A vector read from the database as float32 numpy (pgvector returns its own type)."""
+    import numpy as np
+
+    to = getattr(v, "to_numpy", None)
+    return np.asarray(to() if to else v, dtype=np.float32)

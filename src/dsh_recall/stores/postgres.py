@@ -1,0 +1,370 @@
+"""The chunk store on PostgreSQL + pgvector, for an index shared by a team (see
+docs/postgres.md). Same contract as stores/sqlite.py (stores/base.py), plus vector search
+as a store operation: top-k by inner product on unit vectors, HNSW once the namespace holds
+ANN_MIN_ROWS vectors, exact below that and for small scopes.
+
+Each namespace (one code workspace, one notes index) is its own schema. Each file is
+replaced in one transaction under an advisory lock on its path, so several indexers (other
+processes, other machines) may write one namespace at once: readers see a file's old
+chunks or its new ones, never half; a path is never held twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..core.errors import StoreError
+from . import pg_util
+from .base import ChunkRow, FileRow, IndexedChunk
+from .sqlite import BM25_WEIGHTS, prefix_bounds
+
+ANN_MIN_ROWS = 20_000  # below this many vectors an exact scan is as fast as the index
+HNSW = "WITH (m = 16, ef_construction = 64)"
+
+# Versioned migrations: MIGRATIONS[i] takes a namespace from version i to i + 1.
+MIGRATIONS: list[str] = [
+    """
+CREATE TABLE {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE {s}.files (
+  id BIGSERIAL PRIMARY KEY, path TEXT NOT NULL UNIQUE, abs_path TEXT NOT NULL,
+  root TEXT NOT NULL, hash TEXT NOT NULL, size BIGINT NOT NULL, mtime_ns BIGINT NOT NULL,
+  chars BIGINT NOT NULL);
+CREATE TABLE {s}.chunks (
+  id BIGSERIAL PRIMARY KEY, file_id BIGINT NOT NULL REFERENCES {s}.files(id) ON DELETE CASCADE,
+  path TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+  language TEXT NOT NULL, symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL,
+  has_vec BOOLEAN NOT NULL DEFAULT false, tsv TSVECTOR NOT NULL, dl INTEGER NOT NULL);
+CREATE INDEX chunks_file ON {s}.chunks(file_id);
+CREATE INDEX chunks_path ON {s}.chunks(path text_pattern_ops);
+CREATE INDEX chunks_embed ON {s}.chunks(embed_hash);
+CREATE INDEX chunks_pending ON {s}.chunks(id) WHERE NOT has_vec;
+CREATE INDEX chunks_tsv ON {s}.chunks USING gin(tsv);
+CREATE TABLE {s}.terms (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
+CREATE TABLE {s}.stats (layer TEXT PRIMARY KEY, n BIGINT NOT NULL, total BIGINT NOT NULL);
+INSERT INTO {s}.stats VALUES ('chunks', 0, 0);
+CREATE TABLE {s}.vectors (hash TEXT PRIMARY KEY, vec vector NOT NULL);
+CREATE SEQUENCE {s}.vec_seq
+""",
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_WEIGHTS = {"D": BM25_WEIGHTS[0], "A": BM25_WEIGHTS[1], "B": BM25_WEIGHTS[2]}
+
+
+def chunk_tsvector(ic: IndexedChunk) -> tuple[str, int, set[str]]:
+    """The tsvector of a chunk: the same token strings SQLite's FTS5 columns hold."""
+    tok = pg_util.unicode61
+    return pg_util.tsvector_literal([("D", tok(ic.lexical, True)), ("A", tok(ic.symbols_lexical, True)),
+                                     ("B", tok(ic.path_lexical, True))])
+
+
+class PgChunkStore:
+    """Chunk store in one namespace of a PostgreSQL database (see stores.base.ChunkStore)."""
+
+    ranks_vectors = True  # vector_search is done by the database (services/vectors.py asks)
+
+    def __init__(self, url: str, namespace: str):
+        self.url, self.namespace = url, namespace
+        self.conn = pg_util.connect(url)
+        self.s = pg_util.ensure_namespace(self.conn, namespace, "chunks", MIGRATIONS)
+        self._df_cache: dict[str, int] = {}
+        self._df_key: tuple | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the index lives, for status output (the URL without a password)."""
+        return f"{pg_util.redact(self.url)}#{self.namespace}"
+
+    def reopen(self) -> "PgChunkStore":
+        """A store on its own connection (for a worker thread)."""
+        return PgChunkStore(self.url, self.namespace)
+
+    def _q(self, sql: str, params: Sequence | dict | None = None):
+        return self.conn.execute(sql.replace("{s}", self.s), params)
+
+    # -- meta ---------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self._q("SELECT value FROM {s}.meta WHERE key = %s", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._q("INSERT INTO {s}.meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                "DO UPDATE SET value = excluded.value", (key, value))
+
+    # -- files --------------------------------------------------------------
+    _FILE_COLS = "path, abs_path, root, hash, size, mtime_ns, chars"
+
+    def files(self) -> dict[str, FileRow]:
+        return {r[0]: FileRow(*r) for r in self._q(f"SELECT {self._FILE_COLS} FROM {{s}}.files")}
+
+    def file(self, path: str) -> FileRow | None:
+        r = self._q(f"SELECT {self._FILE_COLS} FROM {{s}}.files WHERE path = %s", (path,)).fetchone()
+        return FileRow(*r) if r else None
+
+    def _lock_paths(self, paths: Iterable[str]) -> None:
+        # Sorted, so two writers taking several paths never wait on each other in a circle.
+        for p in sorted(set(paths)):
+            self._q("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (self.s, p))
+
+    def _delete_rows(self, paths: Sequence[str], delta: Counter) -> tuple[int, int]:
+        """Delete files with their chunks; their terms go into `delta` (negative) and
+        (chunks, tokens) removed are returned, for the caller to apply last."""
+        ids = [r[0] for r in self._q("SELECT c.id FROM {s}.chunks c WHERE c.path = ANY(%s) "
+                                     "ORDER BY c.id FOR UPDATE", (list(paths),))]
+        n = total = 0
+        if ids:
+            delta.subtract(pg_util.lexeme_counts(self.conn, f"{self.s}.chunks", "tsv", ids))
+            n, total = self._q("SELECT count(*), coalesce(sum(dl), 0) FROM {s}.chunks "
+                               "WHERE id = ANY(%s)", (ids,)).fetchone()
+        self._q("DELETE FROM {s}.files WHERE path = ANY(%s)", (list(paths),))
+        return int(n), int(total)
+
+    def _apply(self, delta: Counter, dn: int, dtotal: int) -> None:
+        # Term counters first (sorted), the stats row last: see pg_util.apply_term_deltas.
+        pg_util.apply_term_deltas(self.conn, f"{self.s}.terms", delta)
+        if dn or dtotal:
+            self._q("UPDATE {s}.stats SET n = n + %s, total = total + %s WHERE layer = 'chunks'",
+                    (dn, dtotal))
+
+    def replace_file(self, row: FileRow, chunks: Sequence[IndexedChunk]) -> None:
+        rows, delta = [], Counter()
+        for ic in chunks:  # built before the transaction: it holds its locks for less time
+            tsv, dl, lexemes = chunk_tsvector(ic)
+            delta.update(lexemes)
+            c = ic.chunk
+            rows.append([None, row.path, c.start_line, c.end_line, c.language,
+                         json.dumps(list(c.symbols)), c.text, ic.embed_hash, tsv, dl])
+        with self.conn.transaction():
+            self._lock_paths([row.path])
+            old_n, old_total = self._delete_rows([row.path], delta)
+            file_id = self._q(
+                "INSERT INTO {s}.files(path, abs_path, root, hash, size, mtime_ns, chars) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s) RETURNING id",
+                (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns,
+                 row.chars)).fetchone()[0]
+            if rows:
+                for r in rows:
+                    r[0] = file_id
+                with self.conn.cursor() as cur:
+                    cur.executemany(
+                        f"INSERT INTO {self.s}.chunks(file_id, path, start_line, end_line, language, "
+                        "symbols, text, embed_hash, tsv, dl) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,"
+                        "%s::tsvector,%s)", rows)
+                # Chunks whose text was embedded before carry its vector at once.
+                self._q("UPDATE {s}.chunks c SET has_vec = true WHERE c.file_id = %s AND "
+                        "EXISTS (SELECT 1 FROM {s}.vectors v WHERE v.hash = c.embed_hash)",
+                        (file_id,))
+            self._apply(delta, len(rows) - old_n, sum(r[-1] for r in rows) - old_total)
+
+    def update_stat(self, path: str, size: int, mtime_ns: int) -> None:
+        self._q("UPDATE {s}.files SET size = %s, mtime_ns = %s WHERE path = %s",
+                (size, mtime_ns, path))
+
+    def delete_files(self, paths: Iterable[str]) -> None:
+        paths = sorted(set(paths))
+        for i in range(0, len(paths), 500):  # bounded transactions
+            part = paths[i:i + 500]
+            with self.conn.transaction():
+                self._lock_paths(part)
+                delta = Counter()
+                n, total = self._delete_rows(part, delta)
+                self._apply(delta, -n, -total)
+
+    def clear(self) -> None:
+        with self.conn.transaction():
+            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s,))
+            self._q("LOCK TABLE {s}.files, {s}.chunks, {s}.terms, {s}.stats IN EXCLUSIVE MODE")
+            self._q("TRUNCATE {s}.chunks, {s}.files, {s}.terms")
+            self._q("UPDATE {s}.stats SET n = 0, total = 0")
+
+    # -- lexical ------------------------------------------------------------
+    def _stats(self) -> tuple[int, int]:
+        n, total = self._q("SELECT n, total FROM {s}.stats WHERE layer = 'chunks'").fetchone()
+        return int(n), int(total)
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        terms = [t for t in dict.fromkeys(terms) if t]
+        if not terms:
+            return {}
+        return {t: int(d) for t, d in self._q(
+            "SELECT lexeme, df FROM {s}.terms WHERE lexeme = ANY(%s) AND df > 0", (terms,))}
+
+    def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]:
+        terms = [t for p in pg_util.fts5_terms(match) for t in pg_util.unicode61(p, True)]
+        n, total = self._stats()
+        params = pg_util.bm25_params(terms, self.doc_freqs(terms), n, total, limit)
+        if params is None:
+            return []
+        where = ""
+        if path_prefix:
+            lo, hi = prefix_bounds(path_prefix)
+            where = " AND t.path >= %(lo)s AND t.path < %(hi)s"
+            params.update(lo=lo, hi=hi)
+        sql = pg_util.bm25_sql(f"{self.s}.chunks", "tsv", "dl", _WEIGHTS, where)
+        return [(int(i), float(s)) for i, s in self.conn.execute(sql, params)]
+
+    def chunk_count(self) -> int:
+        return self._stats()[0]
+
+    def file_count(self) -> int:
+        return self._q("SELECT count(*) FROM {s}.files").fetchone()[0]
+
+    def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self._q("SELECT c.id, c.path, f.abs_path, c.start_line, c.end_line, c.text, "
+                       "c.language, c.symbols, c.embed_hash FROM {s}.chunks c JOIN {s}.files f "
+                       "ON f.id = c.file_id WHERE c.id = ANY(%s)", (ids,))
+        return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(json.loads(r[7])),
+                               r[8]) for r in rows}
+
+    def chunk_ids_for_paths(self, paths: Sequence[str]) -> list[int]:
+        return [r[0] for r in self._q("SELECT id FROM {s}.chunks WHERE path = ANY(%s)",
+                                      (list(paths),))]
+
+    def chunk_ids_under(self, path_prefix: str) -> np.ndarray:
+        lo, hi = prefix_bounds(path_prefix)
+        rows = self._q("SELECT id FROM {s}.chunks WHERE path >= %s AND path < %s", (lo, hi)).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    # -- vectors ------------------------------------------------------------
+    def pending(self, limit: int) -> list[tuple[str, int]]:
+        return [(h, int(i)) for h, i in self._q(
+            "SELECT embed_hash, min(id) FROM {s}.chunks WHERE NOT has_vec GROUP BY embed_hash "
+            "ORDER BY min(id) LIMIT %s", (limit,))]
+
+    def pending_count(self) -> int:
+        return self._q("SELECT count(*) FROM {s}.chunks WHERE NOT has_vec").fetchone()[0]
+
+    def _dim(self) -> int | None:
+        d = self.get_meta("dim")
+        return int(d) if d else None
+
+    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        if not items:
+            return
+        items = sorted({h: np.asarray(v, dtype=np.float32) for h, v in items}.items())
+        dim = len(items[0][1])
+        if self._dim() is None:
+            self._set_dim(dim)
+        elif self._dim() != dim:
+            raise StoreError(f"vectors of dimension {dim} in an index of dimension {self._dim()}; "
+                             "the embedder changed without clearing the vectors")
+        with self.conn.transaction():
+            with self.conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {self.s}.vectors(hash, vec) VALUES (%s, %s) "
+                                "ON CONFLICT (hash) DO NOTHING", items)
+            # Rows a concurrent writer is replacing are skipped, never waited for: their
+            # replacements look the vector up when they are inserted (or stay pending).
+            self._q("UPDATE {s}.chunks SET has_vec = true WHERE id IN (SELECT id FROM {s}.chunks "
+                    "WHERE embed_hash = ANY(%s) AND NOT has_vec ORDER BY id FOR UPDATE SKIP LOCKED)",
+                    ([h for h, _ in items],))
+        if self.get_meta("ann") is None and self.vector_count() >= ANN_MIN_ROWS:
+            self.build_ann_index()
+
+    def _set_dim(self, dim: int) -> None:
+        with self.conn.transaction():
+            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
+            if self._dim() is None:
+                self._q(f"ALTER TABLE {{s}}.vectors ALTER COLUMN vec TYPE vector({int(dim)})")
+                self.set_meta("dim", str(dim))
+
+    def build_ann_index(self) -> None:
+        """The HNSW index over the vectors (inner product; our vectors are unit length)."""
+        with self.conn.transaction():
+            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
+            if self.get_meta("ann") is None and self._dim() is not None:
+                self._q("SET LOCAL maintenance_work_mem = '512MB'")
+                self._q(f"CREATE INDEX IF NOT EXISTS vectors_hnsw ON {{s}}.vectors "
+                        f"USING hnsw (vec vector_ip_ops) {HNSW}")
+                self.set_meta("ann", "hnsw")
+
+    def clear_vectors(self) -> None:
+        with self.conn.transaction():
+            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
+            self._q("DROP INDEX IF EXISTS {s}.vectors_hnsw")
+            self._q("TRUNCATE {s}.vectors")
+            self._q("ALTER TABLE {s}.vectors ALTER COLUMN vec TYPE vector")
+            self._q("DELETE FROM {s}.meta WHERE key IN ('dim', 'ann')")
+            self._q("UPDATE {s}.chunks SET has_vec = false WHERE has_vec")
+            self._q("SELECT nextval('{s}.vec_seq')")
+
+    def prune_vectors(self) -> None:
+        """Drop vectors no chunk refers to any more."""
+        self._q("DELETE FROM {s}.vectors v WHERE NOT EXISTS "
+                "(SELECT 1 FROM {s}.chunks c WHERE c.embed_hash = v.hash)")
+
+    def vector_count(self) -> int:
+        return self._q("SELECT count(*) FROM {s}.vectors").fetchone()[0]
+
+    def vector_state(self) -> tuple[int, int]:
+        return 0, 0  # no vector file to keep in step
+
+    def _rows(self, sql: str, params) -> tuple[np.ndarray, np.ndarray]:
+        rows = self._q(sql, params).fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return ids, np.vstack([pg_util.as_array(r[1]) for r in rows])
+
+    def vector_matrix(self, path_prefix: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        sql = "SELECT c.id, v.vec FROM {s}.chunks c JOIN {s}.vectors v ON v.hash = c.embed_hash"
+        params: list = []
+        if path_prefix:
+            sql += " WHERE c.path >= %s AND c.path < %s"
+            params.extend(prefix_bounds(path_prefix))
+        return self._rows(sql + " ORDER BY c.id", params)
+
+    def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        return self._rows("SELECT c.id, v.vec FROM {s}.chunks c JOIN {s}.vectors v ON "
+                          "v.hash = c.embed_hash WHERE c.id = ANY(%s) ORDER BY c.id",
+                          ([int(i) for i in ids],))
+
+    def vector_search(self, query: np.ndarray, k: int, path_prefix: str | None = None,
+                      allowed: set[int] | None = None,
+                      keep: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The k best (chunk id, cosine), best first, among chunks under `path_prefix`, in
+        `allowed` and in `keep` (None = no restriction). Scores are exact inner products."""
+        q = np.asarray(query, dtype=np.float32)
+        if self._dim() != len(q) or k <= 0:
+            return []
+        conds, params = [], {"q": q, "k": int(k)}
+        if path_prefix:
+            conds.append("c.path >= %(lo)s AND c.path < %(hi)s")
+            params["lo"], params["hi"] = prefix_bounds(path_prefix)
+        for n, ids in enumerate((allowed, keep)):
+            if ids is not None:
+                conds.append(f"c.id = ANY(%(ids{n})s)")
+                params[f"ids{n}"] = [int(i) for i in ids]
+        if conds:  # a scope: exact over its chunks (a GIN / btree lookup, then a scan)
+            sql = ("SELECT c.id, -(v.vec <#> %(q)s) AS s FROM {s}.chunks c JOIN {s}.vectors v "
+                   "ON v.hash = c.embed_hash WHERE " + " AND ".join(conds) +
+                   " ORDER BY s DESC, c.id LIMIT %(k)s")
+            return [(int(i), float(s)) for i, s in self._q(sql, params)]
+        # Whole namespace: nearest texts by the index (exact scan while small), then their
+        # chunks; a text whose chunks are all gone is skipped, so ask for more if short.
+        m = max(2 * k, 64)
+        total = self.vector_count()
+        while True:
+            with self.conn.transaction():
+                self._q(f"SET LOCAL hnsw.ef_search = {min(1000, max(100, m))}")
+                rows = self._q(
+                    "SELECT c.id, -n.d AS s FROM (SELECT hash, vec <#> %(q)s AS d FROM {s}.vectors "
+                    "ORDER BY vec <#> %(q)s LIMIT %(m)s) n JOIN {s}.chunks c ON c.embed_hash = n.hash "
+                    "ORDER BY n.d, c.id LIMIT %(k)s", {**params, "m": m}).fetchall()
+            if len(rows) >= k or m >= total:
+                return [(int(i), float(s)) for i, s in rows]
+            m *= 4
+
+    def size_bytes(self) -> int:
+        return int(self._q("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                           "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                           "AND c.relkind IN ('r', 'm')", (self.s,)).fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,85 @@
+"""Which store backs an index: the config's `store` (also $DSH_RECALL_STORE) names it.
+
+None (the default) is the embedded SQLite store under the recall home; a `postgresql://`
+URL is a shared PostgreSQL + pgvector database, where each index is a namespace (see
+docs/postgres.md). Objects always stay in the local SQLite store. The PostgreSQL modules
+(and psycopg) are imported only when a URL asks for them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ..core.errors import StoreError
+
+SCHEMES = {"sqlite": "embedded SQLite under the recall home (store unset)",
+           "postgresql": "postgresql://user@host:port/db (also postgres://)"}
+
+
+def backend(store: str | None) -> str:
+    """'sqlite' or 'postgresql' for a config `store` value; anything else is an error that
+    lists the valid ones."""
+    if store is None or store == "" or store == "sqlite":
+        return "sqlite"
+    if store.startswith(("postgresql://", "postgres://")):
+        return "postgresql"
+    raise StoreError(f"unknown store '{store[:40]}': valid stores are "
+                     + "; ".join(f"{k}: {v}" for k, v in SCHEMES.items()))
+
+
+def _pg_chunks(url: str, namespace: str, path: Path):
+    from .postgres import PgChunkStore
+
+    return PgChunkStore(url, namespace)
+
+
+def _sqlite_chunks(url: str | None, namespace: str, path: Path):
+    from .sqlite import SqliteChunkStore
+
+    return SqliteChunkStore(path)
+
+
+def _pg_history(url: str, namespace: str, path: Path):
+    from .postgres_history import PgHistoryStore
+
+    return PgHistoryStore(url, namespace)
+
+
+def _sqlite_history(url: str | None, namespace: str, path: Path):
+    from .history import HistoryStore
+
+    return HistoryStore(path)
+
+
+CHUNK_STORES: dict[str, Callable[[Any, str, Path], Any]] = {
+    "sqlite": _sqlite_chunks, "postgresql": _pg_chunks}
+HISTORY_STORES: dict[str, Callable[[Any, str, Path], Any]] = {
+    "sqlite": _sqlite_history, "postgresql": _pg_history}
+
+
+def chunk_store(store: str | None, namespace: str, sqlite_path: Path):
+    """The chunk store of one index: SQLite at `sqlite_path`, or namespace `namespace` of
+    the PostgreSQL database `store`."""
+    return CHUNK_STORES[backend(store)](store, namespace, Path(sqlite_path))
+
+
+def history_store(store: str | None, sqlite_path: Path, namespace: str = "history"):
+    """The history store: SQLite at `sqlite_path`, or one namespace of PostgreSQL."""
+    return HISTORY_STORES[backend(store)](store, namespace, Path(sqlite_path))
+
+
+def reopen(store):
+    """The same store on a connection of its own (for a worker thread)."""
+    again = getattr(store, "reopen", None)
+    if again is not None:
+        return again()
+    return type(store)(store.path)
+
+
+def code_namespace(workspace_key: str) -> str:
+    return f"code/{workspace_key}"
+
+
+def notes_namespace(key: str) -> str:
+    return f"notes/{key}"
