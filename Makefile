@@ -13,13 +13,15 @@ $(VENV)/.test-deps: $(BIN)/dsh-recall
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: run test bench
+.PHONY: run test bench deps
 WS ?= $(CURDIR)
 Q ?= where is the search query turned into ranked excerpts
 # Index a directory (default: this one) on the embedded default (SQLite + shipped model) and search it.
 run: $(BIN)/dsh-recall
 	$(BIN)/dsh-recall index --wait "$(WS)"
 	$(BIN)/dsh-recall search --workspace "$(WS)" "$(Q)"
+
+deps: $(VENV)/.test-deps
 
 test: $(VENV)/.test-deps
 	$(BIN)/python -m pytest
