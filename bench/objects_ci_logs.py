@@ -25,6 +25,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -293,12 +294,9 @@ def main() -> None:
         latency(svc, home, put.id, big, FIXED_QUERIES + ["shouldHaveFailed"], args.runs,
                 args.cli_runs, before)
     svc.close()
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            os.remove(Path(home) / f"objects.sqlite{suffix}")
-        except OSError:
-            pass
-    os.rmdir(home)
+    shutil.rmtree(home, ignore_errors=True)
+    if before is not None:
+        shutil.rmtree(before.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":
