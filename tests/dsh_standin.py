@@ -3,8 +3,9 @@
 dsh's `deepseek-official` adapter POSTs Anthropic-Messages-style requests to
 `/v1/messages` and reads an SSE stream back. `StandIn(brain)` records every request body
 and answers with whatever `brain(body)` returns: `say(text)`, `use(tool, input)`, or
-`overflow()` (a context-window error, which makes dsh compact). Used by the real-runtime
-tests and by bench/dsh_session.py; needs no network.
+`overflow()` (a context-window error, which makes dsh compact), or `{"raw": (content type,
+bytes)}` for another wire format. Used by the real-runtime tests (dsh, Claude Code, Codex)
+and by bench/dsh_session.py; needs no network.
 """
 
 from __future__ import annotations
@@ -86,7 +87,11 @@ class _Handler(BaseHTTPRequestHandler):
         with server.lock:
             server.requests.append(body)
             reply = server.brain(body)
-        if "error" in reply:
+        if "raw" in reply:  # another wire format (e.g. OpenAI Responses SSE for Codex)
+            content_type, payload = reply["raw"]
+            self.send_response(200)
+            self.send_header("content-type", content_type)
+        elif "error" in reply:
             payload = json.dumps({"type": "error", "error": reply["error"]}).encode()
             self.send_response(reply.get("status", 400))
             self.send_header("content-type", "application/json")
@@ -125,17 +130,19 @@ def results(body: dict[str, Any]) -> dict[str, str]:
     return {b["tool_use_id"]: result_text(b) for b in blocks(body, "tool_result")}
 
 
+_HARNESS_TEXT = ("Current runtime context", "<system-reminder>")
+
+
 def last_user_text(body: dict[str, Any]) -> str:
-    """The newest user-typed text (runtime-context snapshots and tool results skipped)."""
+    """The newest user-typed text (dsh runtime-context snapshots, Claude Code system
+    reminders and tool results skipped)."""
     for m in reversed(body.get("messages") or []):
         if m.get("role") != "user" or not isinstance(m.get("content"), list):
             continue
         texts = [c.get("text", "") for c in m["content"] if isinstance(c, dict)
-                 and c.get("type") == "text" and not c.get("text", "").startswith("Current runtime context")]
+                 and c.get("type") == "text" and not c.get("text", "").startswith(_HARNESS_TEXT)]
         if texts:
-            return texts[0]
-        if any(isinstance(c, dict) and c.get("type") == "tool_result" for c in m["content"]):
-            continue
+            return texts[-1]
     return ""
 
 
