@@ -117,6 +117,8 @@ def object_recall(d: dict[str, Any]) -> str:
             lines.append(f"{m['line']}:{m['offset']}: {m['text']}")
         if not d["matches"]:
             lines.append("no matching lines")
+        if d.get("note"):
+            lines.append(f"-- note: {d['note']}")
     else:
         lines.append(f"-- chars {d.get('start', 0)}..{d.get('start', 0) + len(d.get('text', ''))}")
         lines.append(d.get("text", ""))

@@ -90,10 +90,12 @@ class SourceHandlers:
                 # size() reads the length from the row: a get() here would count a
                 # second recall and inflate the recalls/offloaded ratio.
                 total = svc.size(obj_id, can_see=can_see)
-                return self._fit_matches({
-                    "id": found.id, "total": total,
-                    "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
-                                for m in found.matches]})
+                out = {"id": found.id, "total": total,
+                       "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
+                                   for m in found.matches]}
+                if getattr(found, "note", None):
+                    out["note"] = found.note
+                return self._fit_matches(out)
             got = svc.get(obj_id, a.get("start"), a.get("count"), can_see=can_see)
         finally:
             svc.close()

@@ -269,6 +269,7 @@ OBJECT_RECALL = ToolSpec(
         "id": S(), "total": I("Length of the whole object in characters."),
         "start": I(), "text": S(), "next_start": I("Call again with start=this for more."),
         "matches": arr(obj({"line": I(), "offset": I(), "text": S()})),
+        "note": S("Said when the query was cut or otherwise changed before matching."),
         "truncated": BOOL,
     }, required=["id", "truncated"]),
     service="dsh_recall.services.objects",
