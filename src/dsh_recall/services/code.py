@@ -27,6 +27,7 @@ from ..search.fuse import layer_weights, names_symbol, path_prior, rrf, wants_te
 from ..sources.workspace import (WalkReport, check_workspace_root, content_skip_reason,
                                  iter_marker_dirs, parse_source_roots, read_regular, walk)
 from ..stores.base import FileRow, IndexedChunk
+from ..stores import registry
 from ..stores.sqlite import SqliteChunkStore
 from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_lock,
                       load_embedder, sync_fingerprint, sync_vector_file)
@@ -89,7 +90,10 @@ class CodeService:
         self.cfg = cfg
         self.home = home or recall_home()
         self.dir = ensure_dir(workspace_dir(self.workspace, self.home))
-        self.store = SqliteChunkStore(self.dir / "index.sqlite")
+        # Embedded SQLite under the recall home, or this workspace's namespace of the
+        # PostgreSQL database the config's `store` names (locks and job files stay local).
+        self.store = registry.chunk_store(cfg.store, registry.code_namespace(self.dir.name),
+                                          self.dir / "index.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
         self._vectors = VectorIndex()
@@ -510,7 +514,7 @@ class CodeService:
 
         def work() -> list[tuple[int, float]]:
             # Its own connection: if the deadline passes, this thread may outlive the answer.
-            store = SqliteChunkStore(self.store.path)
+            store = registry.reopen(self.store)
             try:
                 if not emb.remote and self.cfg.embed_budget_s > 0 and store.pending_count():
                     # First searches fill in vectors within a small budget; `index` does the rest.

@@ -34,6 +34,7 @@ from ..search.fuse import layer_weights, rrf
 from ..sources.notes import resolve_roots, walk_notes
 from ..sources.workspace import read_regular
 from ..stores.base import FileRow, IndexedChunk
+from ..stores import registry
 from ..stores.sqlite import SqliteChunkStore
 from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_block, relevant,
                                   source_weight)
@@ -98,7 +99,8 @@ class NotesService:
         self.roots = resolve_roots(raw, workspace)
         self.dir = ensure_dir(self.home / "notes")
         self.key = notes_key(self.roots)
-        self.store = SqliteChunkStore(self.dir / f"{self.key}.sqlite")
+        self.store = registry.chunk_store(cfg.store, registry.notes_namespace(self.key),
+                                          self.dir / f"{self.key}.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
         self._vectors = VectorIndex()
