@@ -19,7 +19,7 @@ import sqlite3
 from typing import Any, Sequence
 
 from ..core.config import Config
-from ..core.errors import InputError
+from ..core.errors import InputError, StoreError
 from ..core.text import estimate_tokens
 from ..search import history_query as hq
 from ..search.aggregate import BlockHit, aggregate
@@ -121,7 +121,7 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
                 if sem.status != "ok":
                     status[name] = sem.status
                     continue
-        except sqlite3.OperationalError as e:  # a layer that fails degrades to the others
+        except (sqlite3.OperationalError, StoreError) as e:  # a failing layer degrades to the others
             status[name] = f"failed: {e}"
             continue
         rankings[name] = ranked
@@ -160,7 +160,7 @@ def search(
     if bad:
         raise InputError(f"unknown layer {', '.join(bad)}; valid layers: {', '.join(LAYERS)}")
     own = store is None
-    store = store or open_store()
+    store = store or open_store(cfg=cfg)
     try:
         scope = resolve_scope(store, session, workspace, all_sessions, cwd)
         access_note = _restrict_scope(store, scope, viewer)

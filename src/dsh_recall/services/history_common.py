@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..core.config import Config, load_config
 from ..core.paths import recall_home
+from ..stores import registry
 from ..stores.history import HistoryStore
 
 LAYERS = ("literal", "fuzzy", "semantic")
@@ -21,9 +22,12 @@ def db_path() -> Path:
     return recall_home() / "history.sqlite"
 
 
-def open_store(path: Path | None = None) -> HistoryStore:
-    """Open the history store (the default database unless `path` is given)."""
-    return HistoryStore(path or db_path())
+def open_store(path: Path | None = None, cfg: Config | None = None) -> HistoryStore:
+    """Open the history store: the SQLite file `path` when given, else the configured store
+    (`store`: the recall home's history.sqlite, or the history namespace of PostgreSQL)."""
+    if path is not None:
+        return HistoryStore(path)
+    return registry.history_store((cfg or load_config()).store, db_path())
 
 
 def _cfg(cfg: Config | None) -> Config:

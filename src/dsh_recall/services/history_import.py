@@ -273,7 +273,7 @@ def import_paths(
     """
     cfg = _cfg(cfg)
     own = store is None
-    store = store or open_store()
+    store = store or open_store(cfg=cfg)
     try:
         files = expand(list(paths), fmt) if paths else discover_default()
         reports = []
