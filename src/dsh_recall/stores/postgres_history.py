@@ -291,7 +291,11 @@ class PgHistoryStore:
         where, extra = _scope(sessions, "t")
         params.update(extra)
         sql = pg_util.bm25_sql(f"{self.s}.blocks", f"tsv_{layer}", f"dl_{layer}", {}, where)
-        return [(int(i), -float(s)) for i, s in self.conn.execute(sql, params)]
+        psycopg, _ = pg_util._psycopg()
+        try:
+            return [(int(i), -float(s)) for i, s in self.conn.execute(sql, params)]
+        except psycopg.Error as e:  # the service degrades to the other layers
+            raise StoreError(f"{layer} layer: {str(e).strip()}") from e
 
     def neighbours(self, ids: Sequence[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
