@@ -188,6 +188,12 @@ def test_context_recalls_history_and_notes_only_when_relevant(tmp_path, monkeypa
     n = w.handle({"op": "context", "session": "sess-p", "message_id": "m3",
                   "message": "where does the staging deploy key live?"})
     assert n["parts"]["notes"] and "ops/staging-deploy" in n["text"]
+    # Vectors were left for idle time (no embedding in the request path); idle fills them.
+    assert w.has_idle_work()
+    for _ in range(50):
+        if not w.idle(0.5):
+            break
+    assert not w.has_idle_work()
 
 
 def test_reclaim_keeps_newest_and_read_output_without_a_budget(tmp_path):

@@ -77,7 +77,8 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
     try:
         while True:
             try:
-                line = q.get(timeout=idle_s if pending_idle or worker.dirty else None)
+                line = q.get(timeout=idle_s if pending_idle or worker.dirty or worker.has_idle_work()
+                             else None)
             except queue.Empty:
                 try:
                     pending_idle = worker.idle(idle_s)

@@ -107,6 +107,7 @@ class Worker:
         self._configs: dict[str, Config] = {}
         self._objects: dict[str, ObjectService] = {}
         self._notes: dict[str, Any] = {}
+        self._stalled: set[str] = set()
         self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
                        "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
                        "errors": 0}
@@ -313,10 +314,23 @@ class Worker:
         self.dirty.add(session)
         return {"imported": True, "events": rep["events"], "blocks": rep["blocks"]}
 
+    def _notes_pending(self) -> list[Any]:
+        """Notes indexes with chunks to embed (one that made no progress is left alone)."""
+        return [svc for key, svc in self._notes.items()
+                if key not in self._stalled and svc.roots and svc.store.pending_count()]
+
+    def has_idle_work(self) -> bool:
+        return bool(self.dirty) or bool(self._notes_pending())
+
     def idle(self, budget_s: float = 0.5) -> bool:
-        """Deferred work in a bounded slice: import touched sessions, embed what fits.
-        Returns whether anything was left to do."""
+        """Deferred work in a bounded slice: import touched sessions, embed what fits
+        (history blocks, then notes). Returns whether anything was left to do."""
         if not self.dirty:
+            for key, svc in self._notes.items():
+                if svc in self._notes_pending():
+                    if svc.embed_pending(budget_s) == 0:
+                        self._stalled.add(key)  # no embedder, or it fails: stop trying
+                    return self.has_idle_work()
             return False
         session = self.dirty.pop()
         path = self.log_path(session)
