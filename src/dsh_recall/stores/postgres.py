@@ -66,6 +66,7 @@ class PgChunkStore:
     """Chunk store in one namespace of a PostgreSQL database (see stores.base.ChunkStore)."""
 
     ranks_vectors = True  # vector_search is done by the database (services/vectors.py asks)
+    auto_ann = True  # build the HNSW index once enough vectors arrived (a bulk copy defers it)
 
     def __init__(self, url: str, namespace: str):
         self.url, self.namespace = url, namespace
@@ -264,6 +265,10 @@ class PgChunkStore:
             self._q("UPDATE {s}.chunks SET has_vec = true WHERE id IN (SELECT id FROM {s}.chunks "
                     "WHERE embed_hash = ANY(%s) AND NOT has_vec ORDER BY id FOR UPDATE SKIP LOCKED)",
                     ([h for h, _ in items],))
+        if self.auto_ann:
+            self.maybe_build_ann()
+
+    def maybe_build_ann(self) -> None:
         if self.get_meta("ann") is None and self.vector_count() >= ANN_MIN_ROWS:
             self.build_ann_index()
 

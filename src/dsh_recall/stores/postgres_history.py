@@ -89,6 +89,7 @@ class PgHistoryStore:
     """History in one namespace of a PostgreSQL database (see stores.history.HistoryStore)."""
 
     ranks_vectors = True
+    auto_ann = True
 
     def __init__(self, url: str, namespace: str = "history"):
         self.url, self.namespace = url, namespace
@@ -384,6 +385,26 @@ class PgHistoryStore:
                     "{s}.vectors v WHERE v.hash = x.h) FROM unnest(%s::bigint[], %s::text[]) AS "
                     "x(i, h) WHERE b.id = x.i", ([i for i, _ in items], [h for _, h in items]))
 
+    def set_embed_hashes_by_key(self, items: Sequence[tuple[str, int, int, str]]) -> None:
+        """Embed hashes by (session, seq, part): a copy from another store, whose ids differ."""
+        items = sorted(items)
+        for i in range(0, len(items), 20000):
+            part = items[i:i + 20000]
+            with self.conn.transaction():
+                self._q("UPDATE {s}.blocks b SET embed_hash = x.h, has_vec = EXISTS (SELECT 1 FROM "
+                        "{s}.vectors v WHERE v.hash = x.h) FROM unnest(%s::text[], %s::bigint[], "
+                        "%s::int[], %s::text[]) AS x(s, q, p, h) WHERE b.session = x.s AND b.seq = x.q "
+                        "AND b.part = x.p", ([r[0] for r in part], [r[1] for r in part],
+                                             [r[2] for r in part], [r[3] for r in part]))
+
+    def clear(self) -> None:
+        """Forget every session (a copy with --replace)."""
+        with self.conn.transaction():
+            self._q("LOCK TABLE {s}.sessions, {s}.events, {s}.blocks, {s}.files IN EXCLUSIVE MODE")
+            self._q("TRUNCATE {s}.sessions, {s}.events, {s}.blocks, {s}.files, {s}.terms_literal, "
+                    "{s}.terms_trigram, {s}.terms_cjk")
+            self._q("UPDATE {s}.stats SET n = 0, total = 0")
+
     def pending(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[str, str, str | None]]:
         where, args = _scope(sessions)
         rows = self._q(
@@ -417,6 +438,10 @@ class PgHistoryStore:
             self._q("UPDATE {s}.blocks SET has_vec = true WHERE id IN (SELECT id FROM {s}.blocks "
                     "WHERE embed_hash = ANY(%s) AND NOT has_vec ORDER BY id FOR UPDATE SKIP LOCKED)",
                     ([h for h, _ in items],))
+        if self.auto_ann:
+            self.maybe_build_ann()
+
+    def maybe_build_ann(self) -> None:
         if self.get_meta("ann") is None and self._q(
                 "SELECT count(*) FROM {s}.vectors").fetchone()[0] >= ANN_MIN_ROWS:
             self.build_ann_index()
