@@ -334,11 +334,10 @@ class Worker:
             return False
         session = self.dirty.pop()
         path = self.log_path(session)
-        if path is None:
-            return bool(self.dirty)
-        cfg = self.config(None).model_copy(update={"embed_budget_s": budget_s})
-        history.import_paths([str(path)], cfg=cfg, channel=self.channel)
-        return bool(self.dirty)
+        if path is not None:
+            cfg = self.config(None).model_copy(update={"embed_budget_s": budget_s})
+            history.import_paths([str(path)], cfg=cfg, channel=self.channel)
+        return self.has_idle_work()
 
     # -- status -----------------------------------------------------------------------------
     def op_status(self, req: dict[str, Any]) -> dict[str, Any]:
