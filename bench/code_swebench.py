@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from dsh_recall.core.config import load_config  # noqa: E402
 from dsh_recall.search.lexical import query_terms  # noqa: E402
 from dsh_recall.services.code import CodeService  # noqa: E402
+import pg_store  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "swebench-dev"
 TMP = Path(tempfile.gettempdir())
@@ -98,9 +99,14 @@ def main() -> None:
                     help="print embedding throughput (only meaningful with a cold embed cache)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="config override for the engine, e.g. --set vector_weight=0.5")
+    ap.add_argument("--store", default="sqlite",
+                    help="sqlite (default), pg (a throwaway PostgreSQL) or a postgresql:// URL")
     args = ap.parse_args()
     modes = args.modes.split(",")
     overrides = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    store_url = pg_store.resolve(args.store)
+    if store_url:
+        overrides["store"] = store_url
     rows = [json.loads(line) for line in open(EVAL / "queries.jsonl")]
     if args.limit:
         rows = rows[: args.limit]
@@ -165,7 +171,8 @@ def main() -> None:
             f"{m}={'hit' if all(g in ranked[m][-1][:5] for g in row['gold_files']) else '-'}"
             for m in modes), file=sys.stderr)
 
-    lines = [f"SWE-bench dev, {len(rows)} issues, embedder {args.embedder}: file-level, one search call",
+    lines = [f"SWE-bench dev, {len(rows)} issues, embedder {args.embedder}, store {args.store.split('://')[0]}: "
+             "file-level, one search call",
              "", "| ranker | Acc@1 | Acc@5 | Acc@10 | MRR |", "|---|---|---|---|---|"]
     names = {"lexical": "lexical only (FTS5 BM25, code tokens)", "vector": "vector only",
              "hybrid": "hybrid (RRF)", "bm25": "baseline: whole-file BM25 (bm25s)"}

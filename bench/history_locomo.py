@@ -97,6 +97,8 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--embedder", default=None, help="embedder name (default: minilm when shipped, else fake)")
     ap.add_argument("--limit-questions", type=int, default=0)
+    ap.add_argument("--store", default="sqlite",
+                    help="sqlite (default), pg (a throwaway PostgreSQL) or a postgresql:// URL")
     args = ap.parse_args()
 
     name = args.embedder
@@ -111,7 +113,13 @@ def main() -> int:
     cfg = load_config(overrides={"embedder": {"name": name}})
     files, turns = convert(args.data, Path(home))
     t0 = time.perf_counter()
-    store = svc.open_store()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import pg_store
+    from dsh_recall.stores import registry
+
+    url = pg_store.resolve(args.store)
+    store = registry.history_store(url, Path(home) / "history.sqlite",
+                                   namespace=f"bench/locomo-{os.getpid()}") if url else svc.open_store()
     rep = svc.import_paths([str(f) for f in files], "generic", cfg, embed=True, store=store)
     t_import = time.perf_counter() - t0
     qs = questions(args.data)
@@ -142,7 +150,7 @@ def main() -> int:
     rows["bm25s (baseline)"] = {k: v / len(qs) for k, v in acc.items()}
 
     store.close()
-    print(f"locomo-dev: {len(qs)} questions (category != 5), {rep['index']['events']} turns, "
+    print(f"locomo-dev: store {args.store.split('://')[0]}; {len(qs)} questions (category != 5), {rep['index']['events']} turns, "
           f"{rep['index']['sessions']} sessions; embedder: {name} ({rep['semantic']}); import {t_import:.1f}s")
     cols = ["R@5", "R@10", "sR@5", "MRR", "nDCG@10"]
     print(f"{'path':18}" + "".join(f"{c:>9}" for c in cols) + f"{'ms/q':>8}")

