@@ -319,6 +319,7 @@ export function apply (ctx, config) {
       for (const ev of session.snapshotEvents?.() ?? []) {
         if (ev.type === 'tool/call' && ev.data?.callId) s.tools.set(ev.data.callId, ev.data.name)
       }
+      if (!s.tools.has(callId)) s.tools.set(callId, null) // scan once, not at every step
     }
     return s.tools.get(callId) ?? null
   }
