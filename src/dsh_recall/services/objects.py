@@ -41,6 +41,7 @@ from ..stores.objects import (
     encode_text,
     text_sha,
 )
+from . import usage
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ..core.config import ObjectsConfig
@@ -239,6 +240,7 @@ class ObjectService:
             return PutResult(stored.id, text, stored.chars, True)
         final = render_inline(text, stored.id, tool, self.cfg)
         assert final is not None
+        usage.object_offload(stored.id, len(final.text), chars, created)
         if created and (self.cfg.max_age_days is not None or self.cfg.max_bytes is not None):
             self.gc()
         return PutResult(stored.id, final.text, chars, True)
@@ -327,6 +329,7 @@ class ObjectService:
         text = self._text(row)
         s, e = clamp_range(len(text), start, count)
         self.store.bump("recalls")
+        usage.object_recall(row.id, e - s, len(text))
         return GetResult(row.id, s, scrub_surrogates(text[s:e]), len(text))
 
     def search(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT,
@@ -339,6 +342,7 @@ class ObjectService:
         row = self._row(obj_id, can_see)
         matches = search_index(self._index(row), q, limit=max(1, min(limit, SEARCH_LIMIT)))
         self.store.bump("recalls")
+        usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)
         note = (f"query cut to its first {MAX_QUERY_CHARS:,} chars: a line search wants a "
                 "phrase, not a pasted block" if cut else None)
         return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text))
