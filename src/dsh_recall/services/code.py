@@ -29,6 +29,7 @@ from ..sources.workspace import (WalkReport, check_workspace_root, content_skip_
 from ..stores.base import FileRow, IndexedChunk
 from ..stores import registry
 from ..stores.sqlite import SqliteChunkStore
+from . import usage
 from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_lock,
                       load_embedder, sync_fingerprint, sync_vector_file)
 
@@ -421,7 +422,7 @@ class CodeService:
         }
         if explain:
             out["terms"] = chosen
-        return out
+        return usage.code_search(self.workspace, out)
 
     def _rank(self, query: str, terms: list[str], chosen: list[str], prefix: str | None,
               limit: int, files: bool, explain: bool, layers: tuple[str, ...], deadline: float,
