@@ -30,6 +30,7 @@ from .history_common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
 from .history_detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
 from .history_import import EVENT_TEXT_CAP, import_file, import_paths
 from .history_semantic import SemanticLayer
+from . import usage
 
 __all__ = [
     "LAYERS", "LAYER_WEIGHTS", "SESSION_ENV", "EVENT_TEXT_CAP", "COARSE_MIN_SHARE", "InputError",
@@ -195,7 +196,7 @@ def search(
         answer["next_offset"] = offset + len(answer["hits"]) if answer["has_more"] else None
         if "tokens" in answer:
             answer["tokens"] = answer_tokens(answer)
-        return answer
+        return usage.history_search(store, answer)
     finally:
         if own:
             store.close()
