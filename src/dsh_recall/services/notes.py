@@ -39,6 +39,7 @@ from ..stores.sqlite import SqliteChunkStore
 from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_block, relevant,
                                   source_weight)
 from . import channel as channel_mod
+from . import usage
 from .vectors import VectorIndex, embed_pending, file_lock, load_embedder, sync_fingerprint
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -375,7 +376,8 @@ class NotesService:
         if not self.roots:
             notes.append(NO_ROOTS)
         notes = list(dict.fromkeys(notes + (last.get("problems") or [])))  # each note once
-        return {"query": query[:200], "results": results, "layers": used,
+        return usage.notes_search(self.store, {
+                "query": query[:200], "results": results, "layers": used,
                 "access": {"channel": ch.kind, "reason": ch.reason},
                 "pending": self.store.pending_count(), "notes": notes,
                 "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
