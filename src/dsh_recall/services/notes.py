@@ -380,7 +380,7 @@ class NotesService:
                 "query": query[:200], "results": results, "layers": used,
                 "access": {"channel": ch.kind, "reason": ch.reason},
                 "pending": self.store.pending_count(), "notes": notes,
-                "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
+                "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)})
 
     def auto_recall(self, message: str, session: str | None = None, *, limit: int | None = None,
                     budget_chars: int | None = None) -> str:
