@@ -28,6 +28,7 @@ _COMMANDS = {
     "config": ("config", "config_group"),
     "trust": ("trust", "trust"),
     "worker": ("worker", "worker"),
+    "report": ("report", "report"),
     "store": ("store", "store_group"),
 }
 
