@@ -102,8 +102,8 @@ def test_concurrent_writers_on_postgres(pg_url, pg_namespace):
                                       f"(SELECT 1 FROM {s}.files f WHERE f.id = c.file_id)").fetchone()[0]
         assert orphans == 0
         recount = dict(reader.conn.execute(
-            f"SELECT u.lexeme, count(*) FROM {s}.chunks c CROSS JOIN LATERAL unnest(c.tsv) u "
-            "GROUP BY u.lexeme").fetchall())
+            f"SELECT k, count(*) FROM {s}.chunks c CROSS JOIN LATERAL skeys(c.terms) k "
+            "GROUP BY k").fetchall())
         stored = dict(reader.conn.execute(f"SELECT lexeme, df FROM {s}.terms WHERE df <> 0").fetchall())
         assert stored == recount
         # Vectors: a chunk flagged as having one has it; pending ones are findable.

@@ -6,12 +6,14 @@ history store is a namespace with its own PostgreSQL schema (`dshr_<hash>`), lis
 `dsh_recall.namespaces` with the schema version it was migrated to. Own schemas keep each
 namespace's HNSW index small and its vector search unfiltered.
 
-Lexical. Tokens come from our own tokenizer (core.text.code_tokens), so both backends index
-the same terms. A row's tokens become a tsvector built here (lexeme -> one position per
-occurrence, weight A/B/D for the symbols/path/body columns), searched through a GIN index.
-Scores are FTS5's bm25() (k1 1.2, b 0.75, column weights, idf = log((N - df + .5)/(df + .5))),
-computed in SQL from the candidates' tsvectors; N, total length and each lexeme's document
-frequency are kept exact per layer, in the same transaction as the rows.
+Lexical. Tokens come from our own tokenizers (FTS5's unicode61, porter and trigram rules,
+rebuilt below over core.text's code tokens), so both backends index the same terms. A row
+holds its term -> weighted frequency map (an hstore: columns weighted as FTS5's bm25 weighs
+them) with a GIN index as the inverted index, so a query reads only the candidate rows'
+frequencies of its own terms (a tsvector would have to be unnested whole: 3-5x slower).
+Scores are FTS5's bm25() (k1 1.2, b 0.75, idf = log((N - df + .5)/(df + .5)), at least
+1e-6); N, total length and each term's document frequency are kept exact per layer, in the
+same transaction as the rows.
 """
 
 from __future__ import annotations
@@ -27,9 +29,7 @@ from ..core.errors import StoreError
 
 CATALOG = "dsh_recall"
 K1, B = 1.2, 0.75
-MAX_LEXEME_BYTES = 2000  # PostgreSQL's limit is 2047
-MAX_POSITIONS = 255  # per lexeme in a tsvector (PostgreSQL keeps at most 256)
-WEIGHT_LETTERS = "ABCD"
+MAX_LEXEME_BYTES = 2000  # longer tokens (a pasted blob) are not indexed
 
 
 def _psycopg():
@@ -70,9 +70,10 @@ def connect(url: str):
         with _ext_lock, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('dsh_recall:extensions'))")
             have = {r[0] for r in conn.execute(
-                "SELECT extname FROM pg_extension WHERE extname IN ('vector')")}
-            if "vector" not in have:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                "SELECT extname FROM pg_extension WHERE extname IN ('vector', 'hstore')")}
+            for ext in ("vector", "hstore"):
+                if ext not in have:
+                    conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {CATALOG}")
             conn.execute(f"""CREATE TABLE IF NOT EXISTS {CATALOG}.namespaces (
                 name TEXT PRIMARY KEY, kind TEXT NOT NULL, schema TEXT NOT NULL UNIQUE,
@@ -80,7 +81,7 @@ def connect(url: str):
     except psycopg.Error as e:
         conn.close()
         raise StoreError(f"{redact(url)}: cannot prepare the database ({str(e).strip()}); the "
-                         "pgvector extension must be installed, and the user allowed to "
+                         "pgvector and hstore extensions must be installed, and the user allowed to "
                          "create it (or an administrator creates it once)") from e
     register_vector(conn)
     return conn
@@ -154,42 +155,22 @@ def drop_namespace(conn, name: str) -> None:
 
 # -- lexical --------------------------------------------------------------------------------
 
-def _quote_lexeme(lex: str) -> str:
-    return "'" + lex.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
 def _keep(lex: str) -> bool:
     return bool(lex) and len(lex.encode("utf-8", "surrogatepass")) <= MAX_LEXEME_BYTES
 
 
-def tsvector_literal(columns: Sequence[tuple[str, Iterable[str]]]) -> tuple[str, int, set[str]]:
-    """(tsvector text, token count, lexemes) for (weight letter, tokens) columns: each
-    lexeme gets one position per occurrence (so a position count is a term frequency),
-    labelled with its column's weight. The count is over every column, as FTS5 counts a
-    row's length."""
-    counts: dict[str, list[tuple[str, int]]] = {}
+def term_map(columns: Sequence[tuple[float, Iterable[str]]]) -> tuple[list[str], list[str], int]:
+    """(terms, weighted frequencies as text, token count) of a row whose (weight, tokens)
+    columns are given: FTS5's bm25 sums a term's hits weighted by column, and counts a
+    row's length over every column, unweighted."""
+    tf: dict[str, float] = {}
     total = 0
-    for letter, tokens in columns:
-        c = Counter(t for t in tokens if _keep(t))
-        total += sum(c.values())
-        for lex, n in c.items():
-            counts.setdefault(lex, []).append((letter, n))
-    parts = []
-    for lex, per in counts.items():
-        pos, out = 0, []
-        for letter, n in per:
-            for _ in range(n):
-                if pos >= MAX_POSITIONS:
-                    break
-                pos += 1
-                out.append(f"{pos}{'' if letter == 'D' else letter}")
-        parts.append(f"{_quote_lexeme(lex)}:{','.join(out)}")
-    return " ".join(parts), total, set(counts)
-
-
-def tsquery_literal(terms: Iterable[str]) -> str:
-    """An OR of exact lexemes (no parsing, no normalisation)."""
-    return " | ".join(_quote_lexeme(t) for t in dict.fromkeys(terms) if _keep(t))
+    for weight, tokens in columns:
+        for t in tokens:
+            total += 1
+            if _keep(t):
+                tf[t] = tf.get(t, 0.0) + weight
+    return list(tf), [repr(v) for v in tf.values()], total
 
 
 _FTS5_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
@@ -207,30 +188,24 @@ def idf(n: int, df: int) -> float:
     return v if v > 0 else 1e-6
 
 
-def bm25_sql(table: str, tsv: str, dl: str, weights: dict[str, float], where: str = "",
-             select: str = "t.id") -> str:
-    """SQL ranking rows of `table` (alias t) by FTS5's bm25 over the tsvector column `tsv`.
+def bm25_sql(table: str, col: str, dl: str, where: str = "", select: str = "t.id") -> str:
+    """SQL ranking rows of `table` (alias t) by FTS5's bm25 over the term map column `col`.
 
-    Parameters (named): tsq (tsquery text of the candidate terms), terms (text[]), w
-    (float8[]: idf x how often the query repeats the term), avgdl, limit. `where` adds
-    conditions on t. Returns (id, score), best first; scores are positive."""
-    if weights:
-        case = " ".join(f"WHEN '{k}' THEN {v!r}" for k, v in weights.items())
-        tf = f"SELECT sum(CASE wl {case} ELSE 1.0 END) AS tf FROM unnest(u.weights) wl"
-    else:
-        tf = "SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf"
+    Parameters (named): cand (text[]: terms a candidate row must hold one of), terms
+    (text[]), w (float8[]: idf x how often the query repeats the term), avgdl, limit. `where`
+    adds conditions on t. Returns (id, score), best first; scores are positive."""
     return (
-        f"SELECT {select}, sum(q.w * x.tf * {K1 + 1!r} / (x.tf + {K1!r} * "
+        f"SELECT {select}, sum(q.w * e.tf * {K1 + 1!r} / (e.tf + {K1!r} * "
         f"(1 - {B!r} + {B!r} * t.{dl} / %(avgdl)s))) AS s "
-        f"FROM {table} t CROSS JOIN LATERAL unnest(t.{tsv}) u "
-        f"JOIN unnest(%(terms)s::text[], %(w)s::float8[]) q(term, w) ON q.term = u.lexeme "
-        f"CROSS JOIN LATERAL ({tf}) x "
-        f"WHERE t.{tsv} @@ %(tsq)s::tsquery{where} "
+        f"FROM {table} t CROSS JOIN LATERAL (SELECT key, value::float8 AS tf "
+        f"FROM each(slice(t.{col}, %(terms)s::text[]))) e "
+        f"JOIN unnest(%(terms)s::text[], %(w)s::float8[]) q(term, w) ON q.term = e.key "
+        f"WHERE t.{col} ?| %(cand)s::text[]{where} "
         f"GROUP BY {select} ORDER BY s DESC, {select} LIMIT %(limit)s"
     )
 
 
-CANDIDATE_CAP = 50_000  # rows whose tsvectors one lexical query may score
+CANDIDATE_CAP = 50_000  # rows one lexical query may score
 
 
 def bm25_params(terms: Sequence[str], dfs: dict[str, int], n: int, total: int,
@@ -253,18 +228,18 @@ def bm25_params(terms: Sequence[str], dfs: dict[str, int], n: int, total: int,
             break
         cand.append(t)
         seen += dfs[t]
-    return {"tsq": tsquery_literal(cand), "terms": known,
+    return {"cand": cand, "terms": known,
             "w": [idf(n, dfs[t]) * mult[t] for t in known],
             "avgdl": max(total / n, 1e-9), "limit": int(limit)}
 
 
 def lexeme_counts(conn, table: str, column: str, ids: Sequence[int]) -> Counter:
-    """How many of the rows `ids` hold each lexeme of their tsvector `column`."""
+    """How many of the rows `ids` hold each term of their term map `column`."""
     if not ids:
         return Counter()
     return Counter({lex: int(n) for lex, n in conn.execute(
-        f"SELECT u.lexeme, count(*) FROM {table} t CROSS JOIN LATERAL unnest(t.{column}) u "
-        f"WHERE t.id = ANY(%s) GROUP BY u.lexeme", (list(ids),))})
+        f"SELECT k, count(*) FROM {table} t CROSS JOIN LATERAL skeys(t.{column}) k "
+        f"WHERE t.id = ANY(%s) GROUP BY k", (list(ids),))})
 
 
 def apply_term_deltas(conn, table: str, delta: Counter) -> None:

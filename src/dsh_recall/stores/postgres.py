@@ -37,12 +37,12 @@ CREATE TABLE {s}.chunks (
   id BIGSERIAL PRIMARY KEY, file_id BIGINT NOT NULL REFERENCES {s}.files(id) ON DELETE CASCADE,
   path TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
   language TEXT NOT NULL, symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL,
-  has_vec BOOLEAN NOT NULL DEFAULT false, tsv TSVECTOR NOT NULL, dl INTEGER NOT NULL);
+  has_vec BOOLEAN NOT NULL DEFAULT false, terms HSTORE NOT NULL, dl INTEGER NOT NULL);
 CREATE INDEX chunks_file ON {s}.chunks(file_id);
 CREATE INDEX chunks_path ON {s}.chunks(path text_pattern_ops);
 CREATE INDEX chunks_embed ON {s}.chunks(embed_hash);
 CREATE INDEX chunks_pending ON {s}.chunks(id) WHERE NOT has_vec;
-CREATE INDEX chunks_tsv ON {s}.chunks USING gin(tsv);
+CREATE INDEX chunks_terms ON {s}.chunks USING gin(terms);
 CREATE TABLE {s}.terms (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
 CREATE TABLE {s}.stats (layer TEXT PRIMARY KEY, n BIGINT NOT NULL, total BIGINT NOT NULL);
 INSERT INTO {s}.stats VALUES ('chunks', 0, 0);
@@ -52,14 +52,13 @@ CREATE SEQUENCE {s}.vec_seq
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-_WEIGHTS = {"D": BM25_WEIGHTS[0], "A": BM25_WEIGHTS[1], "B": BM25_WEIGHTS[2]}
-
-
-def chunk_tsvector(ic: IndexedChunk) -> tuple[str, int, set[str]]:
-    """The tsvector of a chunk: the same token strings SQLite's FTS5 columns hold."""
+def chunk_terms(ic: IndexedChunk) -> tuple[list[str], list[str], int]:
+    """A chunk's term map, from the same token strings SQLite's FTS5 columns hold, weighted
+    as its bm25 weighs body, symbols and path."""
     tok = pg_util.unicode61
-    return pg_util.tsvector_literal([("D", tok(ic.lexical, True)), ("A", tok(ic.symbols_lexical, True)),
-                                     ("B", tok(ic.path_lexical, True))])
+    return pg_util.term_map([(BM25_WEIGHTS[0], tok(ic.lexical, True)),
+                             (BM25_WEIGHTS[1], tok(ic.symbols_lexical, True)),
+                             (BM25_WEIGHTS[2], tok(ic.path_lexical, True))])
 
 
 class PgChunkStore:
@@ -118,7 +117,7 @@ class PgChunkStore:
                                      "ORDER BY c.id FOR UPDATE", (list(paths),))]
         n = total = 0
         if ids:
-            delta.subtract(pg_util.lexeme_counts(self.conn, f"{self.s}.chunks", "tsv", ids))
+            delta.subtract(pg_util.lexeme_counts(self.conn, f"{self.s}.chunks", "terms", ids))
             n, total = self._q("SELECT count(*), coalesce(sum(dl), 0) FROM {s}.chunks "
                                "WHERE id = ANY(%s)", (ids,)).fetchone()
         self._q("DELETE FROM {s}.files WHERE path = ANY(%s)", (list(paths),))
@@ -134,11 +133,11 @@ class PgChunkStore:
     def replace_file(self, row: FileRow, chunks: Sequence[IndexedChunk]) -> None:
         rows, delta = [], Counter()
         for ic in chunks:  # built before the transaction: it holds its locks for less time
-            tsv, dl, lexemes = chunk_tsvector(ic)
-            delta.update(lexemes)
+            keys, values, dl = chunk_terms(ic)
+            delta.update(keys)
             c = ic.chunk
             rows.append([None, row.path, c.start_line, c.end_line, c.language,
-                         json.dumps(list(c.symbols)), c.text, ic.embed_hash, tsv, dl])
+                         json.dumps(list(c.symbols)), c.text, ic.embed_hash, keys, values, dl])
         with self.conn.transaction():
             self._lock_paths([row.path])
             old_n, old_total = self._delete_rows([row.path], delta)
@@ -153,8 +152,8 @@ class PgChunkStore:
                 with self.conn.cursor() as cur:
                     cur.executemany(
                         f"INSERT INTO {self.s}.chunks(file_id, path, start_line, end_line, language, "
-                        "symbols, text, embed_hash, tsv, dl) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,"
-                        "%s::tsvector,%s)", rows)
+                        "symbols, text, embed_hash, terms, dl) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,"
+                        "hstore(%s::text[], %s::text[]),%s)", rows)
                 # Chunks whose text was embedded before carry its vector at once.
                 self._q("UPDATE {s}.chunks c SET has_vec = true WHERE c.file_id = %s AND "
                         "EXISTS (SELECT 1 FROM {s}.vectors v WHERE v.hash = c.embed_hash)",
@@ -205,7 +204,7 @@ class PgChunkStore:
             lo, hi = prefix_bounds(path_prefix)
             where = " AND t.path >= %(lo)s AND t.path < %(hi)s"
             params.update(lo=lo, hi=hi)
-        sql = pg_util.bm25_sql(f"{self.s}.chunks", "tsv", "dl", _WEIGHTS, where)
+        sql = pg_util.bm25_sql(f"{self.s}.chunks", "terms", "dl", where)
         return [(int(i), float(s)) for i, s in self.conn.execute(sql, params)]
 
     def chunk_count(self) -> int:

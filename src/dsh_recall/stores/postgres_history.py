@@ -3,7 +3,7 @@ docs/postgres.md). Same calls as stores/history.py, so the history services run 
 
 The three word layers are FTS5's, rebuilt from our own tokenizers (stores/pg_util.py):
 literal (unicode61 + Porter stems), trigram (every three characters) and CJK bigrams, each a
-tsvector with a GIN index, scored by FTS5's bm25. Sessions keep the access channel that
+term map with a GIN index, scored by FTS5's bm25. Sessions keep the access channel that
 produced them (services/channel.py) and the user who imported them. Writes of one session
 are serialised by an advisory lock on its id; vectors are looked up by text hash, searched
 by the database (HNSW once large).
@@ -42,18 +42,18 @@ CREATE TABLE {s}.blocks (
   id BIGSERIAL PRIMARY KEY, session TEXT NOT NULL, seq BIGINT NOT NULL, part INTEGER NOT NULL,
   ord INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, text TEXT NOT NULL,
   hash TEXT NOT NULL, embed_hash TEXT, has_vec BOOLEAN NOT NULL DEFAULT false,
-  tsv_literal TSVECTOR NOT NULL, dl_literal INTEGER NOT NULL,
-  tsv_trigram TSVECTOR NOT NULL, dl_trigram INTEGER NOT NULL,
-  tsv_cjk TSVECTOR, dl_cjk INTEGER NOT NULL DEFAULT 0,
+  tf_literal HSTORE NOT NULL, dl_literal INTEGER NOT NULL,
+  tf_trigram HSTORE NOT NULL, dl_trigram INTEGER NOT NULL,
+  tf_cjk HSTORE, dl_cjk INTEGER NOT NULL DEFAULT 0,
   UNIQUE (session, seq, part));
 CREATE INDEX blocks_ord ON {s}.blocks(session, ord);
 CREATE INDEX blocks_hash ON {s}.blocks(hash);
 CREATE INDEX blocks_embed ON {s}.blocks(embed_hash);
 CREATE INDEX blocks_unhashed ON {s}.blocks(id) WHERE embed_hash IS NULL;
 CREATE INDEX blocks_pending ON {s}.blocks(id) WHERE embed_hash IS NOT NULL AND NOT has_vec;
-CREATE INDEX blocks_literal ON {s}.blocks USING gin(tsv_literal);
-CREATE INDEX blocks_trigram ON {s}.blocks USING gin(tsv_trigram);
-CREATE INDEX blocks_cjk ON {s}.blocks USING gin(tsv_cjk);
+CREATE INDEX blocks_literal ON {s}.blocks USING gin(tf_literal);
+CREATE INDEX blocks_trigram ON {s}.blocks USING gin(tf_trigram);
+CREATE INDEX blocks_cjk ON {s}.blocks USING gin(tf_cjk);
 CREATE TABLE {s}.terms_literal (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
 CREATE TABLE {s}.terms_trigram (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
 CREATE TABLE {s}.terms_cjk (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
@@ -150,8 +150,8 @@ class PgHistoryStore:
             if ids:
                 for layer in LAYERS:
                     deltas[layer].subtract(pg_util.lexeme_counts(
-                        self.conn, f"{self.s}.blocks", f"tsv_{layer}", ids))
-                    n, total = self._q(f"SELECT count(tsv_{layer}), coalesce(sum(dl_{layer}), 0) "
+                        self.conn, f"{self.s}.blocks", f"tf_{layer}", ids))
+                    n, total = self._q(f"SELECT count(tf_{layer}), coalesce(sum(dl_{layer}), 0) "
                                        "FROM {s}.blocks WHERE id = ANY(%s)", (ids,)).fetchone()
                     stats[layer + ":n"] -= n
                     stats[layer + ":total"] -= total
@@ -190,9 +190,9 @@ class PgHistoryStore:
             vecs = {}
             for layer, body in (("literal", b.literal), ("trigram", b.trigram), ("cjk", b.cjk)):
                 if layer == "cjk" and not body:
-                    vecs[layer] = (None, 0, set())
+                    vecs[layer] = (None, None, 0)
                     continue
-                vecs[layer] = pg_util.tsvector_literal([("D", layer_tokens(layer, body))])
+                vecs[layer] = pg_util.term_map([(1.0, layer_tokens(layer, body))])
             prepared.append((b, vecs))
         touched = {s["id"] for s in sessions} | {e["session"] for e in events} | \
                   {b.session for b in blocks} | {m[0] for m in marks}
@@ -230,21 +230,21 @@ class PgHistoryStore:
                     next_ord[b.session] = (row[0] + 1) if row[0] is not None else 0
                 got = self._q(
                     "INSERT INTO {s}.blocks(session, seq, part, ord, role, kind, tool, text, hash, "
-                    "tsv_literal, dl_literal, tsv_trigram, dl_trigram, tsv_cjk, dl_cjk) VALUES "
-                    "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::tsvector,%s,%s::tsvector,%s,%s::tsvector,%s) "
+                    "tf_literal, dl_literal, tf_trigram, dl_trigram, tf_cjk, dl_cjk) VALUES "
+                    "(%s,%s,%s,%s,%s,%s,%s,%s,%s,hstore(%s::text[], %s::text[]),%s,"
+                    "hstore(%s::text[], %s::text[]),%s,hstore(%s::text[], %s::text[]),%s) "
                     "ON CONFLICT (session, seq, part) DO NOTHING RETURNING id",
                     (b.session, b.seq, b.part, next_ord[b.session], b.role, b.kind, b.tool, b.text,
-                     b.hash, v["literal"][0], v["literal"][1], v["trigram"][0], v["trigram"][1],
-                     v["cjk"][0], v["cjk"][1])).fetchone()
+                     b.hash, *v["literal"], *v["trigram"], *v["cjk"])).fetchone()
                 if got is None:
                     continue
                 next_ord[b.session] += 1
                 added += 1
                 for layer in LAYERS:
-                    lit, dl, lexemes = v[layer]
-                    if lit is None:
+                    keys, _, dl = v[layer]
+                    if keys is None:
                         continue
-                    deltas[layer].update(lexemes)
+                    deltas[layer].update(keys)
                     stats[layer + ":n"] += 1
                     stats[layer + ":total"] += dl
             for sid, seq, flag in marks:
@@ -291,7 +291,7 @@ class PgHistoryStore:
             return []
         where, extra = _scope(sessions, "t")
         params.update(extra)
-        sql = pg_util.bm25_sql(f"{self.s}.blocks", f"tsv_{layer}", f"dl_{layer}", {}, where)
+        sql = pg_util.bm25_sql(f"{self.s}.blocks", f"tf_{layer}", f"dl_{layer}", where)
         psycopg, _ = pg_util._psycopg()
         try:
             return [(int(i), -float(s)) for i, s in self.conn.execute(sql, params)]
