@@ -1,0 +1,267 @@
+"""One query, every source: code, history, notes and offloaded objects searched at once and
+fused into one bounded answer, each hit labelled with its source.
+
+Each source ranks with its own pipeline (the same calls its own tool makes); the rankings
+are fused by reciprocal rank (search/fuse.py), so no source's raw scores need to be
+comparable with another's. Sources run in parallel threads under one deadline; a source
+that fails or runs late is reported in `sources` and the others still answer.
+
+Who is asking decides what each source shows, exactly as the per-source tools do
+(docs/security.md): with a `Viewer` (the MCP server's channel, or a CLI `--channel`),
+history is narrowed by `viewer=`, notes by the channel key, objects by `can_see`; with
+`viewer=None` the caller is the user, unfiltered (the CLI without a channel, the loopback
+dashboard). Code has no access levels.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..core.config import Config
+from ..core.errors import InputError
+from ..search.fuse import rrf
+from . import usage
+from .channel import Viewer
+
+SOURCES = ("code", "history", "notes", "objects")
+EXCERPT_CHARS = 700  # per hit: a pointer and enough text to judge it, not the whole thing
+OBJECTS_SCANNED = 30  # the newest live objects searched line by line
+OBJECT_LINES = 3
+
+
+def parse_sources(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """`code,history` (or a list) -> ("code", "history"); empty -> every source."""
+    if value is None:
+        return SOURCES
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = [s.strip().lower() for s in items if s and s.strip()]
+    if not names or names == ["all"]:
+        return SOURCES
+    bad = [n for n in names if n not in SOURCES]
+    if bad:
+        raise InputError(f"unknown source {', '.join(bad)}; sources: {', '.join(SOURCES)}")
+    return tuple(dict.fromkeys(names))
+
+
+def bound_excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """Whole lines up to `limit` chars (a first line longer than that is cut with a mark)."""
+    if len(text) <= limit:
+        return text
+    out, n = [], 0
+    for line in text.split("\n"):
+        if n + len(line) + 1 > limit:
+            if not out:
+                out.append(line[: limit - 1] + "…")
+            break
+        out.append(line)
+        n += len(line) + 1
+    return "\n".join(out)
+
+
+@dataclass
+class _Run:
+    """One source's answer: its hits (best first), status and notes."""
+
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "ok"
+    notes: list[str] = field(default_factory=list)
+    ms: float = 0.0
+
+
+# -- the sources ------------------------------------------------------------------------------
+
+def _code(query: str, limit: int, cfg: Config, workspace: Path, service: Any, lock: Any) -> _Run:
+    from .code import CodeService
+
+    own = service is None
+    svc = service or CodeService(workspace, cfg)
+    try:
+        if lock is not None:
+            with lock:
+                data = svc.search(query, limit=limit, cwd=workspace)
+        else:
+            data = svc.search(query, limit=limit, cwd=workspace)
+    finally:
+        if own:
+            svc.close()
+    hits = [{"source": "code", "title": f"{r['path']}:{r['start_line']}-{r['end_line']}",
+             "excerpt": bound_excerpt(r["excerpt"]), "path": r["path"],
+             "source_path": r["source_path"], "start_line": r["start_line"],
+             "end_line": r["end_line"], "stale": r["stale"]} for r in data["results"]]
+    return _Run(hits, "ok" if hits else "no match", list(data.get("notes") or []))
+
+
+def _history(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer | None,
+             scope: str) -> _Run:
+    from . import history
+
+    data = history.search(query, workspace=None if scope == "all" else str(workspace),
+                          all_sessions=scope == "all", limit=limit, detail=True, cfg=cfg,
+                          cwd=str(workspace), viewer=viewer)
+    hits = []
+    for h in data["hits"]:
+        rng = (f"seq {h['start_seq']}" if h["start_seq"] == h["end_seq"]
+               else f"seq {h['start_seq']}-{h['end_seq']}")
+        hits.append({"source": "history", "title": f"session {h['session']} {rng} ({h['role']})",
+                     "excerpt": bound_excerpt(h.get("snippet") or ""), "session": h["session"],
+                     "start_seq": h["start_seq"], "end_seq": h["end_seq"], "role": h["role"]})
+    status = data.get("layer_status") or {}
+    notes = [f"history {k}: {v}" for k, v in status.items() if k in ("access", "scope")]
+    return _Run(hits, "ok" if hits else "no match", notes)
+
+
+def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer | None) -> _Run:
+    from .notes import LAYERS, NotesService
+
+    svc = NotesService(cfg, workspace=workspace)
+    try:
+        if viewer is not None:
+            data = svc.search(query, session=viewer.key, limit=limit)
+            results, notes = data["results"], list(data.get("notes") or [])
+        else:
+            # The user, unfiltered (like `notes eval`): every level, no session map lookup.
+            notes = []
+            svc._ensure_indexed(notes)
+            found = svc._hits(query, limit, None, LAYERS, notes, [])[:limit]
+            results = [h.as_result(svc._is_stale(h.row)) for h in found]
+            usage.notes_search(svc.store, {"results": results})
+    finally:
+        svc.close()
+    hits = []
+    for r in results:
+        head = f" > {r['heading']}" if r.get("heading") else ""
+        hits.append({"source": "notes", "title": f"{r['path']}:{r['start_line']}-{r['end_line']}{head}",
+                     "excerpt": bound_excerpt(r["text"]), "path": r["path"],
+                     "start_line": r["start_line"], "end_line": r["end_line"],
+                     "heading": r.get("heading") or "", "level": r["level"]})
+    return _Run(hits, "ok" if hits else "no match", notes)
+
+
+def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run:
+    from ..search.offload import clean_query, fold_case, search_index
+    from .objects import ObjectService, default_path
+
+    if not default_path().exists():
+        return _Run([], "no match", [])
+    q, _ = clean_query(query)
+    if not q:
+        return _Run([], "no match", [])
+    can_see = None if viewer is None or viewer.unfiltered else viewer.can_see
+    svc = ObjectService(cfg.objects)
+    scored: list[tuple[int, int, dict[str, Any]]] = []
+    try:
+        channels = None if can_see is None else [c for c in svc.store.channels() if can_see(c)]
+        rows = [r for r in svc.store.recent(OBJECTS_SCANNED, channels) if r.sha is not None]
+        whole = fold_case(q)
+        words = [w for w in whole.split() if w]
+        for n, row in enumerate(rows):
+            # The stored line index, read without counting a recall: a search across objects
+            # is not the agent going back for one.
+            matches = search_index(svc._index(row), q, limit=OBJECT_LINES)
+            if not matches:
+                continue
+            best = fold_case(matches[0].text)
+            tier = 0 if whole in best else 1 if all(w in best for w in words) else 2
+            text = "\n".join(f"{m.line}: {m.text}" for m in matches)
+            scored.append((tier, n, {
+                "source": "objects", "title": f"object {row.id} line {matches[0].line}"
+                + (f" ({row.tool})" if row.tool else ""),
+                "excerpt": bound_excerpt(text), "object_id": row.id, "line": matches[0].line,
+                "total_chars": row.chars}))
+    finally:
+        svc.close()
+    scored.sort(key=lambda x: (x[0], x[1]))  # whole-query lines first, then newest first
+    hits = [h for _, _, h in scored[:limit]]
+    return _Run(hits, "ok" if hits else "no match", [])
+
+
+# -- fusion -----------------------------------------------------------------------------------
+
+def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[str] = SOURCES,
+               limit: int = 10, viewer: Viewer | None = None, history_scope: str = "workspace",
+               code_service: Any = None, code_lock: Any = None,
+               deadline_s: float | None = None) -> dict[str, Any]:
+    """Fused hits of every requested source, best first, at most `limit`.
+
+    `viewer`: the caller's channel (None: the user, unfiltered). `history_scope`:
+    "workspace" (this workspace's sessions) or "all". `code_service` / `code_lock`: reuse a
+    warm code index (and its lock) instead of opening one."""
+    t0 = time.monotonic()
+    query = query.strip()
+    if not query:
+        raise InputError("query is empty; say what you are looking for")
+    sources = parse_sources(sources)
+    workspace = Path(workspace).resolve()
+    deadline = deadline_s if deadline_s is not None else cfg.search_deadline_s + 2.0
+    jobs: dict[str, Callable[[], _Run]] = {
+        "code": lambda: _code(query, limit, cfg, workspace, code_service, code_lock),
+        "history": lambda: _history(query, limit, cfg, workspace, viewer, history_scope),
+        "notes": lambda: _notes(query, limit, cfg, workspace, viewer),
+        "objects": lambda: _objects(query, limit, cfg, viewer),
+    }
+    runs: dict[str, _Run] = {}
+    threads: dict[str, threading.Thread] = {}
+    with usage.collect() as parts:
+        for name in sources:
+            def work(name: str = name) -> None:
+                t = time.monotonic()
+                try:
+                    run = jobs[name]()
+                except Exception as e:  # noqa: BLE001 - one source failing degrades the answer
+                    run = _Run([], f"failed: {' '.join(str(e).split()) or type(e).__name__}")
+                run.ms = round((time.monotonic() - t) * 1000, 1)
+                runs[name] = run
+
+            # Daemon threads carrying this context: records land in `parts`, and a source
+            # that outlives the deadline never holds the process at exit.
+            ctx = contextvars.copy_context()
+            th = threading.Thread(target=ctx.run, args=(work,), name=f"search-{name}", daemon=True)
+            threads[name] = th
+            th.start()
+        end = time.monotonic() + deadline
+        for name, th in threads.items():
+            th.join(max(0.0, end - time.monotonic()))
+    status: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    ranked: dict[str, list[int]] = {}
+    pool: list[dict[str, Any]] = []
+    for name in sources:
+        run = runs.get(name)
+        if run is None:
+            status[name] = {"status": f"did not answer within {deadline:.1f} s", "hits": 0}
+            continue
+        status[name] = {"status": run.status, "hits": len(run.hits), "ms": run.ms}
+        notes += [n for n in run.notes if n not in notes]
+        ranked[name] = []
+        for rank, hit in enumerate(run.hits, 1):
+            ranked[name].append(len(pool))
+            pool.append({**hit, "rank": rank})
+    fused = rrf(ranked, k=cfg.rrf_k)
+    norm = cfg.rrf_k + 1  # a source's first hit scores 1.0
+    results = [{**pool[i], "score": round(score * norm, 4)} for i, score, _ in fused[:limit]]
+    returned = sum(len(r["excerpt"]) for r in results)
+    usage.record("all", "search", returned, sum(p["rep"] for p in parts if p["op"] == "search"),
+                 hits=len(results), workspace=str(workspace))
+    return {"query": query[:200], "sources": status, "results": results, "notes": notes,
+            "returned_chars": returned, "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
+
+
+def render_text(d: dict[str, Any]) -> str:
+    """Human / model-facing text: one block per hit, labelled with its source."""
+    lines: list[str] = []
+    for r in d["results"]:
+        lines.append(f"== [{r['source']}] {r['title']}" + ("  (stale)" if r.get("stale") else ""))
+        if r.get("excerpt"):
+            lines.append(r["excerpt"])
+        lines.append("")
+    if not d["results"]:
+        lines.append("no results")
+    lines.append("-- sources: " + "; ".join(f"{k} {v['status']} ({v['hits']})"
+                                             for k, v in d["sources"].items()))
+    lines += [f"-- note: {n}" for n in d.get("notes", [])]
+    return "\n".join(lines)
