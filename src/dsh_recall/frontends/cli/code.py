@@ -62,13 +62,20 @@ def render_search(data: dict[str, Any]) -> str:
 @click.option("--files", is_flag=True, help="Rank distinct files (best chunk each).")
 @click.option("--explain", is_flag=True, help="Show each ranker's rank per result.")
 @click.option("--lexical-only", is_flag=True, help="Skip the vector layer.")
+@click.option("--sources", default=None,
+              help="Search these sources as one ranked answer, each hit labelled: any of "
+                   "code,history,notes,objects (or all).")
 @json_option
 @click.pass_context
 @handle_errors
 def search(ctx: click.Context, query: tuple[str, ...], ws: str | None, path: str | None,
            focus: str | None, limit: int | None, files: bool, explain: bool,
-           lexical_only: bool, as_json: bool) -> None:
-    """Search code: ranked, bounded excerpts (path, lines, <= 40 lines each)."""
+           lexical_only: bool, sources: str | None, as_json: bool) -> None:
+    """Search code: ranked, bounded excerpts (path, lines, <= 40 lines each). With
+    --sources: one answer over code, history, notes and offloaded objects."""
+    if sources is not None:
+        from .federated import search_all
+        return search_all(ctx, " ".join(query), sources, _workspace(ws), limit, as_json)
     svc = _service(ctx, _workspace(ws))
     layers = ("lexical",) if lexical_only else ("lexical", "vector")
     data = svc.search(" ".join(query), limit=limit, path=path, focus=focus, files=files,
