@@ -134,6 +134,7 @@ def call_plan(world: dict[str, Any], tools: set[str]) -> list[tuple[str, dict[st
             ("object_recall", {"id": world["object_id"], "start": 100, "count": 500}),
         ]
     plan += [("notes_search", {"query": "how do we deploy staging"}),
+             ("search_all", {"query": "deploy staging invoice total"}),
              ("configure", {"session": "s-1"})]
     return [(n, a) for n, a in plan if n in tools] + world.get("extra_plan", [])
 

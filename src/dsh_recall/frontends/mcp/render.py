@@ -139,6 +139,24 @@ def notes_search(d: dict[str, Any]) -> str:
     return "\n".join(lines + _tail(d))
 
 
+def search_all(d: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for r in d.get("results", []):
+        stale = " (stale: changed since indexed)" if r.get("stale") else ""
+        lines.append(f"== [{r['source']}] {r['title']}{stale}")
+        if r.get("excerpt"):
+            lines.append(r["excerpt"])
+    if not d.get("results"):
+        lines.append("no results")
+    srcs = d.get("sources") or {}
+    lines.append("-- sources: " + "; ".join(f"{k} {v.get('status')} ({v.get('hits', 0)})"
+                                             for k, v in srcs.items()))
+    lines += [f"-- note: {n}" for n in d.get("notes", [])]
+    lines.append("-- more of a hit: read path lines / history_detail(session, around=seq) / "
+                 "object_recall(id, query)")
+    return "\n".join(lines + _tail(d))
+
+
 def generic(d: dict[str, Any]) -> str:
     """Fallback: compact JSON (used by tools without a dedicated renderer)."""
     return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
@@ -153,6 +171,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "history_detail": history_detail,
     "object_recall": object_recall,
     "notes_search": notes_search,
+    "search_all": search_all,
 }
 
 

@@ -153,6 +153,30 @@ class SourceHandlers:
         data["_more"] = len(data["results"]) >= offset + limit
         return data
 
+    # -- every source at once ---------------------------------------------------------------
+    def tool_search_all(self, a: dict[str, Any]) -> dict[str, Any]:
+        """Each source searched with this server's channel, exactly as its own tool does."""
+        from ...services import federated
+
+        query = str(a.get("query") or "").strip()
+        if not query:
+            raise InputError("query is empty; say what you are looking for")
+        offset = budget_mod.decode_cursor(a.get("cursor"), budget_mod.args_key(a))
+        limit = int(a.get("limit") or 10)
+        sources = federated.parse_sources(a.get("sources") or None)
+        lock = self._lock  # type: ignore[attr-defined]
+        code = None
+        if "code" in sources:
+            with lock:
+                code = self.code()  # type: ignore[attr-defined]
+        data = federated.search_all(query, cfg=self.cfg, workspace=self.workspace,  # type: ignore[attr-defined]
+                                    sources=sources, limit=offset + limit,
+                                    viewer=self.viewer(),  # type: ignore[attr-defined]
+                                    code_service=code, code_lock=lock)
+        data["_offset"] = offset
+        data["_more"] = len(data["results"]) >= offset + limit
+        return data
+
     # -- status of each source ---------------------------------------------------------------
     def source_status(self) -> dict[str, Callable[[], dict[str, Any]]]:
         out: dict[str, Callable[[], dict[str, Any]]] = {}

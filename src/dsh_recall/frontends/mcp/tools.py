@@ -301,10 +301,50 @@ NOTES_SEARCH = ToolSpec(
     list_key="results",
 )
 
+# -- every source at once ---------------------------------------------------------------------
+SOURCE_NAMES = ["code", "history", "notes", "objects"]
+SEARCH_ALL_HIT = obj({
+    "source": S("Which source this hit comes from.", enum=SOURCE_NAMES),
+    "rank": I("Its rank within its own source."), "score": NUM,
+    "title": S("Where it is: path:lines, session + seq, note > heading, or object + line."),
+    "excerpt": S("A bounded excerpt; the per-source tool gives the rest."),
+    "path": S(), "source_path": S(), "start_line": I(), "end_line": I(), "stale": BOOL,
+    "session": S(), "start_seq": I(), "end_seq": I(), "role": S(),
+    "heading": S(), "level": S(),
+    "object_id": S(), "line": I(), "total_chars": I(),
+}, required=["source", "rank", "score", "title", "excerpt"])
+
+SEARCH_ALL = ToolSpec(
+    name="search_all",
+    title="Search every source",
+    description=(
+        "One query over the workspace code, past conversation history, the user's notes and "
+        "offloaded tool results at once: ranked, bounded hits, each labelled with its source "
+        "and carrying the pointer its own tool takes next (path and lines for your read tool, "
+        "session and seq for history_detail, object id and line for object_recall). Use it "
+        "when you do not know where the answer lives; when you do, the per-source tool is "
+        "sharper. `sources` narrows it (default: all four)."),
+    input_schema=obj({
+        "query": S("What you are looking for: words, identifiers, an error message."),
+        "sources": {"type": "array", "items": S(enum=SOURCE_NAMES),
+                    "description": "Only these sources (default: all)."},
+        "limit": I("Max hits in all (default 10).", minimum=1, maximum=30),
+        "cursor": CURSOR_IN,
+    }, required=["query"]),
+    output_schema=obj({
+        "query": S(), "results": arr(SEARCH_ALL_HIT),
+        "sources": free_obj("source -> {status, hits, ms}: which sources answered"),
+        "notes": STRS, **PAGE_OUT,
+    }, required=["query", "results", "sources", "notes", *PAGE_REQ]),
+    service="dsh_recall.services.federated",
+    list_key="results",
+)
+
 BASE_TOOLS: list[ToolSpec] = [CODE_SEARCH, CODE_INDEX, STATUS, CONFIGURE]
-SOURCE_TOOLS: list[ToolSpec] = [HISTORY_SEARCH, HISTORY_DETAIL, OBJECT_RECALL, NOTES_SEARCH]
+SOURCE_TOOLS: list[ToolSpec] = [HISTORY_SEARCH, HISTORY_DETAIL, OBJECT_RECALL, NOTES_SEARCH,
+                                SEARCH_ALL]
 ALL_TOOLS: list[ToolSpec] = [CODE_SEARCH, CODE_INDEX, HISTORY_SEARCH, HISTORY_DETAIL,
-                             OBJECT_RECALL, NOTES_SEARCH, STATUS, CONFIGURE]
+                             OBJECT_RECALL, NOTES_SEARCH, SEARCH_ALL, STATUS, CONFIGURE]
 
 
 def conform(value: Any, schema: dict[str, Any]) -> Any:
