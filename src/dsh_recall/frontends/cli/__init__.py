@@ -29,6 +29,7 @@ _COMMANDS = {
     "trust": ("trust", "trust"),
     "worker": ("worker", "worker"),
     "report": ("report", "report"),
+    "serve": ("serve", "serve"),
     "store": ("store", "store_group"),
 }
 
