@@ -78,3 +78,15 @@ class ChunkStore(Protocol):
     def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]: ...
     def size_bytes(self) -> int: ...
     def close(self) -> None: ...
+
+
+class RankingStore(ChunkStore, Protocol):
+    """A store that ranks its own vectors (PostgreSQL + pgvector): it sets `ranks_vectors`,
+    and services/vectors.py asks it for the top k instead of scoring a memory-mapped file.
+    Scores are exact inner products of unit vectors; scopes are exact."""
+
+    ranks_vectors: bool
+
+    def vector_search(self, query: np.ndarray, k: int, path_prefix: str | None = None,
+                      allowed: set[int] | None = None,
+                      keep: np.ndarray | None = None) -> list[tuple[int, float]]: ...
