@@ -233,6 +233,16 @@ class ObjectsConfig(_Section):
     max_bytes: int | None = None
     # A result over this many bytes of UTF-8 is not stored: head and tail stay inline.
     max_object_bytes: int = Field(64 * 1024 * 1024, ge=1, le=2 * 1024 ** 3)
+    # Log prior of `object search` and the no-query failure finder (docs/objects.md,
+    # search/logrank.py); each rule is off at 0 / false.
+    rank_log_prior: bool = True  # order a query's matches by the prior (false: file order)
+    rank_error_shape: float = Field(1.0, ge=0, le=100)  # error-shaped lines weigh by kind
+    rank_position: float = Field(1.0, ge=0, le=100)  # later lines weigh more
+    rank_after_success: float = Field(1.0, ge=0, le=100)  # first failure after last success
+    rank_collapse_repeats: bool = True  # a repeated line (digits ignored) is shown once
+    rank_trace_lines: int = Field(3, ge=0, le=20)  # stack frames kept per trace run
+    rank_outcome_lines: int = Field(3, ge=0, le=20)  # outcome lines (exit code) kept
+    rank_failure_fill: bool = True  # a failure query's answer filled with the region
 
 
 class NotesConfig(_Section):
