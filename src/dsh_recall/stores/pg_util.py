@@ -19,6 +19,7 @@ same transaction as the rows.
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 from collections import Counter
@@ -56,35 +57,66 @@ def redact(url: str) -> str:
 
 
 _ext_lock = threading.Lock()
+_pool_lock = threading.Lock()
+# Idle connections by (process, URL), reused by the next store opened; never across a fork.
+_POOL: dict[tuple[int, str], list] = {}
+POOL_SIZE = 4
 
 
 def connect(url: str):
-    """An autocommit connection with pgvector's types registered; the extensions and the
-    catalog are created on first use (under an advisory lock: many processes may race)."""
+    """An autocommit connection with pgvector's types registered (an idle one from this
+    process's pool when there is one); the extensions and the catalog are created on first
+    use, under an advisory lock, since many processes may race to do it."""
     psycopg, register_vector = _psycopg()
+    with _pool_lock:
+        idle = _POOL.get((os.getpid(), url), [])
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                return conn
+            conn.close()
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as e:
         raise StoreError(f"cannot connect to {redact(url)}: {str(e).strip()}") from e
     try:
-        with _ext_lock, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('dsh_recall:extensions'))")
-            have = {r[0] for r in conn.execute(
-                "SELECT extname FROM pg_extension WHERE extname IN ('vector', 'hstore')")}
-            for ext in ("vector", "hstore"):
-                if ext not in have:
-                    conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {CATALOG}")
-            conn.execute(f"""CREATE TABLE IF NOT EXISTS {CATALOG}.namespaces (
-                name TEXT PRIMARY KEY, kind TEXT NOT NULL, schema TEXT NOT NULL UNIQUE,
-                version INTEGER NOT NULL DEFAULT 0, created TIMESTAMPTZ NOT NULL DEFAULT now())""")
+        ready = conn.execute(
+            "SELECT (SELECT count(*) FROM pg_extension WHERE extname IN ('vector', 'hstore')) = 2 "
+            f"AND to_regclass('{CATALOG}.namespaces') IS NOT NULL").fetchone()[0]
+        if not ready:
+            with _ext_lock, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('dsh_recall:extensions'))")
+                have = {r[0] for r in conn.execute(
+                    "SELECT extname FROM pg_extension WHERE extname IN ('vector', 'hstore')")}
+                for ext in ("vector", "hstore"):
+                    if ext not in have:
+                        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {CATALOG}")
+                conn.execute(f"""CREATE TABLE IF NOT EXISTS {CATALOG}.namespaces (
+                    name TEXT PRIMARY KEY, kind TEXT NOT NULL, schema TEXT NOT NULL UNIQUE,
+                    version INTEGER NOT NULL DEFAULT 0, created TIMESTAMPTZ NOT NULL DEFAULT now())""")
     except psycopg.Error as e:
         conn.close()
         raise StoreError(f"{redact(url)}: cannot prepare the database ({str(e).strip()}); the "
                          "pgvector and hstore extensions must be installed, and the user allowed to "
-                         "create it (or an administrator creates it once)") from e
+                         "create them (or an administrator creates them once)") from e
     register_vector(conn)
     return conn
+
+
+def release(url: str, conn) -> None:
+    """Give a connection back: kept for the next store opened when it is idle and the pool
+    has room, else closed."""
+    psycopg, _ = _psycopg()
+    with _pool_lock:
+        idle = _POOL.setdefault((os.getpid(), url), [])
+        if any(c is conn for c in idle):
+            return
+        if (not conn.closed and len(idle) < POOL_SIZE
+                and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE):
+            idle.append(conn)
+            return
+    conn.close()
 
 
 def schema_name(namespace: str) -> str:

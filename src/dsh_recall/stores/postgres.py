@@ -371,4 +371,4 @@ class PgChunkStore:
                            "AND c.relkind IN ('r', 'm')", (self.s,)).fetchone()[0])
 
     def close(self) -> None:
-        self.conn.close()
+        pg_util.release(self.url, self.conn)

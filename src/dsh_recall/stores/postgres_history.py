@@ -108,7 +108,7 @@ class PgHistoryStore:
         return PgHistoryStore(self.url, self.namespace)
 
     def close(self) -> None:
-        self.conn.close()
+        pg_util.release(self.url, self.conn)
 
     def _q(self, sql: str, params=None):
         return self.conn.execute(sql.replace("{s}", self.s), params)
