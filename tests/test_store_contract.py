@@ -265,3 +265,27 @@ def test_vector_search_top_k_at_larger_size(store):
 def test_size_is_reported(store):
     load(store)
     assert store.size_bytes() > 0
+
+
+def test_registry_picks_the_backend_and_names_valid_ones(tmp_path):
+    from dsh_recall.core.errors import StoreError
+    from dsh_recall.stores import registry
+
+    assert registry.backend(None) == "sqlite" and registry.backend("postgres://h/db") == "postgresql"
+    with pytest.raises(StoreError, match="valid stores are sqlite.*postgresql"):
+        registry.backend("mysql://h/db")
+    s = registry.chunk_store(None, "code/x", tmp_path / "x.sqlite")
+    try:
+        assert isinstance(s, SqliteChunkStore) and not getattr(s, "ranks_vectors", False)
+        again = registry.reopen(s)
+        assert again.path == s.path and again is not s
+        again.close()
+    finally:
+        s.close()
+
+
+def test_urls_are_shown_without_passwords():
+    from dsh_recall.stores.pg_util import redact
+
+    assert redact("postgresql://bob:s3cret@db:5432/recall") == "postgresql://bob:***@db:5432/recall"
+    assert redact("postgresql://bob@db/recall") == "postgresql://bob@db/recall"
