@@ -97,7 +97,8 @@ def test_search_literal_first_then_words_then_fuzzy():
             "BUILD FAILED\n"
             "buidl faild\n")
     got = search_lines(text, "build failed")
-    assert [m.line for m in got][:2] == [2, 4]  # phrase, case-insensitive, file order
+    # phrase, case-insensitive (ordered within the tier by the log prior: tested apart)
+    assert sorted(m.line for m in got[:2]) == [2, 4]
     assert got[2].line == 3  # all words, not as a phrase
     assert 5 not in [m.line for m in got[:3]]
     for m in got:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Sequence
 
+from . import logrank
+
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ..core.config import ObjectsConfig
 
@@ -233,11 +235,20 @@ def clamp_range(total: int, start: int | None, count: int | None) -> tuple[int, 
 
 @dataclass(frozen=True)
 class LineMatch:
-    """A matching line: 1-based number, code-point offset of `text`, and the text."""
+    """A matching line: 1-based number, code-point offset of `text`, and the text.
+    `context`: a line of the failure region shown with a failure query's matches, not a
+    match itself (as grep -C shows lines around its matches)."""
 
     line: int
     offset: int
     text: str
+    context: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"line": self.line, "offset": self.offset, "text": self.text}
+        if self.context:
+            out["context"] = True
+        return out
 
 
 # Queries are cut to this many chars: a line search needs a phrase, not a pasted log, and the
@@ -247,7 +258,8 @@ MAX_QUERY_WORDS = 16
 MAX_QUERY_GRAMS = 32
 FUZZY_SEED_HITS = 4000
 # Bump when what `build_index` stores changes: a stored index of another version is rebuilt.
-INDEX_VERSION = 2
+# 3: a third array, the log shape flags of every line (search.logrank).
+INDEX_VERSION = 3
 
 # Terminal colour / cursor sequences (CI logs are full of them): ignored by search.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -297,7 +309,8 @@ class LineIndex:
     """What a search needs of one object, computed once when it is stored.
 
     `view` is the text without terminal escapes (the text itself when it has none),
-    `starts` the view offset of every line start and `shapes` a shape id per line.
+    `starts` the view offset of every line start, `shapes` a shape id per line and `flags`
+    its log shapes (`logrank.line_flags`; empty for an index without them: no log prior).
     `esc_at` / `esc_cum` map a view offset back into the stored text: the escapes removed at
     or before view offset esc_at[k] add up to esc_cum[k] chars. Escapes never hold a line
     break, so line numbers are the same in both.
@@ -308,6 +321,7 @@ class LineIndex:
     shapes: Sequence[int]
     esc_at: Sequence[int] = ()
     esc_cum: Sequence[int] = ()
+    flags: Sequence[int] = ()
 
     def text_offset(self, pos: int) -> int:
         """The offset in the stored text of view offset `pos`."""
@@ -319,7 +333,7 @@ class LineIndex:
 
 def build_index(text: str) -> LineIndex:
     """The search index of `text` (already surrogate-joined): a pass for the escapes, one
-    for the line starts, one for the shapes."""
+    for the line starts, one for the shapes, one per log-shape keyword for the flags."""
     esc_at, esc_cum = array("q"), array("q")
     view = text
     if "\x1b" in text:
@@ -330,7 +344,10 @@ def build_index(text: str) -> LineIndex:
             esc_cum.append(removed)
         if esc_at:
             view = _ANSI.sub("", text)
-    return LineIndex(view, line_starts(view), line_shapes(fold_case(view)), esc_at, esc_cum)
+    low = fold_case(view)
+    starts = line_starts(view)
+    return LineIndex(view, starts, line_shapes(low), esc_at, esc_cum,
+                     logrank.line_flags(view, low, starts))
 
 
 def clean_query(query: str) -> tuple[str, bool]:
@@ -468,17 +485,36 @@ def _diversify(order: list[tuple[int, int, int]], shapes: Sequence[int], limit: 
     return (first + rest)[:limit]
 
 
+# A query word that asks where something failed: such a query's answer is filled up to its
+# limit with the failure region (marked `context`).
+_FAILURE_WORD = re.compile(
+    r"(?:errors?|err|fail(?:s|ed|ure|ures|ing)?|fatal|exception|traceback|panic(?:ked)?"
+    r"|crash(?:ed)?|abort(?:ed)?|broken|assert(?:ion)?|stacktrace)")
+
+
+def is_failure_query(query: str) -> bool:
+    """Whether `query` asks where something failed (`error`, `FAILED`, `BUILD FAILURE`)."""
+    return any(_FAILURE_WORD.fullmatch(w.strip("\"'`:!.,;()[]#*")) for w in
+               fold_case(query).split())
+
+
 def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
-                 max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000) -> list[LineMatch]:
+                 max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000,
+                 rank: logrank.RankConfig | None = logrank.DEFAULT,
+                 fill: bool = False) -> list[LineMatch]:
     """Up to `limit` lines matching `query`, best first.
 
     Tiers: lines holding the whole query, then lines holding all its words, then fuzzy lines
     sharing at least 60% of the query's informative trigrams. Matching ignores case; within
     the literal tiers a whole-word hit ranks above one inside a longer word
     (`ShouldHaveFailed_create_Test` for `FAILED`), and when the query has capitals, its exact
-    case above another case. Then file order, but at most two lines of one shape (first
-    words, digits ignored) before every other shape, so a log's thousand "Tests run: ...,
-    Errors: 0" lines do not hide its one "[ERROR] ..." line.
+    case above another case. Then, with `rank` and an index holding log flags, by the log
+    prior (`logrank.prior`: lines of the failure region first, then error-shaped lines,
+    later lines first); without, file order. Either way at most two lines of one shape
+    (first words, digits ignored) before every other shape, so a log's thousand "Tests run:
+    ..., Errors: 0" lines do not hide its one "[ERROR] ..." line. With `fill`, a failure
+    query (`is_failure_query`) that matched fewer than `limit` lines gets the failure
+    region's other lines after its matches, marked `context`.
 
     Work is linear in the object's size: the query is cut to `MAX_QUERY_CHARS`, words to
     `MAX_QUERY_WORDS`, trigrams to `MAX_QUERY_GRAMS`, each scanned by C-level `str.find`,
@@ -491,11 +527,19 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
         return []
     lines = _Lines(idx.view, idx.starts, cap)
     picked: dict[int, int] = {}  # line index -> hit position, in answer order
+    region: list[int] = []
+    score = None
+    if rank is not None and len(idx.flags) == len(idx.starts):
+        region = logrank.failure_region(idx.view, idx.starts, idx.flags, SEARCH_LIMIT, rank)
+        score = logrank.prior(idx.flags, region, rank)
 
     def take(graded: list[tuple[int, int, int]]) -> None:
         """Add (grade, pos, line) candidates, given in file order: by grade (a stable sort
-        keeps file order within one), then by shape."""
-        graded.sort(key=itemgetter(0))
+        keeps file order within one), then the log prior, then by shape."""
+        if score is None:
+            graded.sort(key=itemgetter(0))
+        else:
+            graded.sort(key=lambda t: (t[0], -score(t[2])))
         if picked:
             graded = [t for t in graded if t[2] not in picked]
         for _, pos, li in _diversify(graded, idx.shapes, limit - len(picked)):
@@ -506,8 +550,33 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
     if len(picked) < limit and len(words) > 1:
         take(_all_words(lines, words, set(picked)))
     if len(picked) < limit and words:
-        _fuzzy(lines, [f for _, f in words], limit, picked)
-    return [_shown(idx, li, pos, max_line_chars) for li, pos in picked.items()]
+        _fuzzy(lines, [f for _, f in words], limit, picked, score)
+    out = [_shown(idx, li, pos, max_line_chars) for li, pos in picked.items()]
+    if fill and region and len(out) < limit and is_failure_query(exact):
+        for li in region:
+            if len(out) >= limit:
+                break
+            if li not in picked:
+                m = _shown(idx, li, idx.starts[li], max_line_chars)
+                out.append(LineMatch(m.line, m.offset, m.text, context=True))
+    return out
+
+
+def failure_lines(idx: LineIndex, limit: int = SEARCH_LIMIT,
+                  max_line_chars: int = LINE_TEXT_MAX,
+                  rank: logrank.RankConfig | None = logrank.DEFAULT) -> list[LineMatch]:
+    """Where did it fail? Up to `limit` lines of the likely failure region, in file order
+    (`logrank.failure_region`). An index without log flags (or `rank` None) answers with
+    the last non-empty lines."""
+    if limit <= 0:
+        return []
+    if rank is None or len(idx.flags) != len(idx.starts):
+        rank = rank or logrank.DEFAULT
+        flags: Sequence[int] = array("H", bytes(2 * len(idx.starts)))
+    else:
+        flags = idx.flags
+    region = logrank.failure_region(idx.view, idx.starts, flags, limit, rank)
+    return [_shown(idx, li, idx.starts[li], max_line_chars) for li in region]
 
 
 def _all_words(lines: _Lines, words: list[tuple[str, str]],
@@ -548,9 +617,11 @@ def _seeds(grams: list[str], counts: dict[str, float], enough: int) -> list[str]
     return out
 
 
-def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int]) -> None:
-    """Lines sharing at least 60% of the query's informative trigrams, most shared first
-    (found from the rarest ones: see `_seeds`)."""
+def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int],
+           score=None) -> None:
+    """Lines sharing at least 60% of the query's informative trigrams, most shared first,
+    then by `score` (the log prior) when given, else file order (found from the rarest
+    trigrams: see `_seeds`)."""
     low = lines.low
     grams = list(dict.fromkeys(g for w in words for g in _grams(w)))
     if len(grams) > MAX_QUERY_GRAMS:  # spread over the whole query
@@ -572,9 +643,9 @@ def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int]) 
         line = low[starts[li]:starts[li + 1] if li < last else len(low)]
         n = sum(map(line.__contains__, informative))
         if n >= need:
-            scored.append((-n, li, pos))
+            scored.append((-n, -score(li) if score else 0.0, li, pos))
     scored.sort()
-    for _, li, pos in scored[: limit - len(picked)]:
+    for _, _, li, pos in scored[: limit - len(picked)]:
         picked[li] = pos
 
 
@@ -598,6 +669,8 @@ def _shown(idx: LineIndex, li: int, pos: int, max_line_chars: int) -> LineMatch:
 
 
 def search_lines(text: str, query: str, limit: int = SEARCH_LIMIT,
-                 max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000) -> list[LineMatch]:
+                 max_line_chars: int = LINE_TEXT_MAX, cap: int = 200_000,
+                 rank: logrank.RankConfig | None = logrank.DEFAULT,
+                 fill: bool = False) -> list[LineMatch]:
     """`search_index` over `text` indexed on the spot (the store keeps the index instead)."""
-    return search_index(build_index(text), query, limit, max_line_chars, cap)
+    return search_index(build_index(text), query, limit, max_line_chars, cap, rank, fill)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..core.errors import InputError
 from ..core.paths import recall_home
 from ..core.text import estimate_tokens
+from ..search import logrank
 from ..search.offload import (
     INDEX_VERSION,
     MAX_QUERY_CHARS,
@@ -26,6 +27,7 @@ from ..search.offload import (
     build_index,
     clamp_range,
     clean_query,
+    failure_lines,
     join_surrogates,
     make_id,
     plan_offloads,
@@ -91,14 +93,18 @@ class GetResult:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Matching lines, best first; `note` says when the query was cut."""
+    """Matching lines, best first; `note` says when the query was cut. `failures`: the
+    lines are the failure finder's (no query), in file order."""
 
     id: str
     matches: list[LineMatch] = field(default_factory=list)
     note: str | None = None
+    failures: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "matches": [asdict(m) for m in self.matches]}
+        out: dict[str, Any] = {"id": self.id, "matches": [m.to_dict() for m in self.matches]}
+        if self.failures:
+            out["failures"] = True
         if self.note:
             out["note"] = self.note
         return out
@@ -117,7 +123,20 @@ def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> 
     """`text`'s payload (when `data` is given) and search index, compressed."""
     idx = idx or build_index(text)
     return blob_parts(data, None if idx.view is text else idx.view, INDEX_VERSION,
-                      [idx.starts, idx.shapes], idx.esc_at, idx.esc_cum)
+                      [idx.starts, idx.shapes, idx.flags], idx.esc_at, idx.esc_cum)
+
+
+def rank_config(cfg: ObjectsConfig | None) -> logrank.RankConfig | None:
+    """The log prior's rules from the objects config (None: matches in file order, as
+    before the prior); without a config, the defaults."""
+    if cfg is None:
+        return logrank.DEFAULT
+    if not getattr(cfg, "rank_log_prior", True):
+        return None
+    return logrank.RankConfig(
+        error_shape=cfg.rank_error_shape, position=cfg.rank_position,
+        after_success=cfg.rank_after_success, collapse_repeats=cfg.rank_collapse_repeats,
+        trace_lines=cfg.rank_trace_lines, outcome_lines=cfg.rank_outcome_lines)
 
 
 def _clean(value: str | None) -> str | None:
@@ -303,8 +322,8 @@ class ObjectService:
             return idx
         view = (self._text(row) if parts.view is None
                 else parts.view.decode("utf-8", "surrogatepass"))
-        starts, shapes = parts.arrays
-        return LineIndex(view, starts, shapes, parts.esc_at, parts.esc_cum)
+        starts, shapes, flags = parts.arrays
+        return LineIndex(view, starts, shapes, parts.esc_at, parts.esc_cum, flags)
 
     def size(self, obj_id: str, can_see: CanSee | None = None) -> int:
         """Total chars of a live object, without reading its payload or counting a recall."""
@@ -334,19 +353,41 @@ class ObjectService:
 
     def search(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT,
                can_see: CanSee | None = None) -> SearchResult:
-        """Up to `limit` (max 20) lines matching `query`: whole query, all words, then fuzzy.
-        The query is cut to its first 1,000 chars (the answer's `note` says so)."""
+        """Up to `limit` (max 20) lines matching `query`: whole query, all words, then fuzzy,
+        ordered by the log prior (`objects.rank_*`); a failure query (`error`, `FAILED`)
+        that matched fewer lines gets the failure region after its matches (`context`,
+        `objects.rank_failure_fill`). The query is cut to its first 1,000 chars (the
+        answer's `note` says so)."""
         q, cut = clean_query(query)
         if not q:
-            raise InputError("empty query; give words to look for, or use get for a range")
+            raise InputError("empty query; give words to look for, ask for the failure region "
+                             "(no query), or use get for a range")
         row = self._row(obj_id, can_see)
-        matches = search_index(self._index(row), q, limit=max(1, min(limit, SEARCH_LIMIT)))
+        cfg = self._cfg
+        matches = search_index(self._index(row), q, limit=max(1, min(limit, SEARCH_LIMIT)),
+                               rank=rank_config(cfg),
+                               fill=getattr(cfg, "rank_failure_fill", True))
         self.store.bump("recalls")
         usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)
         note = (f"query cut to its first {MAX_QUERY_CHARS:,} chars: a line search wants a "
                 "phrase, not a pasted block" if cut else None)
+        return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text),
+                                               m.context) for m in matches], note)
+
+    def failures(self, obj_id: str, limit: int = SEARCH_LIMIT,
+                 can_see: CanSee | None = None) -> SearchResult:
+        """Where did it fail? Up to `limit` (max 20) lines of the likely failure region, in
+        file order, with line numbers and offsets (`search.logrank.failure_region`: error
+        lines, their stack traces and assertion diffs, the outcome lines, near the end and
+        after the last success). A result without error-shaped lines answers with its last
+        lines."""
+        row = self._row(obj_id, can_see)
+        lines = failure_lines(self._index(row), max(1, min(limit, SEARCH_LIMIT)),
+                              rank=rank_config(self._cfg) or logrank.DEFAULT)
+        self.store.bump("recalls")
+        usage.object_recall(row.id, sum(len(m.text) for m in lines), row.chars)
         return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text))
-                                     for m in matches], note)
+                                     for m in lines], None, failures=True)
 
     # -- stats and retention -----------------------------------------------------------------
 

@@ -103,20 +103,25 @@ def get_cmd(ctx: click.Context, obj_id: str, start: int | None, count: int | Non
 def search_cmd(ctx: click.Context, obj_id: str, query: tuple[str, ...], limit: int,
                as_json: bool) -> None:
     """Lines of object ID matching QUERY (the rest of the words), with line numbers and
-    offsets. The query is cut to its first 1,000 chars."""
+    offsets; without QUERY, where it failed: the likely failure region (error lines, stack
+    traces, assertion diffs, exit codes), in file order. The query is cut to its first
+    1,000 chars."""
     if not 1 <= limit <= 20:
         raise InputError(f"--limit must be from 1 to 20, not {limit}")
-    if not query:
-        raise InputError("give a QUERY after the ID (words to look for)")
-    with _service(ctx, config=False) as svc:
-        res = svc.search(obj_id, " ".join(query), limit)
+    with _service(ctx) as svc:
+        if query:
+            res = svc.search(obj_id, " ".join(query), limit)
+        else:
+            res = svc.failures(obj_id, limit)
     if res.note and not as_json:
         click.echo(f"dsh-recall: {res.note}", err=True)
 
     def human(d: dict[str, Any]) -> str:
         if not d["matches"]:
             return f"no line of {d['id']} matches"
-        return "\n".join(f"{m['line']}:@{m['offset']}: {m['text']}" for m in d["matches"])
+        # grep's marks: `:` after a matching line's number, `-` after a context line's
+        return "\n".join(f"{m['line']}-@{m['offset']}- {m['text']}" if m.get("context")
+                         else f"{m['line']}:@{m['offset']}: {m['text']}" for m in d["matches"])
 
     emit(res.to_dict(), as_json, human)
 

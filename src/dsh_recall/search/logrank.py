@@ -1,0 +1,444 @@
+"""Where did a log fail? Per-line log features and a log prior: pure functions.
+
+A tool result that failed (a CI log, a test run, a build) usually says why in a few lines:
+an error or exception message, a failing test, an assertion's expected/actual, a stack
+trace, then an outcome line (`BUILD FAILED`, `exit code 1`). `line_flags` marks each line's
+shape once, when the object is stored (one regular-expression pass per shape over the
+folded text); `failure_region` and `prior` read those flags at search time, so a search
+stays one pass over stored lines.
+
+Rules (each one a key of `RankConfig`, which `ObjectsConfig` carries as `objects.rank_*`):
+
+- error-shaped lines weigh by kind: a message (`error:`, `FooException:`, `fatal:`), a
+  failing test (`FAILED`, `--- FAIL`, `Tests run: 3, Failures: 1`), an assertion diff
+  (`expected: <1> but was: <2>`, `AssertionError`, pytest's `E   ` lines), a trace head
+  (`Traceback`, `Caused by:`, `panic:`) count most; an outcome (`BUILD FAILED`, `exit code
+  1`, `make: ***`) less (it says that it failed, not why); a stack frame a little; advice
+  (`Re-run with -e`, `Run with --stacktrace`, `[Help 1]`) and zero counts (`Errors: 0`)
+  nothing;
+- position: later lines weigh more (a log ends where it failed);
+- first failure after the last success: error lines are grouped into blocks; a block after
+  the log's last success line (`PASSED`, `BUILD SUCCESS`, `Failures: 0`) weighs more, and
+  a block is shown from its first line (the first failure; what follows is often a cascade);
+- repeated lines collapsed: a line equal to one already shown once digits are ignored
+  (Maven prints every compile error twice) is left out;
+- assertion diffs and stack traces: a block keeps the trace head and its first frames, not
+  a hundred frames.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from array import array
+from dataclasses import dataclass
+from typing import Sequence
+
+# ---- per-line flags (computed once, at put) -------------------------------------------------
+
+ERROR = 1 << 0    # an error message: "error:", "[ERROR]", "FooException:", "fatal:"
+FAIL = 1 << 1     # a failing test or step: "FAILED", "--- FAIL", "Failures: 2", "1 failed"
+ASSERT = 1 << 2   # an assertion diff: "expected: x but was: y", "AssertionError", pytest "E  "
+CAUSE = 1 << 3    # a trace head: "Traceback (most recent call last)", "Caused by:", "panic:"
+PHRASE = 1 << 4   # an error phrase: "cannot find symbol", "no such file", "unable to"
+EXIT = 1 << 5     # an outcome: "BUILD FAILED", "exit code 1", "make: ***", "##[error]"
+TRACE = 1 << 6    # a stack frame: "at x.y(Y.java:3)", 'File "x.py", line 3', "... 4 more"
+OK = 1 << 7       # a success: "PASSED", "BUILD SUCCESS", "Failures: 0, Errors: 0", "ok"
+HINT = 1 << 8     # advice: "Re-run Maven using -X", "Run with --stacktrace", "[Help 1]"
+WARN = 1 << 9     # a warning
+ZERO = 1 << 10    # a test summary with nothing failed: "Failures: 0, Errors: 0"
+_BITS = 11
+
+# A line is classified from its first this many chars (a minified blob is not a message).
+_LINE_SCAN = 2000
+
+# (bit, keywords, pattern, over): a line holding one of the keywords (found by `str.find`,
+# in C) is checked with the pattern (None: the keyword is enough). `over` is "low" (the
+# folded text) or "view" (case kept). Keywords keep the work to the lines that could match:
+# one regular expression over a whole megabyte log costs 50-500 ms, a `find` about 1.
+_W = r"(?<![\w/.\-])"  # a word start that is not inside a path or a dotted name
+_RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
+    # first, so the error and failure rules skip these lines (a Maven log has thousands)
+    (ZERO, ("failures: 0, errors: 0",), None, "low"),
+    # error messages: a word (not a path part core/error/Foo, not "errors: 0", not
+    # -Werror), a FooException: / FooError:, a count of errors
+    (ERROR, ("error", "err!", "fatal", "exception"),
+     _W + r"(?:error|err!|fatal)(?![\w/\-]|\.\w|\W{0,3}0\b)"
+     r"|(?:exception|error)(?=:|\s+at\s|\s*$)", "low"),
+    # failing tests and steps; not "Failures: 0", not ShouldHaveFailed_x
+    (FAIL, ("fail",), _W + r"(?:failed|fail|failing|failures?)(?![\w/\-]|\.\w|\W{0,3}0\b)",
+     "low"),
+    (FAIL, ("\u2717", "\u2718", "\u2715", "\u274c"), None, "low"),
+    # assertion diffs
+    (ASSERT, ("expected", "actual", "received"),
+     r"\bexpected\b.{0,300}?\b(?:but (?:was|got|found)|got|actual|received)\b"
+     r"|(?:^|\s)(?:expected|actual|received)\b\s*[:=]", "low"),
+    (ASSERT, ("assertionerror", "assertion error", "comparisonfailure", "assert failed",
+              "assertion failed", "assertionfailederror"),
+     r"(?:assertion ?error|comparisonfailure|assertion ?failed ?error|assert(?:ion)? failed)"
+     r"(?!\w)", "low"),
+    (ASSERT, ("E  ",), r"(?:^|\s)E {2,}\S", "view"),
+    # trace heads
+    (CAUSE, ("traceback (most recent call last)", "caused by:", "exception in thread",
+             "stack trace:", "stacktrace:"), None, "low"),
+    (CAUSE, ("panic",), r"\bpanic(?:ked)?\b", "low"),
+    # error phrases
+    (PHRASE, ("cannot find symbol", "could not", "unable to", "no such file", "not found",
+              "does not exist", "undefined reference", "undefined symbol",
+              "segmentation fault", "core dumped", "out of memory", "timed out",
+              "permission denied", "incompatible types", "failed to", "connection refused",
+              "cannot access", "cannot resolve", "cannot open", "cannot load"), None, "low"),
+    # outcomes: that it failed, not why
+    (EXIT, ("build failed", "build failure", "compilation failed", "compilation failure",
+            "execution failed", "failed to execute", "finished: failure", "npm err! code",
+            "##[error]", "marked build as failure", "there were failing tests",
+            "tests failed", "test failed", "command failed", "non-zero exit",
+            "error: process completed", "errors occurred", "error occurred"), None, "low"),
+    (EXIT, ("exit", "returned", ": ***", "error", "fail"),
+     r"\b[1-9]\d* (?:errors?|failed|failures?|failing)\b"
+     r"|exit(?:ed)? (?:with )?(?:code|status)\W{0,3}[1-9]"
+     r"|returned (?:non-zero|status [1-9]|exit (?:code|status) [1-9])"
+     r"|make(?:\[\d+\])?: \*\*\*", "low"),
+    # stack frames
+    (TRACE, ("at ", 'file "', " more", "common frames", ".go:", ".rs:"),
+     r"\bat [\w$.<>/\-\[\]]+ ?\([^)]*(?:\.\w+:\d+|native method|unknown source)"
+     r'|file "[^"]+", line \d+|\.\.\. \d+ (?:more|common frames)'
+     r"|\.go:\d+(?: \+0x|$)|\sat \S+\.rs:\d+", "low"),
+    # successes
+    (OK, ("pass", "success", "succeeded", "ok"),
+     _W + r"(?:passed|pass|success|successful|succeeded|ok)(?![\w/\-]|\.\w)", "low"),
+    (OK, ("\u2713", "\u2714"), None, "low"),
+    # advice
+    (HINT, ("re-run ", "rerun ", "run with --", "for more information",
+            "to see the full stack trace", "get more help", "[help ", "see the report",
+            "a complete log of this run", "rust_backtrace"), None, "low"),
+    (WARN, ("warn",), _W + r"warn(?:ing)?(?![\w/\-])", "low"),
+]
+_COMPILED: list[tuple[int, tuple[str, ...], re.Pattern[str] | None, str]] = []
+
+
+def _compiled() -> list[tuple[int, tuple[str, ...], re.Pattern[str] | None, str]]:
+    if not _COMPILED:
+        _COMPILED.extend((bit, kws, re.compile(p, re.M) if p else None, over)
+                         for bit, kws, p, over in _RULES)
+    return _COMPILED
+
+
+def _lines_with(text: str, key: str, starts: Sequence[int]) -> list[int]:
+    """Index of every line of `text` holding `key`: `str.find` jumping to the next line
+    after each hit, so Python steps once per matching line."""
+    out: list[int] = []
+    find, n, bis = text.find, len(starts), bisect.bisect_right
+    pos, li = find(key), 0
+    while pos != -1:
+        li = bis(starts, pos, li) - 1
+        out.append(li)
+        if li + 1 >= n:
+            break
+        pos = find(key, starts[li + 1])
+    return out
+
+
+def line_flags(view: str, low: str, starts: Sequence[int]) -> array:
+    """A bit set of log shapes (ERROR, FAIL, ...) per line of `view` (`low` is its folded
+    copy, same length): the lines holding a rule's keywords, checked with its pattern."""
+    n = len(starts)
+    flags = array("H", bytes(2 * n))
+    size = len(view)
+    for bit, keys, pat, over in _compiled():
+        text = low if over == "low" else view
+        lines: set[int] = set()
+        for key in keys:
+            lines.update(_lines_with(text, key, starts))
+        if pat is None:
+            for li in lines:
+                flags[li] |= bit
+            continue
+        search = pat.search
+        skip = bit | (ZERO if bit & (ERROR | FAIL) else 0)
+        for li in lines:
+            if flags[li] & skip:
+                continue
+            ls = starts[li]
+            le = starts[li + 1] - 1 if li + 1 < n else size
+            if search(text, ls, min(le, ls + _LINE_SCAN)):
+                flags[li] |= bit
+    return flags
+
+
+# ---- ranking ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """The log prior's rules (`objects.rank_*` in the config); 0 or False turns one off."""
+
+    error_shape: float = 1.0      # error-shaped lines weigh by kind (0: any flagged line 1)
+    position: float = 1.0         # the last line weighs 1 + this much more than the first
+    after_success: float = 1.0    # a block after the log's last success weighs 1 + this
+    collapse_repeats: bool = True  # a line shown once (digits ignored) is not shown again
+    trace_lines: int = 3          # stack frames kept per trace run in a failure region
+    outcome_lines: int = 3        # outcome lines (exit code, BUILD FAILED) kept beside it
+
+
+DEFAULT = RankConfig()
+
+# What each shape weighs. A line weighs its best kind plus a quarter of the others; a block
+# weighs each kind it holds once (a message, a trace and an assertion say more than fifty
+# messages alike), plus a little for how many strong lines it has.
+_WEIGHTS = {ERROR: 3.0, FAIL: 3.0, ASSERT: 3.0, CAUSE: 3.0, PHRASE: 1.5, EXIT: 1.5,
+            TRACE: 0.5}
+_STRONG = ERROR | FAIL | ASSERT | CAUSE
+_FLAGGED = _STRONG | PHRASE | EXIT | TRACE
+_MASK = (1 << _BITS) - 1
+
+
+def effective(flag: int) -> int:
+    """The kinds a line counts as: an outcome line (`##[error]Process completed with exit
+    code 1`, `FAILURE: Build failed`) says that it failed, not why, so its ERROR and FAIL
+    words do not count; a success or advice line counts as nothing unless it also holds
+    an assertion or trace head."""
+    f = flag & _MASK
+    if f & HINT:
+        return 0
+    if f & EXIT:
+        f &= ~(ERROR | FAIL)
+    if f & (OK | ZERO) and not f & _STRONG:
+        return 0
+    return f & _FLAGGED
+
+
+def _weight_table() -> list[float]:
+    out = []
+    for f in range(1 << _BITS):
+        e = effective(f)
+        ws = sorted((w for bit, w in _WEIGHTS.items() if e & bit), reverse=True)
+        w = ws[0] + 0.25 * sum(ws[1:]) if ws else 0.0
+        if f & WARN and not e & _STRONG:
+            w *= 0.3
+        out.append(w)
+    return out
+
+
+_TABLE = _weight_table()
+
+
+def line_weight(flag: int, cfg: RankConfig = DEFAULT) -> float:
+    """How error-shaped a line is (0: not at all)."""
+    w = _TABLE[flag & _MASK]
+    if cfg.error_shape <= 0:
+        return 1.0 if w > 0 else 0.0
+    return w * cfg.error_shape
+
+
+_NUM = re.compile(r"\d+")
+# A leading timestamp, GitHub Actions job/step columns, a log level in brackets: left out
+# when comparing lines for repeats and when telling an empty line.
+_PREFIX = re.compile(r"^(?:[^\t\n]*\t)*(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*)?"
+                     r"(?:\[?\s*(?:error|info|warn(?:ing)?|debug|fatal)\s*\]?:?\s*)?", re.I)
+
+
+def content(line: str) -> str:
+    """A line without its timestamp, CI columns and log level."""
+    return _PREFIX.sub("", line, count=1).strip()
+
+
+def repeat_key(line: str) -> str:
+    """What two lines must share to count as repeats: their content, digits ignored."""
+    return _NUM.sub("0", content(line))
+
+
+@dataclass(frozen=True)
+class Block:
+    """A run of error-shaped lines (with the plain or indented lines between and under
+    them): first and last line index, the kinds it holds, its score."""
+
+    first: int
+    last: int
+    kinds: int
+    score: float
+
+
+def _line_bounds(view: str, starts: Sequence[int], li: int) -> tuple[int, int]:
+    """[start, end) of line `li` without its line break."""
+    ls = starts[li]
+    le = starts[li + 1] if li + 1 < len(starts) else len(view)
+    while le > ls and view[le - 1] in "\r\n":
+        le -= 1
+    return ls, le
+
+
+def _under(view: str, starts: Sequence[int], li: int) -> bool:
+    """A line that belongs to the message above it: indented ("  symbol: x") or empty,
+    once a CI prefix is left out."""
+    ls, le = _line_bounds(view, starts, li)
+    line = view[ls:le]
+    c = content(line)
+    if not c:
+        return True
+    rest = line[line.find(c[0]):] if c else line
+    j = line.find(c)
+    lead = line[:j] if j >= 0 else ""
+    return rest[:1] in " \t" or lead.endswith(("  ", "\t")) or lead.endswith("] ") \
+        and line[j - 3:j - 1] == "  "
+
+
+def last_success(flags: Sequence[int]) -> int:
+    """Index of the log's last success line (`PASSED`, `BUILD SUCCESS`, `Failures: 0`),
+    or -1."""
+    for i in range(len(flags) - 1, -1, -1):
+        f = flags[i]
+        if f & (OK | ZERO) and not f & _STRONG:
+            return i
+    return -1
+
+
+def blocks(view: str, starts: Sequence[int], flags: Sequence[int],
+           cfg: RankConfig = DEFAULT, gap: int = 2, under: int = 12) -> list[Block]:
+    """Error-shaped lines grouped into blocks, in file order. Two of them share a block
+    when at most `gap` plain lines, or at most `under` indented ones, lie between, and no
+    success line. A block scores each kind it holds once (plus a little per strong line),
+    times the position prior (1 + `position` x where its last line is in the log) and the
+    after-success bonus (1 + `after_success` when it starts after the log's last success
+    line: the first failure after the last success)."""
+    n = len(flags)
+    weigh = [w for w in (line_weight(f, cfg) for f in range(1 << _BITS))]
+    flagged = [i for i in range(n) if weigh[flags[i] & _MASK] > 0]
+    if not flagged:
+        return []
+    last_ok = last_success(flags)
+    out: list[Block] = []
+    start = prev = flagged[0]
+    kinds, strong = 0, 0
+
+    def close() -> None:
+        base = sum(w for bit, w in _WEIGHTS.items() if kinds & bit)
+        if cfg.error_shape <= 0:
+            base = 1.0
+        else:
+            base = base * cfg.error_shape + 0.5 * math.log2(1 + strong)
+        pos = 1.0 + cfg.position * (prev / max(1, n - 1))
+        bonus = 1.0 + (cfg.after_success if start > last_ok >= 0 else 0.0)
+        out.append(Block(start, prev, kinds, base * pos * bonus))
+
+    for i in flagged:
+        between = i - prev - 1
+        split = between > gap and not (
+            between <= under and all(_under(view, starts, j) for j in range(prev + 1, i)))
+        if i != start and (split or prev < last_ok < i):
+            close()
+            start, kinds, strong = i, 0, 0
+        e = effective(flags[i])
+        kinds |= e
+        strong += 1 if e & _STRONG else 0
+        prev = i
+    close()
+    return out
+
+
+def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit: int = 20,
+                   cfg: RankConfig = DEFAULT) -> list[int]:
+    """Up to `limit` line indices (in file order) where the log most likely failed.
+
+    The best block (see `blocks`) from its first line: its messages, the first
+    `trace_lines` frames of each trace run, the lines under a message; beside it up to
+    `outcome_lines` outcome lines from after it (`BUILD FAILED`, `exit code 1`); with
+    room left, the frames left out, then the next blocks scoring at least half the best.
+    Empty lines, advice and (with `collapse_repeats`) repeats are left out. A log without
+    an error-shaped line answers with its last non-empty lines.
+    """
+    n = len(starts)
+    if limit <= 0 or n == 0:
+        return []
+    chosen: set[int] = set()
+    seen: set[str] = set()
+
+    def take(li: int) -> bool:
+        if li in chosen:
+            return False
+        ls, le = _line_bounds(view, starts, li)
+        line = view[ls:le]
+        c = content(line)
+        if not any(ch.isalnum() for ch in c):
+            return False
+        if cfg.collapse_repeats:
+            key = _NUM.sub("0", c)
+            if key in seen:
+                return False
+            seen.add(key)
+        chosen.add(li)
+        return True
+
+    found = blocks(view, starts, flags, cfg)
+    if not found:
+        for li in range(n - 1, -1, -1):
+            if len(chosen) >= limit:
+                break
+            take(li)
+        return sorted(chosen)
+    ranked = sorted(found, key=lambda b: (-b.score, -b.last))
+    best = ranked[0]
+    outcomes = [i for i in range(best.last + 1, n) if effective(flags[i]) & EXIT]
+    outcomes = outcomes[-cfg.outcome_lines:] if cfg.outcome_lines > 0 else []
+    room = limit - len(outcomes)
+    skipped: list[int] = []
+
+    def take_block(b: Block, room: int) -> None:
+        frames = 0
+        li = b.first
+        while li < n and len(chosen) < room:
+            f = flags[li]
+            if li > b.last and (f & _FLAGGED or not _under(view, starts, li)
+                                or li > b.last + 8):
+                break
+            if f & HINT:
+                li += 1
+                continue
+            if f & TRACE and not effective(f) & ~TRACE:
+                frames += 1
+                if frames > cfg.trace_lines:
+                    skipped.append(li)
+                    li += 1
+                    continue
+            elif content(view[slice(*_line_bounds(view, starts, li))]):
+                frames = 0
+            take(li)
+            li += 1
+
+    take_block(best, room)
+    for li in skipped:
+        if len(chosen) >= room - 2:
+            break
+        take(li)
+    # Errors before the last success were got over (a retry, an optional step): once the
+    # best block comes after it, they are not shown.
+    last_ok = last_success(flags) if best.first > last_success(flags) >= 0 else -1
+    for b in ranked[1:]:
+        if len(chosen) >= room or b.score < 0.5 * best.score:
+            break
+        if b.first > last_ok:
+            take_block(b, room)
+    for li in outcomes:
+        if len(chosen) >= limit:
+            break
+        take(li)
+    return sorted(chosen)[:limit]
+
+
+def prior(flags: Sequence[int], region: Sequence[int] | set[int], cfg: RankConfig = DEFAULT):
+    """A function line index -> log prior (higher first): error shape, position, and a
+    bonus for lines in the failure region."""
+    n = max(1, len(flags) - 1)
+    inside = set(region)
+    pos_w = cfg.position
+    table = [line_weight(f, cfg) for f in range(1 << _BITS)]
+
+    def score(li: int) -> float:
+        f = flags[li] & _MASK if li < len(flags) else 0
+        s = (1.0 + table[f]) * (1.0 + pos_w * li / n)
+        if li in inside:
+            s += 10.0
+        return s
+
+    return score
