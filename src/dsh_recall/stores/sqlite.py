@@ -244,10 +244,15 @@ class SqliteChunkStore:
 
     # -- vectors ------------------------------------------------------------
     def pending(self, limit: int) -> list[tuple[str, int]]:
-        """(embed_hash, one chunk id carrying it) for chunks whose vector is missing."""
-        return self.conn.execute(
-            "SELECT embed_hash, min(id) FROM chunks WHERE vec_seq IS NULL GROUP BY embed_hash "
-            "ORDER BY min(id) LIMIT ?", (limit,)).fetchall()
+        """(embed_hash, the first chunk id carrying it) for up to `limit` chunks whose vector
+        is missing, in id order. A walk of the vec_seq index that stops at `limit` (grouping
+        every pending chunk per batch made a first embedding quadratic)."""
+        first: dict[str, int] = {}
+        for h, cid in self.conn.execute(
+                "SELECT embed_hash, id FROM chunks INDEXED BY chunks_vec_seq WHERE vec_seq IS NULL "
+                "ORDER BY id LIMIT ?", (limit,)):
+            first.setdefault(h, cid)
+        return list(first.items())
 
     def pending_count(self) -> int:
         """Chunks without a vector: an index range, not a join over every chunk."""
