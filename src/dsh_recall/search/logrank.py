@@ -44,11 +44,12 @@ CAUSE = 1 << 3    # a trace head: "Traceback (most recent call last)", "Caused b
 PHRASE = 1 << 4   # an error phrase: "cannot find symbol", "no such file", "unable to"
 EXIT = 1 << 5     # an outcome: "BUILD FAILED", "exit code 1", "make: ***", "##[error]"
 TRACE = 1 << 6    # a stack frame: "at x.y(Y.java:3)", 'File "x.py", line 3', "... 4 more"
-OK = 1 << 7       # a success: "PASSED", "BUILD SUCCESS", "Failures: 0, Errors: 0", "ok"
+OK = 1 << 7       # a pass: "PASSED", "ok", "--- PASS", "\u2713"
 HINT = 1 << 8     # advice: "Re-run Maven using -X", "Run with --stacktrace", "[Help 1]"
 WARN = 1 << 9     # a warning
 ZERO = 1 << 10    # a test summary with nothing failed: "Failures: 0, Errors: 0"
-_BITS = 11
+DONE = 1 << 11    # a step that succeeded: "BUILD SUCCESS", "Successfully installed"
+_BITS = 12
 
 # A line is classified from its first this many chars (a minified blob is not a message).
 _LINE_SCAN = 2000
@@ -69,11 +70,11 @@ _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
     # failing tests and steps; not "Failures: 0", not ShouldHaveFailed_x
     (FAIL, ("fail",), _W + r"(?:failed|fail|failing|failures?)(?![\w/\-]|\.\w|\W{0,3}0\b)",
      "low"),
-    (FAIL, ("\u2717", "\u2718", "\u2715", "\u274c"), None, "low"),
+    (FAIL, ("\u2717", "\u2718", "\u2715", "\u274c", "failure/error:"), None, "low"),
     # assertion diffs
-    (ASSERT, ("expected", "actual", "received"),
+    (ASSERT, ("expected", "actual", "received", "got"),
      r"\bexpected\b.{0,300}?\b(?:but (?:was|got|found)|got|actual|received)\b"
-     r"|(?:^|\s)(?:expected|actual|received)\b\s*[:=]", "low"),
+     r"|(?:^|\s)(?:expected|actual|received|got)\b\s*[:=]", "low"),
     (ASSERT, ("assertionerror", "assertion error", "comparisonfailure", "assert failed",
               "assertion failed", "assertionfailederror"),
      r"(?:assertion ?error|comparisonfailure|assertion ?failed ?error|assert(?:ion)? failed)"
@@ -81,7 +82,8 @@ _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
     (ASSERT, ("E  ",), r"(?:^|\s)E {2,}\S", "view"),
     # trace heads
     (CAUSE, ("traceback (most recent call last)", "caused by:", "exception in thread",
-             "stack trace:", "stacktrace:"), None, "low"),
+             "stack trace:", "stacktrace:", "during handling of the above exception",
+             "the above exception was the direct cause"), None, "low"),
     (CAUSE, ("panic",), r"\bpanic(?:ked)?\b", "low"),
     # error phrases
     (PHRASE, ("cannot find symbol", "could not", "unable to", "no such file", "not found",
@@ -96,19 +98,22 @@ _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
             "tests failed", "test failed", "command failed", "non-zero exit",
             "error: process completed", "errors occurred", "error occurred"), None, "low"),
     (EXIT, ("exit", "returned", ": ***", "error", "fail"),
-     r"\b[1-9]\d* (?:errors?|failed|failures?|failing)\b"
+     r"(?<![\d.:,])\b[1-9]\d* (?:errors?|failed|failures?|failing)\b"
      r"|exit(?:ed)? (?:with )?(?:code|status)\W{0,3}[1-9]"
      r"|returned (?:non-zero|status [1-9]|exit (?:code|status) [1-9])"
      r"|make(?:\[\d+\])?: \*\*\*", "low"),
     # stack frames
-    (TRACE, ("at ", 'file "', " more", "common frames", ".go:", ".rs:"),
-     r"\bat [\w$.<>/\-\[\]]+ ?\([^)]*(?:\.\w+:\d+|native method|unknown source)"
+    (TRACE, ("at ", 'file "', " more", "common frames", ".go:", ".rs:", ":in "),
+     r"\bat [^\s(]+ ?\([^)]*(?::\d+|native method|unknown source)|\bat \S+:\d+:\d+"
+     r"|\bat \S+\(.*\) in \S+:line \d+"
      r'|file "[^"]+", line \d+|\.\.\. \d+ (?:more|common frames)'
-     r"|\.go:\d+(?: \+0x|$)|\sat \S+\.rs:\d+", "low"),
-    # successes
-    (OK, ("pass", "success", "succeeded", "ok"),
-     _W + r"(?:passed|pass|success|successful|succeeded|ok)(?![\w/\-]|\.\w)", "low"),
+     r"|\.go:\d+(?: \+0x|$)|\sat \S+\.rs:\d+|:\d+:in [`'\u2018]", "low"),
+    # passes (a test) and successes (a step: what "the last success" means; a test that
+    # passes after another failed does not get over that failure)
+    (OK, ("pass", "ok"), _W + r"(?:passed|pass|ok)(?![\w/\-]|\.\w)", "low"),
     (OK, ("\u2713", "\u2714"), None, "low"),
+    (DONE, ("succe",), r"^(?![^\n]*\b(?:not|never|no|without)\b[^\n]{0,40}succe)[^\n]*?"
+     + _W + r"(?:success|successful|successfully|succeeded)(?![\w/\-]|\.\w)", "low"),
     # advice
     (HINT, ("re-run ", "rerun ", "run with --", "for more information",
             "to see the full stack trace", "get more help", "[help ", "see the report",
@@ -204,7 +209,7 @@ def effective(flag: int) -> int:
         return 0
     if f & EXIT:
         f &= ~(ERROR | FAIL)
-    if f & (OK | ZERO) and not f & _STRONG:
+    if f & (OK | ZERO | DONE) and not f & _STRONG:
         return 0
     return f & _FLAGGED
 
@@ -285,11 +290,11 @@ def _under(view: str, starts: Sequence[int], li: int) -> bool:
 
 
 def last_success(flags: Sequence[int]) -> int:
-    """Index of the log's last success line (`PASSED`, `BUILD SUCCESS`, `Failures: 0`),
-    or -1."""
+    """Index of the log's last success line (a step: `BUILD SUCCESS`, `Successfully
+    installed`; not a passing test), or -1."""
     for i in range(len(flags) - 1, -1, -1):
         f = flags[i]
-        if f & (OK | ZERO) and not f & _STRONG:
+        if f & DONE and not f & _STRONG:
             return i
     return -1
 
@@ -352,7 +357,11 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
     if limit <= 0 or n == 0:
         return []
     chosen: set[int] = set()
-    seen: set[str] = set()
+    # Repeats: a message is shown once in the whole answer (Maven prints every compile
+    # error twice); any other line once per block (a second traceback keeps its own
+    # "Traceback (most recent call last):" and frames).
+    seen_messages: set[str] = set()
+    seen_here: set[str] = set()
 
     def take(li: int) -> bool:
         if li in chosen:
@@ -364,9 +373,12 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
             return False
         if cfg.collapse_repeats:
             key = _NUM.sub("0", c)
-            if key in seen:
+            message = bool(effective(flags[li]) & (ERROR | ASSERT | FAIL | PHRASE))
+            if key in seen_here or (message and key in seen_messages):
                 return False
-            seen.add(key)
+            seen_here.add(key)
+            if message:
+                seen_messages.add(key)
         chosen.add(li)
         return True
 
@@ -385,6 +397,7 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
     skipped: list[int] = []
 
     def take_block(b: Block, room: int) -> None:
+        seen_here.clear()
         frames = 0
         li = b.first
         while li < n and len(chosen) < room:

@@ -141,7 +141,8 @@ def render_note(obj_id: str, tool: str | None, total: int, start: int, end: int,
         f"{NOTE_MARKER}{end - start:,} of {total:,} chars of {what} (chars {start}-{end}, "
         f"lines {first_line}-{last_line}) were moved out of the context as object {obj_id}. "
         f"Get them back with the recall tool (id={obj_id}, start + count for a range, at most "
-        f"{RECALL_MAX_CHARS:,} per call; or query for matching lines with their offsets), or "
+        f"{RECALL_MAX_CHARS:,} per call; query: matching lines; failures=true: where it "
+        f"failed), or "
         f"`dsh-recall object get {obj_id} --start {start} --count {RECALL_DEFAULT_CHARS}` / "
         f"`dsh-recall object search {obj_id} QUERY`.]"
     )

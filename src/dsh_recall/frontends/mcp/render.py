@@ -113,8 +113,11 @@ def history_detail(d: dict[str, Any]) -> str:
 def object_recall(d: dict[str, Any]) -> str:
     lines = [f"object {d['id']} ({d.get('total', '?')} chars)"]
     if "matches" in d:
+        if d.get("failures"):
+            lines.append("-- likely failure region, in file order")
         for m in d["matches"]:
-            lines.append(f"{m['line']}:{m['offset']}: {m['text']}")
+            sep = "-" if m.get("context") else ":"  # grep's mark for a context line
+            lines.append(f"{m['line']}{sep}{m['offset']}{sep} {m['text']}")
         if not d["matches"]:
             lines.append("no matching lines")
         if d.get("note"):

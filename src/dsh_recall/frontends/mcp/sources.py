@@ -84,15 +84,19 @@ class SourceHandlers:
         viewer = self.viewer()  # type: ignore[attr-defined]
         can_see = None if viewer.unfiltered else viewer.can_see
         try:
-            if a.get("query"):
-                found = svc.search(obj_id, str(a["query"]), limit=int(a.get("limit") or 20),
-                                   can_see=can_see)
+            if a.get("query") or a.get("failures"):
+                limit = int(a.get("limit") or 20)
+                if a.get("query"):
+                    found = svc.search(obj_id, str(a["query"]), limit=limit, can_see=can_see)
+                else:
+                    found = svc.failures(obj_id, limit=limit, can_see=can_see)
                 # size() reads the length from the row: a get() here would count a
                 # second recall and inflate the recalls/offloaded ratio.
                 total = svc.size(obj_id, can_see=can_see)
                 out = {"id": found.id, "total": total,
-                       "matches": [{"line": m.line, "offset": m.offset, "text": m.text}
-                                   for m in found.matches]}
+                       "matches": [m.to_dict() for m in found.matches]}
+                if found.failures:
+                    out["failures"] = True
                 if getattr(found, "note", None):
                     out["note"] = found.note
                 return self._fit_matches(out)

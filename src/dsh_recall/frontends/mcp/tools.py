@@ -255,20 +255,33 @@ OBJECT_RECALL = ToolSpec(
     title="Recall an offloaded tool result",
     description=(
         "Get back part of a big tool result that was moved out of the conversation (its "
-        "inline head/tail names the object id). With `query`: the matching lines with line "
-        "numbers and offsets (e.g. query='FATAL' in a 200 KB log). Without: `count` "
-        "characters from `start`. Ask for the slice you need, not the whole object."),
+        "inline head/tail names the object id). With `failures: true`: where did it fail? "
+        "The likely failure region of a build, test or CI log (error and exception lines, "
+        "stack traces, assertion diffs, exit codes; at most 20 lines in file order, with "
+        "line numbers): ask this first when a command failed. With `query`: the matching "
+        "lines with line numbers and offsets (e.g. query='FATAL' in a 200 KB log); a "
+        "failure word ('error', 'FAILED') also brings the failure region's other lines, "
+        "marked context. Otherwise `count` characters from `start`. Ask for the slice you "
+        "need, not the whole object."),
     input_schema=obj({
         "id": S("The object id from the offload notice."),
+        "failures": {"type": "boolean",
+                     "description": "True: the likely failure region (no query needed)."},
         "query": S("Words to find; returns matching lines."),
         "start": I("Character offset to start from (code points).", minimum=0),
         "count": I("Characters to return.", minimum=1, maximum=24000),
-        "limit": I("Max matching lines for a query.", minimum=1, maximum=20),
+        "limit": I("Max lines for a query or the failure region.", minimum=1, maximum=20),
     }, required=["id"]),
     output_schema=obj({
         "id": S(), "total": I("Length of the whole object in characters."),
         "start": I(), "text": S(), "next_start": I("Call again with start=this for more."),
-        "matches": arr(obj({"line": I(), "offset": I(), "text": S()})),
+        "failures": {"type": "boolean",
+                     "description": "True when the lines are the failure region."},
+        "matches": arr(obj({"line": I(), "offset": I(), "text": S(),
+                            "context": {"type": "boolean", "description":
+                                        "A failure-region line that does not match the "
+                                        "query."}},
+                           required=["line", "offset", "text"])),
         "note": S("Said when the query was cut or otherwise changed before matching."),
         "truncated": BOOL,
     }, required=["id", "truncated"]),
