@@ -349,8 +349,20 @@ def test_kill_9_while_the_vector_file_is_written_leaves_a_usable_index(tmp_path)
     import time
 
     db = tmp_path / "index.sqlite"
-    for delay in (0.8, 1.3, 2.1):
+    for delay in (0.0, 0.13, 0.37):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:  # until it writes the file
+            try:
+                conn = sqlite3.connect(db, timeout=5)
+                row = conn.execute("SELECT value FROM meta WHERE key = ?", (VECTOR_FILE_META,)).fetchone()
+                conn.close()
+            except sqlite3.Error:
+                row = None
+            state = FileState.loads(row[0]) if row else None
+            if state is not None and state.rows >= 400:
+                break
+            time.sleep(0.02)
         time.sleep(delay)
         proc.kill()  # SIGKILL, wherever it is: mid-append, mid-rebuild, mid-commit
         proc.wait()

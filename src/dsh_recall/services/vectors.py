@@ -267,7 +267,7 @@ def _sync(store) -> str:
             return "removed"
         return "none"
     dim = first[1].shape[1]
-    name, rows = write_file(folder, dim, _batches(store, -1, seq))
+    name, rows = write_file(folder, dim, store.all_vectors(seq))
     store.set_meta(VECTOR_FILE_META, FileState(name, rows, seq, epoch, dim).dumps())
     remove_stale(folder, name)
     return "rebuild"

@@ -8,7 +8,7 @@ gave it a vector). It knows SQL, not ranking policy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -76,6 +76,7 @@ class ChunkStore(Protocol):
     def vector_delta(self, after_seq: int, upto_seq: int | None = None, limit: int | None = None,
                      after_id: int = 0) -> tuple[np.ndarray, np.ndarray]: ...
     def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]: ...
+    def all_vectors(self, upto_seq: int) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
     def size_bytes(self) -> int: ...
     def close(self) -> None: ...
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from .sqlite_util import connect as sqlite_connect
+from .vector_index import scan_vectors
 
 APPLICATION_ID = 0x44524848  # "DRHH": marks a dsh-recall history store
 SCHEMA_VERSION = "1"
@@ -417,6 +418,10 @@ class HistoryStore:
         """Ids of the blocks whose vector arrived at or before `upto_seq`."""
         rows = self.conn.execute("SELECT id FROM blocks WHERE vec_seq <= ?", (upto_seq,)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def all_vectors(self, upto_seq: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return scan_vectors(self.conn, "SELECT id, embed_hash FROM blocks WHERE vec_seq <= ?",
+                            (upto_seq,))
 
     def vector_covered(self, upto_seq: int) -> int:
         return self.conn.execute("SELECT count(*) FROM blocks WHERE vec_seq <= ?", (upto_seq,)).fetchone()[0]

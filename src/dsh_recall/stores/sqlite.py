@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ..core.errors import StoreError
 from .base import ChunkRow, FileRow, IndexedChunk
 from .sqlite_util import connect
+from .vector_index import scan_vectors
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
 SCHEMA_VERSION = "2"  # 2: chunks.vec_seq
@@ -320,6 +321,11 @@ class SqliteChunkStore:
             sql += " LIMIT ?"
             params.append(limit)
         return _matrix(self.conn.execute(sql, params).fetchall())
+
+    def all_vectors(self, upto_seq: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(chunk ids, vectors) in batches, every chunk whose vector arrived by `upto_seq`."""
+        return scan_vectors(self.conn, "SELECT id, embed_hash FROM chunks WHERE vec_seq <= ?",
+                            (upto_seq,))
 
     def vector_covered(self, upto_seq: int) -> int:
         """Chunks whose vector arrived at or before `upto_seq` (alive rows of a vector file)."""
