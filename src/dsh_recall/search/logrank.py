@@ -357,11 +357,12 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
     if limit <= 0 or n == 0:
         return []
     chosen: set[int] = set()
-    # Repeats: a message is shown once in the whole answer (Maven prints every compile
-    # error twice); any other line once per block (a second traceback keeps its own
-    # "Traceback (most recent call last):" and frames).
+    # Repeats (digits ignored): a message is shown once in the whole answer (Maven prints
+    # every compile error twice); any other line is left out when it repeats the line
+    # shown just before it (a progress line, a recursion's frames), so a second traceback
+    # keeps its own "Traceback (most recent call last):".
     seen_messages: set[str] = set()
-    seen_here: set[str] = set()
+    last_key = [""]
 
     def take(li: int) -> bool:
         if li in chosen:
@@ -374,9 +375,9 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
         if cfg.collapse_repeats:
             key = _NUM.sub("0", c)
             message = bool(effective(flags[li]) & (ERROR | ASSERT | FAIL | PHRASE))
-            if key in seen_here or (message and key in seen_messages):
+            if key == last_key[0] or (message and key in seen_messages):
                 return False
-            seen_here.add(key)
+            last_key[0] = key
             if message:
                 seen_messages.add(key)
         chosen.add(li)
@@ -397,7 +398,7 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
     skipped: list[int] = []
 
     def take_block(b: Block, room: int) -> None:
-        seen_here.clear()
+        last_key[0] = ""
         frames = 0
         li = b.first
         while li < n and len(chosen) < room:
