@@ -54,7 +54,9 @@ def find_workspace(start: Path, home: Path | None = None) -> Path:
     start = Path(start).resolve()
     chain = [start, *start.parents]
     for d in chain:
-        if (workspace_dir(d, home or recall_home()) / "index.sqlite").exists():
+        wd = workspace_dir(d, home or recall_home())
+        # index.sqlite, or the job file an index in a PostgreSQL store leaves locally
+        if (wd / "index.sqlite").exists() or (wd / "index-job.json").exists():
             return d
     for d in chain:
         if any((d / m).exists() for m in _VCS_MARKERS):
