@@ -208,3 +208,16 @@ def test_history_store_follows_config(tmp_path, pg_url, monkeypatch):
         assert str(store.path).endswith("history.sqlite")
     finally:
         store.close()
+
+
+def test_a_postgres_index_is_found_from_a_subdirectory(tmp_path, pg_url):
+    from dsh_recall.services.code import find_workspace
+
+    repo = make_repo(tmp_path / "repo")  # no VCS marker: only the index says where it is
+    home = tmp_path / "home"
+    svc = CodeService(repo, cfg_for(repo, pg_url), home=home)
+    try:
+        svc.index()
+    finally:
+        svc.close()
+    assert find_workspace(repo / "pkg", home) == repo.resolve()

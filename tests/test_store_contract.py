@@ -289,3 +289,24 @@ def test_urls_are_shown_without_passwords():
 
     assert redact("postgresql://bob:s3cret@db:5432/recall") == "postgresql://bob:***@db:5432/recall"
     assert redact("postgresql://bob@db/recall") == "postgresql://bob@db/recall"
+
+
+def test_candidate_cap_keeps_the_rows_with_rare_terms(request, tmp_path, monkeypatch):
+    """PostgreSQL bounds a lexical query to the rows holding its rarest terms; rows holding
+    only very common terms are left out, and those holding rare ones rank as before."""
+    from dsh_recall.stores import pg_util
+
+    pg = open_store("postgresql", request, tmp_path)
+    try:
+        for i in range(40):
+            put(pg, f"common{i:02d}.py", "common word here " * (1 + i % 3))
+        put(pg, "rare.py", "the zebra common word")
+        put(pg, "rare2.py", "zebra zebra")
+        full = pg.lexical(match_expression(["common", "zebra"]), 5)
+        monkeypatch.setattr(pg_util, "CANDIDATE_CAP", 3)
+        capped = pg.lexical(match_expression(["common", "zebra"]), 5)
+        rows = pg.chunks_by_id([i for i, _ in capped])
+        assert {rows[i].path for i, _ in capped} == {"rare.py", "rare2.py"}
+        assert capped == [h for h in full if h[0] in rows]
+    finally:
+        pg.close()
