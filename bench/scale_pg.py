@@ -92,19 +92,26 @@ def pg_server_rss_mb(url: str) -> float:
 
     with psycopg.connect(url) as c:
         pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+    def stat(p: str) -> list[str]:
+        return Path(f"/proc/{p}/stat").read_text().rsplit(") ", 1)[1].split()
+
     try:
-        ppid = int(Path(f"/proc/{pid}/stat").read_text().split()[3])
-        pids = [ppid] + [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-                         and Path(f"/proc/{p.name}/stat").exists()
-                         and int(Path(f"/proc/{p.name}/stat").read_text().split(") ")[1].split()[1]) == ppid]
-        total = 0
-        for p in pids:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        return total / 1024
+        ppid = int(stat(str(pid))[1])
     except (OSError, ValueError, IndexError):
         return float("nan")
+    total = 0
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:  # processes come and go while we look
+            if int(p.name) != ppid and int(stat(p.name)[1]) != ppid:
+                continue
+            for line in (p / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1024
 
 
 def pct(xs: list[float], p: float) -> float:
