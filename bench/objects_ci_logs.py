@@ -310,19 +310,22 @@ def old_tree(rev: str) -> Path | None:
     return dest / "src"
 
 
-# Runs in the old tree's own process: its ObjectService against the same store.
+# Runs in the old tree's own process, with its own store (the index versions differ: one
+# store would be rebuilt back and forth): put the log, then time its searches.
 _OLD_API = """
 import json, sys, time
+from pathlib import Path
 from dsh_recall.services.objects import ObjectService
-path, obj_id, runs, queries = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
-svc = ObjectService(path=path)
+log, home, runs, queries = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+svc = ObjectService(path=Path(home) / "objects.sqlite")
+obj_id = svc.put(Path(log).read_bytes().decode("utf-8", "replace"), session="bench").id
 out = []
 for _ in range(runs):
     for q in queries:
         t0, c0 = time.perf_counter(), time.process_time()
         svc.search(obj_id, q)
         out.append(((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
-print(json.dumps(out))
+print(json.dumps({"id": obj_id, "times": out}))
 """
 
 # Put (offload, index included) of one file into a fresh store, `runs` times.
@@ -389,15 +392,18 @@ def latency(svc: ObjectService, home: str, obj_id: str, path: Path, queries: lis
     old_cli: list[tuple[float, float]] = []
     put_old: list[tuple[float, float]] = []
     if before is not None:
-        old_env = {**env, "PYTHONPATH": str(before)}
-        old_api = json.loads(subprocess.run(
-            [sys.executable, "-c", _OLD_API, str(svc.path), obj_id, str(runs), json.dumps(queries)],
+        old_home = tempfile.mkdtemp(prefix="dsh-recall-bench-before-")
+        old_env = {**env, "PYTHONPATH": str(before), "DSH_RECALL_HOME": old_home}
+        old = json.loads(subprocess.run(
+            [sys.executable, "-c", _OLD_API, str(path), old_home, str(runs), json.dumps(queries)],
             env=old_env, capture_output=True, check=True, text=True).stdout)
+        old_api = old["times"]
         old_cli = [t for q in queries for t in cli_ms(
-            new_cli + ["object", "search", obj_id, q, "--json"], old_env, cli_runs)]
+            new_cli + ["object", "search", old["id"], q, "--json"], old_env, cli_runs)]
         put_old = json.loads(subprocess.run([sys.executable, "-c", _PUT, str(path), "3"],
                                             env=old_env, capture_output=True, check=True,
                                             text=True).stdout)
+        shutil.rmtree(old_home, ignore_errors=True)
     rng = [timed(lambda: svc.get(obj_id, len(text) // 2, 8000)) for _ in range(runs)]
 
     def row(name: str, xs: list[tuple[float, float]]) -> str:

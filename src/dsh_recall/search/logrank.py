@@ -29,6 +29,7 @@ Rules (each one a key of `RankConfig`, which `ObjectsConfig` carries as `objects
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from array import array
@@ -54,79 +55,86 @@ _BITS = 12
 # A line is classified from its first this many chars (a minified blob is not a message).
 _LINE_SCAN = 2000
 
-# (bit, keywords, pattern, over): a line holding one of the keywords (found by `str.find`,
-# in C) is checked with the pattern (None: the keyword is enough). `over` is "low" (the
-# folded text) or "view" (case kept). Keywords keep the work to the lines that could match:
-# one regular expression over a whole megabyte log costs 50-500 ms, a `find` about 1.
+# (bit, anchors, pattern, over): a line holding one of the anchors (found by `str.find`, in
+# C, once per anchor for all rules) is checked with the pattern (None: the anchor is
+# enough). `over` is "low" (the folded text) or "view" (case kept). Anchors keep the work to
+# the lines that could match: one regular expression over a whole megabyte log costs 50-500
+# ms, a `find` about 1. A `_LATE` rule (advice, passes, warnings: they only lower a line's
+# weight) is checked on the lines the others flagged, not searched for.
 _W = r"(?<![\w/.\-])"  # a word start that is not inside a path or a dotted name
 _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
-    # first, so the error and failure rules skip these lines (a Maven log has thousands)
-    (ZERO, ("failures: 0, errors: 0",), None, "low"),
+    # first, so the error, failure and count rules skip these lines (a Maven log has
+    # thousands)
+    (ZERO, ("fail",), r"failures: 0, errors: 0", "low"),
     # error messages: a word (not a path part core/error/Foo, not "errors: 0", not
-    # -Werror), a FooException: / FooError:, a count of errors
-    (ERROR, ("error", "err!", "fatal", "exception"),
+    # -Werror), a FooException: / FooError:
+    (ERROR, ("err", "fatal", "exception"),
      _W + r"(?:error|err!|fatal)(?![\w/\-]|\.\w|\W{0,3}0\b)"
      r"|(?:exception|error)(?=:|\s+at\s|\s*$)", "low"),
     # failing tests and steps; not "Failures: 0", not ShouldHaveFailed_x
-    (FAIL, ("fail",), _W + r"(?:failed|fail|failing|failures?)(?![\w/\-]|\.\w|\W{0,3}0\b)",
-     "low"),
-    (FAIL, ("\u2717", "\u2718", "\u2715", "\u274c", "failure/error:"), None, "low"),
+    (FAIL, ("fail",), _W + r"(?:failed|fail|failing|failures?)(?![\w/\-]|\.\w|\W{0,3}0\b)"
+     r"|failure/error:", "low"),
+    (FAIL, ("\u2717", "\u2718", "\u2715", "\u274c"), None, "low"),
     # assertion diffs
     (ASSERT, ("expected", "actual", "received", "got"),
      r"\bexpected\b.{0,300}?\b(?:but (?:was|got|found)|got|actual|received)\b"
      r"|(?:^|\s)(?:expected|actual|received|got)\b\s*[:=]", "low"),
-    (ASSERT, ("assertionerror", "assertion error", "comparisonfailure", "assert failed",
-              "assertion failed", "assertionfailederror"),
+    (ASSERT, ("assert", "fail"),
      r"(?:assertion ?error|comparisonfailure|assertion ?failed ?error|assert(?:ion)? failed)"
      r"(?!\w)", "low"),
     (ASSERT, ("E  ",), r"(?:^|\s)E {2,}\S", "view"),
     # trace heads
-    (CAUSE, ("traceback (most recent call last)", "caused by:", "exception in thread",
-             "stack trace:", "stacktrace:", "during handling of the above exception",
-             "the above exception was the direct cause"), None, "low"),
+    (CAUSE, ("trace", "caused by", "exception", "during handling", "the above exception"),
+     r"traceback \(most recent call last\)|caused by:|exception in thread|stack ?trace:"
+     r"|during handling of the above exception|the above exception was the direct cause",
+     "low"),
     (CAUSE, ("panic",), r"\bpanic(?:ked)?\b", "low"),
     # error phrases
-    (PHRASE, ("cannot find symbol", "could not", "unable to", "no such file", "not found",
-              "does not exist", "undefined reference", "undefined symbol",
-              "segmentation fault", "core dumped", "out of memory", "timed out",
-              "permission denied", "incompatible types", "failed to", "connection refused",
-              "cannot access", "cannot resolve", "cannot open", "cannot load"), None, "low"),
+    (PHRASE, ("cannot", " not ", "unable to", "no such file", "undefined", "fault",
+              "dumped", "out of memory", "timed out", "denied", "incompatible types",
+              "refused", "fail"),
+     r"cannot (?:find symbol|access|resolve|open|load)|could not|not found|does not exist"
+     r"|unable to|no such file|undefined (?:reference|symbol)|segmentation fault"
+     r"|core dumped|out of memory|timed out|permission denied|incompatible types"
+     r"|connection refused|failed to", "low"),
     # outcomes: that it failed, not why
-    (EXIT, ("build failed", "build failure", "compilation failed", "compilation failure",
-            "execution failed", "failed to execute", "finished: failure", "npm err! code",
-            "##[error]", "marked build as failure", "there were failing tests",
-            "tests failed", "test failed", "command failed", "non-zero exit",
-            "error: process completed", "errors occurred", "error occurred"), None, "low"),
-    (EXIT, ("exit", "returned", ": ***", "error", "fail"),
-     r"(?<![\d.:,])\b[1-9]\d* (?:errors?|failed|failures?|failing)\b"
-     r"|exit(?:ed)? (?:with )?(?:code|status)\W{0,3}[1-9]"
+    (EXIT, ("fail", "err", "exit", "returned", ": ***"),
+     r"build (?:failed|failure)|compilation (?:failed|failure)|execution failed"
+     r"|failed to execute|finished: failure|marked build as failure"
+     r"|there were failing tests|tests? failed|command failed"
+     r"|npm err! (?:code|errno)|##\[error\]|error: process completed|errors? occurred"
+     r"|(?<![\d.:,])\b[1-9]\d* (?:errors?|failed|failures?|failing)\b"
+     r"|exit(?:ed)? (?:with )?(?:code|status)\W{0,3}[1-9]|non-zero exit"
      r"|returned (?:non-zero|status [1-9]|exit (?:code|status) [1-9])"
      r"|make(?:\[\d+\])?: \*\*\*", "low"),
     # stack frames
-    (TRACE, ("at ", 'file "', " more", "common frames", ".go:", ".rs:", ":in "),
+    (TRACE, ("at ", 'file "', " more", "frames", ".go:", ".rs:", ":in "),
      r"\bat [^\s(]+ ?\([^)]*(?::\d+|native method|unknown source)|\bat \S+:\d+:\d+"
      r"|\bat \S+\(.*\) in \S+:line \d+"
      r'|file "[^"]+", line \d+|\.\.\. \d+ (?:more|common frames)'
      r"|\.go:\d+(?: \+0x|$)|\sat \S+\.rs:\d+|:\d+:in [`'\u2018]", "low"),
-    # passes (a test) and successes (a step: what "the last success" means; a test that
-    # passes after another failed does not get over that failure)
-    (OK, ("pass", "ok"), _W + r"(?:passed|pass|ok)(?![\w/\-]|\.\w)", "low"),
-    (OK, ("\u2713", "\u2714"), None, "low"),
+    # a step that succeeded (what "the last success" means; not negated)
     (DONE, ("succe",), r"^(?![^\n]*\b(?:not|never|no|without)\b[^\n]{0,40}succe)[^\n]*?"
      + _W + r"(?:success|successful|successfully|succeeded)(?![\w/\-]|\.\w)", "low"),
-    # advice
-    (HINT, ("re-run ", "rerun ", "run with --", "for more information",
-            "to see the full stack trace", "get more help", "[help ", "see the report",
-            "a complete log of this run", "rust_backtrace"), None, "low"),
-    (WARN, ("warn",), _W + r"warn(?:ing)?(?![\w/\-])", "low"),
+]
+# Checked on flagged lines only: a pass (a test; a test that passes after another failed
+# does not get over that failure), advice, a warning.
+_LATE: list[tuple[int, str]] = [
+    (OK, _W + r"(?:passed|pass|ok)(?![\w/\-]|\.\w)|[\u2713\u2714]"),
+    (HINT, r"re-?run |run with --|for more information|to see the full stack trace"
+           r"|get more help|\[help \d+\]|see the report|a complete log of this run"
+           r"|rust_backtrace"),
+    (WARN, _W + r"warn(?:ing)?(?![\w/\-])"),
 ]
 _COMPILED: list[tuple[int, tuple[str, ...], re.Pattern[str] | None, str]] = []
+_LATE_COMPILED: list[tuple[int, re.Pattern[str]]] = []
 
 
 def _compiled() -> list[tuple[int, tuple[str, ...], re.Pattern[str] | None, str]]:
     if not _COMPILED:
         _COMPILED.extend((bit, kws, re.compile(p, re.M) if p else None, over)
                          for bit, kws, p, over in _RULES)
+        _LATE_COMPILED.extend((bit, re.compile(p)) for bit, p in _LATE)
     return _COMPILED
 
 
@@ -147,21 +155,26 @@ def _lines_with(text: str, key: str, starts: Sequence[int]) -> list[int]:
 
 def line_flags(view: str, low: str, starts: Sequence[int]) -> array:
     """A bit set of log shapes (ERROR, FAIL, ...) per line of `view` (`low` is its folded
-    copy, same length): the lines holding a rule's keywords, checked with its pattern."""
+    copy, same length): the lines holding a rule's anchors, checked with its pattern; then
+    the late rules on the lines flagged so far."""
     n = len(starts)
     flags = array("H", bytes(2 * n))
     size = len(view)
+    found: dict[tuple[str, str], list[int]] = {}
     for bit, keys, pat, over in _compiled():
         text = low if over == "low" else view
         lines: set[int] = set()
         for key in keys:
-            lines.update(_lines_with(text, key, starts))
+            hit = found.get((over, key))
+            if hit is None:
+                hit = found[(over, key)] = _lines_with(text, key, starts)
+            lines.update(hit)
         if pat is None:
             for li in lines:
                 flags[li] |= bit
             continue
         search = pat.search
-        skip = bit | (ZERO if bit & (ERROR | FAIL) else 0)
+        skip = bit | (ZERO if bit != ZERO else 0)
         for li in lines:
             if flags[li] & skip:
                 continue
@@ -169,6 +182,16 @@ def line_flags(view: str, low: str, starts: Sequence[int]) -> array:
             le = starts[li + 1] - 1 if li + 1 < n else size
             if search(text, ls, min(le, ls + _LINE_SCAN)):
                 flags[li] |= bit
+    late = _LATE_COMPILED
+    for li in range(n):
+        f = flags[li]
+        if f and f != ZERO:
+            ls = starts[li]
+            le = min(starts[li + 1] - 1 if li + 1 < n else size, ls + _LINE_SCAN)
+            for bit, pat in late:
+                if pat.search(low, ls, le):
+                    f |= bit
+            flags[li] = f
     return flags
 
 
@@ -235,6 +258,15 @@ def line_weight(flag: int, cfg: RankConfig = DEFAULT) -> float:
     if cfg.error_shape <= 0:
         return 1.0 if w > 0 else 0.0
     return w * cfg.error_shape
+
+
+@functools.lru_cache(maxsize=8)
+def weights(cfg: RankConfig = DEFAULT) -> tuple[float, ...]:
+    """`line_weight` of every flag value under `cfg` (index by `flag & MASK`)."""
+    return tuple(line_weight(f, cfg) for f in range(1 << _BITS))
+
+
+MASK = _MASK
 
 
 _NUM = re.compile(r"\d+")
@@ -308,8 +340,8 @@ def blocks(view: str, starts: Sequence[int], flags: Sequence[int],
     after-success bonus (1 + `after_success` when it starts after the log's last success
     line: the first failure after the last success)."""
     n = len(flags)
-    weigh = [w for w in (line_weight(f, cfg) for f in range(1 << _BITS))]
-    flagged = [i for i in range(n) if weigh[flags[i] & _MASK] > 0]
+    weigh = weights(cfg)
+    flagged = [i for i, f in enumerate(flags) if f and weigh[f & _MASK] > 0]
     if not flagged:
         return []
     last_ok = last_success(flags)
@@ -440,19 +472,32 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
     return sorted(chosen)[:limit]
 
 
-def prior(flags: Sequence[int], region: Sequence[int] | set[int], cfg: RankConfig = DEFAULT):
-    """A function line index -> log prior (higher first): error shape, position, and a
-    bonus for lines in the failure region."""
-    n = max(1, len(flags) - 1)
-    inside = set(region)
-    pos_w = cfg.position
-    table = [line_weight(f, cfg) for f in range(1 << _BITS)]
+class Prior:
+    """The log prior of a line (higher first): error shape, position, and a bonus for
+    lines of the failure region. Call it with a line index, or `keys` for sort keys of
+    many (grade, pos, line) candidates at once."""
 
-    def score(li: int) -> float:
-        f = flags[li] & _MASK if li < len(flags) else 0
-        s = (1.0 + table[f]) * (1.0 + pos_w * li / n)
-        if li in inside:
-            s += 10.0
-        return s
+    REGION_BONUS = 10.0
 
-    return score
+    def __init__(self, flags: Sequence[int], region: Sequence[int], cfg: RankConfig = DEFAULT):
+        self.flags, self.inside = flags, set(region)
+        self.table = weights(cfg)
+        self.step = cfg.position / max(1, len(flags) - 1)
+
+    def __call__(self, li: int) -> float:
+        f = self.flags[li] & _MASK if li < len(self.flags) else 0
+        s = (1.0 + self.table[f]) * (1.0 + self.step * li)
+        return s + self.REGION_BONUS if li in self.inside else s
+
+    def keys(self, graded: Sequence[tuple[int, int, int]]) -> list[float]:
+        """Ascending sort keys of (grade, pos, line) candidates: grade first, then the
+        prior, highest first (a prior stays under 1e6)."""
+        fl, tab, step, inside, bonus = self.flags, self.table, self.step, self.inside, \
+            self.REGION_BONUS
+        return [g * 1e6 - (1.0 + tab[fl[li] & _MASK]) * (1.0 + step * li)
+                - (bonus if li in inside else 0.0) for g, _, li in graded]
+
+
+def prior(flags: Sequence[int], region: Sequence[int], cfg: RankConfig = DEFAULT) -> Prior:
+    """The log prior of `flags` with `region` as the failure region (see `Prior`)."""
+    return Prior(flags, region, cfg)

@@ -540,7 +540,8 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
         if score is None:
             graded.sort(key=itemgetter(0))
         else:
-            graded.sort(key=lambda t: (t[0], -score(t[2])))
+            keys = score.keys(graded)  # one comprehension, then a C-level sort
+            graded = [graded[i] for i in sorted(range(len(graded)), key=keys.__getitem__)]
         if picked:
             graded = [t for t in graded if t[2] not in picked]
         for _, pos, li in _diversify(graded, idx.shapes, limit - len(picked)):
