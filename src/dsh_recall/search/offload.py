@@ -645,7 +645,13 @@ def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int],
         line = low[starts[li]:starts[li + 1] if li < last else len(low)]
         n = sum(map(line.__contains__, informative))
         if n >= need:
-            scored.append((-n, -score(li) if score else 0.0, li, pos))
+            scored.append((-n, li, pos))
+    if score is not None and scored:
+        # ties in shared trigrams go by the prior: computed for all candidates at once
+        pri = score.scores([li for _, li, _ in scored])
+        scored = [(t[0], -p, t[1], t[2]) for t, p in zip(scored, pri)]
+    else:
+        scored = [(t[0], 0.0, t[1], t[2]) for t in scored]
     scored.sort()
     for _, _, li, pos in scored[: limit - len(picked)]:
         picked[li] = pos
