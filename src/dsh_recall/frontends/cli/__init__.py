@@ -30,6 +30,7 @@ _COMMANDS = {
     "worker": ("worker", "worker"),
     "report": ("report", "report"),
     "serve": ("serve", "serve"),
+    "watch": ("watch", "watch"),
     "store": ("store", "store_group"),
 }
 
