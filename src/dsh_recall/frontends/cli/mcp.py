@@ -25,10 +25,13 @@ from .common import get_config, handle_errors
                    "$DSH_RECALL_CHANNEL); decides which notes, history and objects it shows.")
 @click.option("--allow-workspace", "allow", multiple=True, type=click.Path(file_okay=False),
               help="A directory clients may switch their workspace to (repeatable).")
+@click.option("--watch", is_flag=True,
+              help="Keep the workspace's code index and the notes indexes fresh as files "
+                   "change (like `dsh-recall watch`, in the server process).")
 @click.pass_context
 @handle_errors
 def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None,
-        channel: str | None, allow: tuple[str, ...]) -> None:
+        channel: str | None, allow: tuple[str, ...], watch: bool) -> None:
     """Run the MCP server. Logs go to stderr; stdout belongs to the protocol."""
     from ..mcp import server  # the SDK is only imported when serving
 
@@ -36,6 +39,9 @@ def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None,
     cfg = get_config(ctx, workspace)
     root = ctx.find_root()
     cfg_file = root.params.get("config_file") if root.params else None
+    if watch:
+        from ...services import watch as watch_mod
+        watch_mod.start_thread(watch_mod.build(cfg, [workspace]), server.log)
     if port is None:
         server.run_stdio(workspace, cfg, cfg_file, channel=channel, allow=allow)
     else:
