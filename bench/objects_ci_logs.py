@@ -47,6 +47,7 @@ from io import BytesIO
 from pathlib import Path
 
 from dsh_recall.core.config import ObjectsConfig
+from dsh_recall.search import offload
 from dsh_recall.services.objects import ObjectService
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -297,6 +298,43 @@ def finder(logs: list[Log], home: Path) -> None:
         print(f.row(label))
 
 
+def synthetic() -> None:
+    """The same rows on the synthetic failing logs of the tests (ten runners): the finder
+    holds every failing line of a log, and each failure query brings one within 20."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fixtures.failing_logs import BUILDERS
+
+    from dsh_recall.services.objects import rank_config
+
+    print(f"\nsynthetic failing logs (tests/fixtures/failing_logs.py, {len(BUILDERS)} logs): "
+          "finder = every failing line in its answer; queries = error / FAILED / BUILD "
+          "FAILURE bring one within 20")
+    print(f"  {'':<44} {'finder':>7} {'queries':>8} {'lines':>6}")
+    logs = {name: build() for name, build in BUILDERS.items()}
+    indexed = {name: offload.build_index(text) for name, (text, _) in logs.items()}
+    for name, keys in VARIANTS:
+        cfg = ObjectsConfig(**keys)
+        rank = rank_config(cfg)
+        found = hits = lines = 0
+        for log, (text, want) in logs.items():
+            idx = indexed[log]
+            got = offload.failure_lines(idx, rank=rank or None)
+            found += all(any(w in m.text for m in got) for w in want)
+            lines += len(got)
+            for q in FIXED_QUERIES:
+                ms = offload.search_index(idx, q, rank=rank, fill=cfg.rank_failure_fill)
+                hits += any(w in m.text for m in ms for w in want)
+        finder_col = (f"{found:>3}/{len(logs):<3}" if rank is not None
+                      else f"{'-':>7}")  # the finder always uses the prior
+        lines_col = f"{lines / len(logs):6.1f}" if rank is not None else f"{'-':>6}"
+        print(f"  {name:<44} {finder_col} {hits:>4}/{3 * len(logs):<3} {lines_col}")
+    found = 0
+    for log, (text, want) in logs.items():
+        tail = [x for x in text.split("\n") if x.strip()][-20:]
+        found += all(any(w in t for t in tail) for w in want)
+    print(f"  {'baseline: the last 20 lines':<44} {found:>3}/{len(logs):<3}")
+
+
 def old_tree(rev: str) -> Path | None:
     """`src/` of revision `rev` unpacked in a temporary folder, or None without git."""
     try:
@@ -447,6 +485,7 @@ def main() -> None:
     print(f"overall: {len(cases)} logs, {total:,} chars, kept out {kept:,} ({kept / total:.1%})")
     quality(logs, Path(home))
     finder(logs, Path(home))
+    synthetic()
     if args.quality_only:
         svc.close()
         shutil.rmtree(home, ignore_errors=True)
