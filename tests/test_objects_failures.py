@@ -194,6 +194,14 @@ def test_not_error_shaped(line):
     assert logrank.effective(_line_flag(line)) & (logrank.ERROR | logrank.FAIL) == 0
 
 
+def test_maven_help_pointer_is_advice_only_at_the_start_of_a_line():
+    cause = _line_flag("[ERROR] Plugin org.acme:p:1.0 could not be resolved: Transfer failed "
+                       "503 -> [Help 1]")
+    assert not cause & logrank.HINT and logrank.line_weight(cause) > 0
+    advice = _line_flag("[ERROR] [Help 1] http://cwiki.apache.org/confluence/display/MAVEN/X")
+    assert advice & logrank.HINT and logrank.line_weight(advice) == 0
+
+
 def test_negated_success_and_timestamps_before_a_level():
     flag = _line_flag("#8 ERROR: process did not complete successfully: exit code: 1")
     assert not flag & logrank.DONE and flag & logrank.EXIT

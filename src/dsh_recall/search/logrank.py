@@ -121,9 +121,10 @@ _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
 # does not get over that failure), advice, a warning.
 _LATE: list[tuple[int, str]] = [
     (OK, _W + r"(?:passed|pass|ok)(?![\w/\-]|\.\w)|[\u2713\u2714]"),
+    # advice; "[Help 1]" only as the line's start: Maven ends its real error with "-> [Help 1]"
     (HINT, r"re-?run |run with --|for more information|to see the full stack trace"
-           r"|get more help|\[help \d+\]|see the report|a complete log of this run"
-           r"|rust_backtrace"),
+           r"|get more help|^(?:\S*\s+)?\W*(?:\[error\]\s*)?(?:->\s*)?\[help \d+\]"
+           r"|see the report|a complete log of this run|rust_backtrace"),
     (WARN, _W + r"warn(?:ing)?(?![\w/\-])"),
 ]
 _COMPILED: list[tuple[int, tuple[str, ...], re.Pattern[str] | None, str]] = []
@@ -134,7 +135,7 @@ def _compiled() -> list[tuple[int, tuple[str, ...], re.Pattern[str] | None, str]
     if not _COMPILED:
         _COMPILED.extend((bit, kws, re.compile(p, re.M) if p else None, over)
                          for bit, kws, p, over in _RULES)
-        _LATE_COMPILED.extend((bit, re.compile(p)) for bit, p in _LATE)
+        _LATE_COMPILED.extend((bit, re.compile(p, re.M)) for bit, p in _LATE)
     return _COMPILED
 
 
