@@ -243,6 +243,7 @@ class ObjectsConfig(_Section):
     rank_trace_lines: int = Field(3, ge=0, le=20)  # stack frames kept per trace run
     rank_outcome_lines: int = Field(3, ge=0, le=20)  # outcome lines (exit code) kept
     rank_failure_fill: bool = True  # a failure query's answer filled with the region
+    rank_fill_reserve: int = Field(5, ge=0, le=20)  # region lines such an answer always holds
 
 
 class NotesConfig(_Section):
