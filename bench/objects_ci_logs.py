@@ -71,6 +71,7 @@ VARIANTS: list[tuple[str, dict]] = [
     ("  trace lines 0", {"rank_trace_lines": 0}),
     ("  outcome lines 0", {"rank_outcome_lines": 0}),
     ("  without failure fill", {"rank_failure_fill": False}),
+    ("  fill reserve 0 (fill only below the limit)", {"rank_fill_reserve": 0}),
 ]
 
 # Generic shapes of "this test failed" across runners: Maven/Surefire, JUnit, pytest, Go,

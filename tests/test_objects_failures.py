@@ -150,6 +150,17 @@ def test_a_failure_query_is_filled_with_the_region_and_others_are_not():
     assert offload.search_lines(text, "fatal") == []  # fill is off by default
 
 
+def test_a_failure_query_always_holds_some_of_the_region():
+    # 60 recovered "ERROR: ..." lines match `error`; the failing test says no "error"
+    text, failing = BUILDERS["retry-noise"]()
+    got = offload.search_lines(text, "error", fill=True)
+    assert len(got) == 20 and any(failing[0] in m.text for m in got)
+    assert sum(m.context for m in got) <= 5 and not got[0].context
+    none = offload.search_lines(text, "error", fill=True,
+                                rank=logrank.RankConfig(fill_reserve=0))
+    assert not any(failing[0] in m.text for m in none)
+
+
 @pytest.mark.parametrize("query,expected", [
     ("error", True), ("FAILED", True), ("BUILD FAILURE", True), ("Traceback", True),
     ("exception", True), ("testGithubParsing", False), ("exit code", False), ("", False),

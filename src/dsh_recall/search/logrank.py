@@ -209,6 +209,7 @@ class RankConfig:
     collapse_repeats: bool = True  # a line shown once (digits ignored) is not shown again
     trace_lines: int = 3          # stack frames kept per trace run in a failure region
     outcome_lines: int = 3        # outcome lines (exit code, BUILD FAILED) kept beside it
+    fill_reserve: int = 5         # region lines a failure query's answer always holds
 
 
 DEFAULT = RankConfig()

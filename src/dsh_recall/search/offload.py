@@ -554,13 +554,17 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
     if len(picked) < limit and words:
         _fuzzy(lines, [f for _, f in words], limit, picked, score)
     out = [_shown(idx, li, pos, max_line_chars) for li, pos in picked.items()]
-    if fill and region and len(out) < limit and is_failure_query(exact):
-        for li in region:
-            if len(out) >= limit:
-                break
-            if li not in picked:
-                m = _shown(idx, li, idx.starts[li], max_line_chars)
-                out.append(LineMatch(m.line, m.offset, m.text, context=True))
+    if fill and region and is_failure_query(exact):
+        others = [li for li in region if li not in picked]
+        # Room for the region: what the matches left, and at least `fill_reserve` lines
+        # of it in all (the lowest-ranked matches give way) when few of it matched.
+        held = len(region) - len(others)
+        reserve = max(0, min(rank.fill_reserve if rank else 0, len(region)) - held)
+        keep = max(0, min(len(out), limit - min(reserve, len(others))))
+        out = out[:keep]
+        for li in others[:max(0, limit - keep)]:
+            m = _shown(idx, li, idx.starts[li], max_line_chars)
+            out.append(LineMatch(m.line, m.offset, m.text, context=True))
     return out
 
 

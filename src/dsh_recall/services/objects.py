@@ -136,7 +136,8 @@ def rank_config(cfg: ObjectsConfig | None) -> logrank.RankConfig | None:
     return logrank.RankConfig(
         error_shape=cfg.rank_error_shape, position=cfg.rank_position,
         after_success=cfg.rank_after_success, collapse_repeats=cfg.rank_collapse_repeats,
-        trace_lines=cfg.rank_trace_lines, outcome_lines=cfg.rank_outcome_lines)
+        trace_lines=cfg.rank_trace_lines, outcome_lines=cfg.rank_outcome_lines,
+        fill_reserve=cfg.rank_fill_reserve)
 
 
 def _clean(value: str | None) -> str | None:
