@@ -76,7 +76,7 @@ _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
      r"|failure/error:", "low"),
     (FAIL, ("\u2717", "\u2718", "\u2715", "\u274c"), None, "low"),
     # assertion diffs
-    (ASSERT, ("expected", "actual", "received", "got"),
+    (ASSERT, ("expected", "actual:", "received:", "got:"),
      r"\bexpected\b.{0,300}?\b(?:but (?:was|got|found)|got|actual|received)\b"
      r"|(?:^|\s)(?:expected|actual|received|got)\b\s*[:=]", "low"),
     (ASSERT, ("assert", "fail"),
@@ -84,18 +84,17 @@ _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
      r"(?!\w)", "low"),
     (ASSERT, ("E  ",), r"(?:^|\s)E {2,}\S", "view"),
     # trace heads
-    (CAUSE, ("trace", "caused by", "exception", "during handling", "the above exception"),
+    (CAUSE, ("trace", "caused by", "exception"),
      r"traceback \(most recent call last\)|caused by:|exception in thread|stack ?trace:"
      r"|during handling of the above exception|the above exception was the direct cause",
      "low"),
     (CAUSE, ("panic",), r"\bpanic(?:ked)?\b", "low"),
     # error phrases
     (PHRASE, ("cannot", " not ", "unable to", "no such file", "undefined", "fault",
-              "dumped", "out of memory", "timed out", "denied", "incompatible types",
-              "refused", "fail"),
+              "out of memory", "timed out", "denied", "refused", "fail"),
      r"cannot (?:find symbol|access|resolve|open|load)|could not|not found|does not exist"
      r"|unable to|no such file|undefined (?:reference|symbol)|segmentation fault"
-     r"|core dumped|out of memory|timed out|permission denied|incompatible types"
+     r"|out of memory|timed out|permission denied"
      r"|connection refused|failed to", "low"),
     # outcomes: that it failed, not why
     (EXIT, ("fail", "err", "exit", "returned", ": ***"),
@@ -108,7 +107,7 @@ _RULES: list[tuple[int, tuple[str, ...], str | None, str]] = [
      r"|returned (?:non-zero|status [1-9]|exit (?:code|status) [1-9])"
      r"|make(?:\[\d+\])?: \*\*\*", "low"),
     # stack frames
-    (TRACE, ("at ", 'file "', " more", "frames", ".go:", ".rs:", ":in "),
+    (TRACE, ("at ", 'file "', " more", ".go:", ".rs:", ":in "),
      r"\bat [^\s(]+ ?\([^)]*(?::\d+|native method|unknown source)|\bat \S+:\d+:\d+"
      r"|\bat \S+\(.*\) in \S+:line \d+"
      r'|file "[^"]+", line \d+|\.\.\. \d+ (?:more|common frames)'
