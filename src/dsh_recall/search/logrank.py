@@ -1,29 +1,30 @@
-"""Where did a log fail? Per-line log features and a log prior: pure functions.
+"""Where did a log fail? Per-line log shapes, the failure region and a log prior: pure
+functions over stored lines.
 
 A tool result that failed (a CI log, a test run, a build) usually says why in a few lines:
 an error or exception message, a failing test, an assertion's expected/actual, a stack
 trace, then an outcome line (`BUILD FAILED`, `exit code 1`). `line_flags` marks each line's
-shape once, when the object is stored (one regular-expression pass per shape over the
-folded text); `failure_region` and `prior` read those flags at search time, so a search
-stays one pass over stored lines.
+shapes once, when the object is stored (a `str.find` per anchor word, then a pattern check
+of the lines holding one); `failure_region` and `Prior` read those flags at search time, so
+a search never scans the text for them.
 
-Rules (each one a key of `RankConfig`, which `ObjectsConfig` carries as `objects.rank_*`):
+Rules (`RankConfig`, which `ObjectsConfig` carries as `objects.rank_*`; docs/objects.md has
+each one's measured effect):
 
-- error-shaped lines weigh by kind: a message (`error:`, `FooException:`, `fatal:`), a
-  failing test (`FAILED`, `--- FAIL`, `Tests run: 3, Failures: 1`), an assertion diff
-  (`expected: <1> but was: <2>`, `AssertionError`, pytest's `E   ` lines), a trace head
-  (`Traceback`, `Caused by:`, `panic:`) count most; an outcome (`BUILD FAILED`, `exit code
-  1`, `make: ***`) less (it says that it failed, not why); a stack frame a little; advice
-  (`Re-run with -e`, `Run with --stacktrace`, `[Help 1]`) and zero counts (`Errors: 0`)
-  nothing;
+- error shape: lines weigh by kind: a message (`error:`, `FooException:`, `fatal:`), a
+  failing test (`FAILED`, `--- FAIL`), an assertion diff (`expected: <1> but was: <2>`,
+  `AssertionError`, pytest's `E   ` lines), a trace head (`Traceback`, `Caused by:`,
+  `panic:`) most; an error phrase and an outcome (`BUILD FAILED`, `exit code 1`, `make:
+  ***`: it says that it failed, not why) less; a stack frame a little; advice (`Re-run
+  Maven using -X`, `Run with --stacktrace`), passes and `Errors: 0` summaries nothing;
 - position: later lines weigh more (a log ends where it failed);
 - first failure after the last success: error lines are grouped into blocks; a block after
-  the log's last success line (`PASSED`, `BUILD SUCCESS`, `Failures: 0`) weighs more, and
-  a block is shown from its first line (the first failure; what follows is often a cascade);
-- repeated lines collapsed: a line equal to one already shown once digits are ignored
-  (Maven prints every compile error twice) is left out;
-- assertion diffs and stack traces: a block keeps the trace head and its first frames, not
-  a hundred frames.
+  the log's last step success (`BUILD SUCCESS`, not a passing test) weighs more, blocks
+  before it are not shown, and a block is shown from its first line;
+- repeats collapsed: a message shown once per answer, digits ignored (Maven prints every
+  compile error twice); another line when it repeats the line before it;
+- stack traces and outcomes: a block keeps each trace's head and first frames, and the last
+  outcome lines after it are shown beside it.
 """
 
 from __future__ import annotations
@@ -267,8 +268,6 @@ def weights(cfg: RankConfig = DEFAULT) -> tuple[float, ...]:
     return tuple(line_weight(f, cfg) for f in range(1 << _BITS))
 
 
-MASK = _MASK
-
 
 _NUM = re.compile(r"\d+")
 # A leading timestamp, GitHub Actions job/step columns, a log level in brackets: left out
@@ -280,11 +279,6 @@ _PREFIX = re.compile(r"^(?:[^\t\n]*\t)*(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*)?"
 def content(line: str) -> str:
     """A line without its timestamp, CI columns and log level."""
     return _PREFIX.sub("", line, count=1).strip()
-
-
-def repeat_key(line: str) -> str:
-    """What two lines must share to count as repeats: their content, digits ignored."""
-    return _NUM.sub("0", content(line))
 
 
 @dataclass(frozen=True)
