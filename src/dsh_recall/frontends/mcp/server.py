@@ -31,7 +31,8 @@ INSTRUCTIONS = (
     "code_search: where something lives in the code (use before reading files). "
     "history_search / history_detail: what was said or decided earlier in this session "
     "(after a compaction, or when details are missing); wider only when the user asks. "
-    "object_recall: the part of a big offloaded tool result you need. notes_search: the "
+    "object_recall: the part of a big offloaded tool result you need (failures=true: where a "
+    "failed command failed). notes_search: the "
     "user's markdown notes. Answers are bounded; follow next_cursor for more."
 )
 
