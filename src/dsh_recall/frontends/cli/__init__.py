@@ -31,6 +31,7 @@ _COMMANDS = {
     "report": ("report", "report"),
     "serve": ("serve", "serve"),
     "watch": ("watch", "watch"),
+    "eval": ("eval", "eval_cmd"),
     "store": ("store", "store_group"),
 }
 
