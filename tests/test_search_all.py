@@ -186,3 +186,17 @@ def test_cli_search_with_sources(tmp_path, monkeypatch):
     assert res.exit_code == 0 and "== [code] deploy.py:1-3" in res.output
     res = CliRunner().invoke(cli, ["search", "--sources", "nope", WORD])
     assert res.exit_code == 1 and "unknown source nope" in res.output
+
+
+def test_a_forged_cursor_cannot_make_the_sources_rank_without_bound(tmp_path):
+    from dsh_recall.frontends.mcp import budget
+
+    w = make_world(tmp_path)
+    app = RecallApp(workspace=w["repo"], cfg=w["cfg"], channel="owner:1")
+    try:
+        args = {"query": WORD, "limit": 5}
+        far = budget.encode_cursor(10**9, budget.args_key(args))
+        data, _ = app.call("search_all", {**args, "cursor": far})
+        assert data["results"] == [] and "next_cursor" not in data
+    finally:
+        app.close()

@@ -32,6 +32,7 @@ SOURCES = ("code", "history", "notes", "objects")
 EXCERPT_CHARS = 700  # per hit: a pointer and enough text to judge it, not the whole thing
 OBJECTS_SCANNED = 30  # the newest live objects searched line by line
 OBJECT_LINES = 3
+MAX_HITS = 100  # the deepest an answer (all its pages) goes
 
 
 def parse_sources(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -196,7 +197,12 @@ def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[st
     if not query:
         raise InputError("query is empty; say what you are looking for")
     sources = parse_sources(sources)
+    limit = max(0, min(int(limit), MAX_HITS))
     workspace = Path(workspace).resolve()
+    if limit == 0:
+        return {"query": query[:200], "results": [], "notes": [], "returned_chars": 0,
+                "sources": {n: {"status": "not run", "hits": 0} for n in sources},
+                "elapsed_ms": 0.0}
     deadline = deadline_s if deadline_s is not None else cfg.search_deadline_s + 2.0
     jobs: dict[str, Callable[[], _Run]] = {
         "code": lambda: _code(query, limit, cfg, workspace, code_service, code_lock),
