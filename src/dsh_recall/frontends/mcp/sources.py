@@ -167,6 +167,9 @@ class SourceHandlers:
             raise InputError("query is empty; say what you are looking for")
         offset = budget_mod.decode_cursor(a.get("cursor"), budget_mod.args_key(a))
         limit = int(a.get("limit") or 10)
+        # Pages end at MAX_HITS: a cursor (opaque, yet anyone can write one) never makes
+        # every source rank an unbounded list.
+        limit = max(0, min(offset + limit, federated.MAX_HITS) - offset)
         sources = federated.parse_sources(a.get("sources") or None)
         lock = self._lock  # type: ignore[attr-defined]
         code = None
@@ -178,7 +181,8 @@ class SourceHandlers:
                                     viewer=self.viewer(),  # type: ignore[attr-defined]
                                     code_service=code, code_lock=lock)
         data["_offset"] = offset
-        data["_more"] = len(data["results"]) >= offset + limit
+        data["_more"] = limit > 0 and len(data["results"]) >= offset + limit \
+            and offset + limit < federated.MAX_HITS
         return data
 
     # -- status of each source ---------------------------------------------------------------
