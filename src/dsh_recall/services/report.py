@@ -351,9 +351,9 @@ def render_text(r: dict[str, Any]) -> str:
     if b:
         if b.get("available") and b.get("change") is not None:
             w, wo = b["with_recall"], b["without_recall"]
-            lines += ["", f"dsh sessions: with recall {w['avg_input_tokens']:,} input tokens per "
+            lines += ["", f"dsh sessions: with recall {w['avg_input_tokens']:,.0f} input tokens per "
                       f"request ({w['sessions']} sessions, {w['requests']} requests); without "
-                      f"{wo['avg_input_tokens']:,} ({wo['sessions']} sessions, "
+                      f"{wo['avg_input_tokens']:,.0f} ({wo['sessions']} sessions, "
                       f"{wo['requests']} requests): {b['change']:+.1%}"]
         lines.append(f"dsh sessions: {b['note']}")
     lines += [""] + [f"note: {h}" for h in r["honesty"]]
