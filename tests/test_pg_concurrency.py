@@ -116,3 +116,62 @@ def test_concurrent_writers_on_postgres(pg_url, pg_namespace):
             if p.is_alive():
                 p.kill()
         reader.close()
+
+
+def _history_writer(url: str, ns: str, writer: int, errors) -> None:
+    from dsh_recall.core.text import index_text as it
+    from dsh_recall.search import history_query as hq
+    from dsh_recall.stores.history import BlockIn
+    from dsh_recall.stores.postgres_history import PgHistoryStore
+
+    try:
+        store = PgHistoryStore(url, ns)
+        for rnd in range(15):
+            for sid in ("shared-1", "shared-2", f"own-{writer}"):
+                seqs = range(rnd * 2, rnd * 2 + 3)  # overlaps the previous round and other writers
+                text = {q: f"turn {q} of {sid} about ledger migration {q % 5}" for q in seqs}
+                store.write_batch(
+                    [{"id": sid, "source": "generic", "workspace": "/w", "title": sid, "created_ms": 1,
+                      "updated_ms": rnd, "path": f"/t/{sid}", "channel": None}],
+                    [{"session": sid, "seq": q, "role": "user", "time_ms": q, "time": None,
+                      "message_id": f"{sid}-{q}", "call_id": None, "flags": "", "text": text[q]} for q in seqs],
+                    [BlockIn(sid, q, 0, "user", "text", None, text[q], f"h{q}", it(text[q]), text[q],
+                             hq.cjk_body(text[q])) for q in seqs], [], None)
+        store.close()
+    except BaseException as e:
+        errors.put(f"history writer {writer}: {type(e).__name__}: {e}")
+
+
+def test_concurrent_history_imports_on_postgres(pg_url, pg_namespace):
+    from dsh_recall.stores.postgres_history import PgHistoryStore
+
+    ctx = mp.get_context("fork")
+    errors = ctx.Queue()
+    procs = [ctx.Process(target=_history_writer, args=(pg_url, pg_namespace, w, errors)) for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    errs = []
+    while not errors.empty():
+        errs.append(errors.get())
+    assert errs == [] and all(p.exitcode == 0 for p in procs)
+    store = PgHistoryStore(pg_url, pg_namespace)
+    try:
+        s = store.s
+        for sid in ("shared-1", "shared-2", "own-0", "own-1", "own-2"):
+            rows = store.conn.execute(f"SELECT seq, ord FROM {s}.blocks WHERE session = %s ORDER BY ord",
+                                      (sid,)).fetchall()
+            assert [q for q, _ in rows] == list(range(31)), sid  # every turn once, none lost
+            assert [o for _, o in rows] == list(range(31)), sid  # neighbours stay neighbours
+            assert store.event_count(sid) == 31
+        for layer in ("literal", "trigram", "cjk"):
+            n, _ = store.conn.execute(f"SELECT n, total FROM {s}.stats WHERE layer = %s", (layer,)).fetchone()
+            assert n == store.conn.execute(f"SELECT count(tf_{layer}) FROM {s}.blocks").fetchone()[0]
+            recount = dict(store.conn.execute(
+                f"SELECT k, count(*) FROM {s}.blocks b CROSS JOIN LATERAL skeys(b.tf_{layer}) k "
+                "GROUP BY k").fetchall())
+            stored = dict(store.conn.execute(f"SELECT lexeme, df FROM {s}.terms_{layer} WHERE df <> 0").fetchall())
+            assert stored == recount, layer
+    finally:
+        store.close()
