@@ -32,7 +32,7 @@ def resolve(cfg: Config, key: str | None) -> access.Channel:
     if not path:
         return access.channel(key, None, ncfg.owner_ids, map_configured=False)
     try:
-        smap = access.parse_session_map(Path(path).expanduser().read_text(encoding="utf-8"))
+        smap = access.parse_session_map(Path(os.path.expanduser(path)).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, access.SessionMapError) as e:
         return access.channel(key, None, ncfg.owner_ids, map_error=str(e), map_configured=True)
     return access.channel(key, smap, ncfg.owner_ids, map_configured=True)

@@ -309,14 +309,18 @@ class CodeService:
 
     def _scope_of(self, value: str, flag: str, cwd: Path | None) -> str:
         """`value` as a path relative to the workspace (source roots as `label/...`)."""
-        given = Path(value).expanduser()
-        if given.is_absolute():
-            full = given
-        elif cwd is not None and (Path(cwd) / given).exists():
-            full = Path(cwd) / given
-        else:
-            full = self.workspace / given
-        full = full.resolve()
+        given = Path(os.path.expanduser(value))
+        try:
+            if given.is_absolute():
+                full = given
+            elif cwd is not None and (Path(cwd) / given).exists():
+                full = Path(cwd) / given
+            else:
+                full = self.workspace / given
+            full = full.resolve()
+        except (OSError, RuntimeError) as e:  # a name too long, a symlink loop
+            raise InputError(f"--{flag} {value[:80]!r} is not a usable path: "
+                             f"{getattr(e, 'strerror', None) or e}") from e
         try:
             r = full.relative_to(self.workspace).as_posix()
             return "" if r == "." else r

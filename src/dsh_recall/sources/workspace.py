@@ -238,7 +238,7 @@ def parse_source_roots(entries: list[str], workspace: Path) -> tuple[list[RootSp
         label, sep, raw = entry.partition("=")
         if not sep:
             raw, label = entry, ""
-        path = Path(raw.strip()).expanduser()
+        path = Path(os.path.expanduser(raw.strip()))
         if not path.is_absolute():
             path = workspace / path
         label = (label.strip() or path.name).strip("/")

@@ -293,7 +293,10 @@ class Client(SourceHandlers):
         if not value:
             return None
         p = Path(value)
-        full = (p if p.is_absolute() else self.workspace / p).resolve()
+        try:
+            full = (p if p.is_absolute() else self.workspace / p).resolve()
+        except (OSError, RuntimeError, ValueError) as e:  # too long, a symlink loop, ...
+            raise InputError(f"{what} is not a usable path: {type(e).__name__}") from e
         if not self.app.may_use_workspace(full) or (
                 not p.is_absolute() and os.path.normpath(value).startswith("..")):
             raise InputError(f"{what} '{value}' is outside the workspace {self.workspace}")
@@ -350,7 +353,10 @@ class Client(SourceHandlers):
         """Settings of this client only. Never the access channel: it is the server's."""
         changed: list[str] = []
         if a.get("workspace"):
-            ws = Path(a["workspace"]).expanduser().resolve()
+            try:
+                ws = Path(a["workspace"]).expanduser().resolve()
+            except (RuntimeError, OSError, ValueError) as e:  # "~nobody", a loop, ...
+                raise InputError(f"workspace {a['workspace']!r} is not a usable path: {e}") from e
             if not self.app.may_use_workspace(ws):
                 raise InputError(
                     f"workspace {ws} is not one this server may search; allowed: "

@@ -113,7 +113,7 @@ def expand(paths: list[str], fmt: str | None) -> list[tuple[Path, str]]:
     """Explicit files and folders -> (file, format). Folders are searched recursively."""
     out: list[tuple[Path, str]] = []
     for raw in paths:
-        p = Path(refuse_nul(clean_text(raw), "transcript path")).expanduser()
+        p = Path(os.path.expanduser(refuse_nul(clean_text(raw), "transcript path")))
         if is_pseudo_fs(p):
             raise InputError(f"{raw} is on a kernel pseudo-filesystem (/proc, /sys, /dev); "
                              "pass a transcript file or folder")
