@@ -39,7 +39,7 @@ CREATE TABLE {s}.chunks (
   language TEXT NOT NULL, symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL,
   has_vec BOOLEAN NOT NULL DEFAULT false, terms HSTORE NOT NULL, dl INTEGER NOT NULL);
 CREATE INDEX chunks_file ON {s}.chunks(file_id);
-CREATE INDEX chunks_path ON {s}.chunks(path text_pattern_ops);
+CREATE INDEX chunks_path ON {s}.chunks((path COLLATE "C"));
 CREATE INDEX chunks_embed ON {s}.chunks(embed_hash);
 CREATE INDEX chunks_pending ON {s}.chunks(id) WHERE NOT has_vec;
 CREATE INDEX chunks_terms ON {s}.chunks USING gin(terms);
@@ -97,6 +97,8 @@ class PgChunkStore:
 
     # -- files --------------------------------------------------------------
     _FILE_COLS = "path, abs_path, root, hash, size, mtime_ns, chars"
+    # Path prefixes are code point ranges (stores.sqlite.prefix_bounds), so path comparisons
+    # use the C collation whatever the database's default is.
 
     def files(self) -> dict[str, FileRow]:
         return {r[0]: FileRow(*r) for r in self._q(f"SELECT {self._FILE_COLS} FROM {{s}}.files")}
@@ -202,7 +204,7 @@ class PgChunkStore:
         where = ""
         if path_prefix:
             lo, hi = prefix_bounds(path_prefix)
-            where = " AND t.path >= %(lo)s AND t.path < %(hi)s"
+            where = " AND t.path COLLATE \"C\" >= %(lo)s AND t.path COLLATE \"C\" < %(hi)s"
             params.update(lo=lo, hi=hi)
         sql = pg_util.bm25_sql(f"{self.s}.chunks", "terms", "dl", where)
         return [(int(i), float(s)) for i, s in self.conn.execute(sql, params)]
@@ -229,7 +231,7 @@ class PgChunkStore:
 
     def chunk_ids_under(self, path_prefix: str) -> np.ndarray:
         lo, hi = prefix_bounds(path_prefix)
-        rows = self._q("SELECT id FROM {s}.chunks WHERE path >= %s AND path < %s", (lo, hi)).fetchall()
+        rows = self._q('SELECT id FROM {s}.chunks WHERE path COLLATE "C" >= %s AND path COLLATE "C" < %s', (lo, hi)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     # -- vectors ------------------------------------------------------------
@@ -320,7 +322,7 @@ class PgChunkStore:
         sql = "SELECT c.id, v.vec FROM {s}.chunks c JOIN {s}.vectors v ON v.hash = c.embed_hash"
         params: list = []
         if path_prefix:
-            sql += " WHERE c.path >= %s AND c.path < %s"
+            sql += ' WHERE c.path COLLATE "C" >= %s AND c.path COLLATE "C" < %s'
             params.extend(prefix_bounds(path_prefix))
         return self._rows(sql + " ORDER BY c.id", params)
 
@@ -339,7 +341,7 @@ class PgChunkStore:
             return []
         conds, params = [], {"q": q, "k": int(k)}
         if path_prefix:
-            conds.append("c.path >= %(lo)s AND c.path < %(hi)s")
+            conds.append('c.path COLLATE "C" >= %(lo)s AND c.path COLLATE "C" < %(hi)s')
             params["lo"], params["hi"] = prefix_bounds(path_prefix)
         for n, ids in enumerate((allowed, keep)):
             if ids is not None:
