@@ -220,6 +220,81 @@ def trust(cmd: str, w: dict) -> None:
     (w["proj"] / ".dsh-recall.toml").unlink()
 
 
+def report(cmd: str, w: dict) -> None:
+    # "per day and workspace, calls, chars and tokens kept out, ... stale files and pending
+    # vectors, disk used"
+    run('search "where is the occupancy state machine decided"')
+    out = run(cmd).output
+    assert "kept out" in out and "upper bound" in out and "on disk:" in out
+    data = json.loads(run(cmd + " --json").output)
+    (ws,) = [x for x in data["workspaces"] if x["workspace"] == str(w["proj"])]
+    assert ws["calls"] == 1 and ws["kept_out_chars"] > 0
+    assert ws["index"]["stale_files"] == 0 and ws["index"]["files"] == 3
+
+
+def serve(cmd: str, w: dict) -> None:
+    # "the same on a local dashboard (127.0.0.1 only), with a search box"
+    import subprocess
+    import urllib.request
+
+    proc = subprocess.Popen([EXE, *shlex.split(cmd), "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=str(w["proj"]))
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:"), url
+        page = urllib.request.urlopen(url, timeout=60).read().decode()
+        assert 'id="search-form"' in page
+        data = json.loads(urllib.request.urlopen(url + "api/report", timeout=60).read())
+        assert "kept_out_tokens" in data["totals"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def search_sources(cmd: str, w: dict) -> None:
+    # "one ranked answer from every source, each hit labelled"
+    object_put("object put big.log", w)
+    for query, source in (("occupancy state machine", "code"), ("retries backoff", "history"),
+                          ("deploy key vault", "notes"), ("FAILED", "objects")):
+        out = run(cmd, QUERY=query).output
+        assert re.search(rf"^== \[{source}\] ", out, re.M), (query, out)
+        assert "-- sources: code " in out
+
+
+def watch(cmd: str, w: dict) -> None:
+    # "re-index as files change"
+    import subprocess
+
+    proc = subprocess.Popen([EXE, *shlex.split(cmd), "--json", "--no-notes"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=str(w["proj"]))
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first["kind"] == "code" and first["target"] == str(w["proj"])
+        import time
+        time.sleep(0.5)
+        (w["proj"] / "src" / "billing.py").write_text(BILLING + "\n\ndef refund():\n    pass\n")
+        e = json.loads(proc.stdout.readline())
+        assert e["indexed"] == 1 and e["unchanged"] >= 1
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def eval_cases(cmd: str, w: dict) -> None:
+    # "Hit@k, MRR and nDCG@10 on your own cases, for any source"
+    cases = w["proj"] / "cases.jsonl"
+    cases.write_text('{"query": "occupancy state machine", "paths": ["src/occupancy.py"]}\n'
+                     '{"query": "deploy key vault", "files": ["deploy.md"]}\n')
+    try:
+        out = run(cmd).output
+    finally:
+        cases.unlink()
+    assert "ndcg@10" in out
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:] if ln.split()}
+    assert rows["code"][2] == "1.000" and rows["notes"][2] == "1.000"  # hit@1
+
+
 CHECKS: dict[str, Callable[[str, dict], None]] = {
     'search "where is the occupancy state machine decided"': code_search,
     'history search "what did we decide about retries"': history_search,
@@ -230,6 +305,12 @@ CHECKS: dict[str, Callable[[str, dict], None]] = {
     "integrate claude-code install": claude_code_install,
     "integrate dsh patch": dsh_patch,
     "integrate codex": codex,
+    "report": report,
+    "serve": serve,
+    "search QUERY --sources code,history,notes,objects": search_sources,
+    "watch": watch,
+    "mcp --watch": mcp_server,
+    "eval cases.jsonl": eval_cases,
     "config show": config_show,
     "trust": trust,
 }
