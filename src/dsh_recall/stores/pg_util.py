@@ -205,6 +205,15 @@ def term_map(columns: Sequence[tuple[float, Iterable[str]]]) -> tuple[list[str],
     return list(tf), [repr(v) for v in tf.values()], total
 
 
+def _hs(x: str) -> str:
+    return '"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def hstore_literal(keys: Sequence[str], values: Sequence[str]) -> str:
+    """hstore input text for these keys and values (any characters, quoted)."""
+    return ", ".join(f"{_hs(k)}=>{_hs(v)}" for k, v in zip(keys, values))
+
+
 _FTS5_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 
 

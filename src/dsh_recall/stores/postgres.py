@@ -113,15 +113,17 @@ class PgChunkStore:
             self._q("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (self.s, p))
 
     def _delete_rows(self, paths: Sequence[str], delta: Counter) -> tuple[int, int]:
-        """Delete files with their chunks; their terms go into `delta` (negative) and
-        (chunks, tokens) removed are returned, for the caller to apply last."""
-        ids = [r[0] for r in self._q("SELECT c.id FROM {s}.chunks c WHERE c.path = ANY(%s) "
-                                     "ORDER BY c.id FOR UPDATE", (list(paths),))]
-        n = total = 0
-        if ids:
-            delta.subtract(pg_util.lexeme_counts(self.conn, f"{self.s}.chunks", "terms", ids))
-            n, total = self._q("SELECT count(*), coalesce(sum(dl), 0) FROM {s}.chunks "
-                               "WHERE id = ANY(%s)", (ids,)).fetchone()
+        """Delete files with their chunks, in one statement; their terms go into `delta`
+        (negative) and (chunks, tokens) removed are returned, for the caller to apply last.
+        No row lock is taken in id order first: the only other writer of chunk rows,
+        put_vectors, skips locked rows and never waits on them."""
+        n, total, keys, counts = self._q(
+            "WITH gone AS (DELETE FROM {s}.chunks WHERE path = ANY(%(p)s) RETURNING terms, dl), "
+            "t AS (SELECT k, count(*) AS c FROM gone CROSS JOIN LATERAL skeys(gone.terms) k GROUP BY k) "
+            "SELECT (SELECT count(*) FROM gone), (SELECT coalesce(sum(dl), 0) FROM gone), "
+            "(SELECT array_agg(k) FROM t), (SELECT array_agg(c) FROM t)", {"p": list(paths)}).fetchone()
+        if keys:
+            delta.subtract(dict(zip(keys, (int(c) for c in counts))))
         self._q("DELETE FROM {s}.files WHERE path = ANY(%s)", (list(paths),))
         return int(n), int(total)
 
@@ -149,17 +151,20 @@ class PgChunkStore:
                 (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns,
                  row.chars)).fetchone()[0]
             if rows:
-                for r in rows:
-                    r[0] = file_id
-                with self.conn.cursor() as cur:
-                    cur.executemany(
-                        f"INSERT INTO {self.s}.chunks(file_id, path, start_line, end_line, language, "
-                        "symbols, text, embed_hash, terms, dl) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,"
-                        "hstore(%s::text[], %s::text[]),%s)", rows)
-                # Chunks whose text was embedded before carry its vector at once.
-                self._q("UPDATE {s}.chunks c SET has_vec = true WHERE c.file_id = %s AND "
-                        "EXISTS (SELECT 1 FROM {s}.vectors v WHERE v.hash = c.embed_hash)",
-                        (file_id,))
+                # One statement for the whole file; a chunk whose text was embedded before
+                # carries its vector at once.
+                cols = list(zip(*rows))
+                self._q(
+                    "INSERT INTO {s}.chunks(file_id, path, start_line, end_line, language, symbols, "
+                    "text, embed_hash, terms, dl, has_vec) SELECT %(f)s, %(path)s, x.s, x.e, x.l, x.y, "
+                    "x.t, x.h, x.m::hstore, x.d, EXISTS (SELECT 1 FROM {s}.vectors v WHERE v.hash = x.h) "
+                    "FROM unnest(%(s)s::int[], %(e)s::int[], %(l)s::text[], %(y)s::text[], %(t)s::text[], "
+                    "%(h)s::text[], %(m)s::text[], %(d)s::int[]) WITH ORDINALITY AS x(s, e, l, y, t, h, m, d, o) "
+                    "ORDER BY x.o",
+                    {"f": file_id, "path": row.path, "s": list(cols[2]), "e": list(cols[3]),
+                     "l": list(cols[4]), "y": list(cols[5]), "t": list(cols[6]), "h": list(cols[7]),
+                     "m": [pg_util.hstore_literal(k, v) for k, v in zip(cols[8], cols[9])],
+                     "d": list(cols[10])})
             self._apply(delta, len(rows) - old_n, sum(r[-1] for r in rows) - old_total)
 
     def update_stat(self, path: str, size: int, mtime_ns: int) -> None:
@@ -293,11 +298,13 @@ class PgChunkStore:
     def clear_vectors(self) -> None:
         with self.conn.transaction():
             self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
+            # Chunk rows before the vectors table: a writer replacing a file holds its rows
+            # and may need to read the vectors table; this order never waits in a circle.
+            self._q("UPDATE {s}.chunks SET has_vec = false WHERE has_vec")
             self._q("DROP INDEX IF EXISTS {s}.vectors_hnsw")
             self._q("TRUNCATE {s}.vectors")
             self._q("ALTER TABLE {s}.vectors ALTER COLUMN vec TYPE vector")
             self._q("DELETE FROM {s}.meta WHERE key IN ('dim', 'ann')")
-            self._q("UPDATE {s}.chunks SET has_vec = false WHERE has_vec")
             self._q("SELECT nextval('{s}.vec_seq')")
 
     def prune_vectors(self) -> None:

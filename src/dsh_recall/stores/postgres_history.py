@@ -459,12 +459,12 @@ class PgHistoryStore:
         """Forget every vector and every embed hash (a new embedder or embed text)."""
         with self.conn.transaction():
             self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
+            self._q("UPDATE {s}.blocks SET embed_hash = NULL, has_vec = false "
+                    "WHERE embed_hash IS NOT NULL OR has_vec")  # rows first, as in postgres.py
             self._q("DROP INDEX IF EXISTS {s}.vectors_hnsw")
             self._q("TRUNCATE {s}.vectors")
             self._q("ALTER TABLE {s}.vectors ALTER COLUMN vec TYPE vector")
             self._q("DELETE FROM {s}.meta WHERE key IN ('dim', 'ann')")
-            self._q("UPDATE {s}.blocks SET embed_hash = NULL, has_vec = false "
-                    "WHERE embed_hash IS NOT NULL OR has_vec")
 
     def vector_state(self) -> tuple[int, int]:
         return 0, 0
