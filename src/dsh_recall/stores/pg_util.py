@@ -246,7 +246,7 @@ def bm25_sql(table: str, col: str, dl: str, where: str = "", select: str = "t.id
     )
 
 
-CANDIDATE_CAP = 50_000  # rows one lexical query may score
+CANDIDATE_CAP = 10_000  # rows one lexical query may score (see docs/postgres.md)
 
 
 def bm25_params(terms: Sequence[str], dfs: dict[str, int], n: int, total: int,
