@@ -95,3 +95,10 @@ def test_a_note_over_the_size_cap_is_skipped_and_reported(tmp_path: Path, monkey
         assert rep["files"] == 1 and any("huge.md" in p and "max_note_bytes" in p for p in rep["problems"])
     finally:
         svc.close()
+
+
+def test_config_show_hides_secrets(monkeypatch) -> None:
+    monkeypatch.setenv("DSH_RECALL_STORE", "postgresql://bob:s3cret@db.internal/recall")
+    monkeypatch.setenv("DSH_RECALL_MCP__TOKEN", "tok-123")
+    out = CliRunner().invoke(cli, ["config", "show", "--json"]).output
+    assert "s3cret" not in out and "tok-123" not in out and "bob:***@db.internal" in out

@@ -24,6 +24,13 @@ def show(ctx: click.Context, ws: str | None, as_json: bool) -> None:
     """Print every setting with its effective value (unknown keys fail here too)."""
     cfg = get_config(ctx, Path(ws or os.getcwd()).resolve())
     data = cfg.model_dump()
+    if data.get("store"):
+        # A URL may carry a password; the effective settings never show it.
+        import re
+
+        data["store"] = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", data["store"])
+    if data.get("mcp", {}).get("token"):
+        data["mcp"]["token"] = "***"
 
     def human(d: dict) -> str:
         lines = []
