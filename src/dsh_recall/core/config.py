@@ -282,6 +282,28 @@ class McpConfig(_Section):
     allowed_workspaces: list[str] = []
 
 
+class RerankConfig(_Section):
+    """Optional second stage (docs/rerank.md): a reranker endpoint reorders each source's
+    best fused candidates under a deadline; on any failure the fused order stands and the
+    answer says why. Never settable from a repository's config: the URL decides where the
+    candidates' text is sent."""
+
+    url: str | None = None  # base (http://127.0.0.1:8080) or full endpoint; unset = off
+    # "rerank": POST /v1/rerank {model, query, documents, top_n} -> {"results": [{index,
+    # relevance_score}]} (llama.cpp server, Infinity, vLLM, Jina / Cohere-compatible);
+    # "tei": POST /rerank {query, texts} -> [{index, score}] (text-embeddings-inference).
+    api: Literal["rerank", "tei"] = "rerank"
+    model: str | None = None  # model name sent (servers hosting one model ignore it)
+    api_key_env: str | None = None  # name of the env var holding a bearer token for `url`
+    top_n: int = Field(20, ge=2, le=200)  # fused candidates sent, best first
+    deadline_s: float = Field(1.0, gt=0, le=60)  # then the fused order stands
+    max_chars: int = Field(2000, ge=100, le=100_000)  # text sent per candidate
+    # 1.0: the reranker's order among the candidates it scored; below 1, each scored
+    # candidate's place blends reranker rank and fused rank (weight on the reranker).
+    weight: float = Field(1.0, ge=0, le=1)
+    enabled: list[Literal["code", "history", "notes", "all"]] = ["code", "history", "notes", "all"]
+
+
 class Config(_Section):
     """Top-level settings are those of code recall; other sources have their own section."""
 
@@ -317,6 +339,7 @@ class Config(_Section):
     objects: ObjectsConfig = ObjectsConfig()
     notes: NotesConfig = NotesConfig()
     mcp: McpConfig = McpConfig()
+    rerank: RerankConfig = RerankConfig()
     @property
     def notices(self) -> list[str]:
         """Set by load_config: one line per workspace file whose keys were refused."""
@@ -325,7 +348,7 @@ class Config(_Section):
         return self.__dict__["_notices"]
 
 
-_SECTIONS = {"embedder", "history", "objects", "notes", "mcp"}
+_SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank"}
 # Not settings: where data lives, which config file, which session the caller is in.
 _RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION",
                  "DSH_RECALL_CHANNEL"}

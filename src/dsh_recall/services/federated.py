@@ -15,6 +15,7 @@ dashboard). Code has no access levels.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from ..core.config import Config
 from ..core.errors import InputError
+from ..search import rerank
 from ..search.fuse import rrf
 from . import usage
 from .channel import Viewer
@@ -117,7 +119,7 @@ def _history(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewe
 
 
 def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer | None) -> _Run:
-    from .notes import LAYERS, NotesService
+    from .notes import LAYERS, NotesService, _hit_text
 
     svc = NotesService(cfg, workspace=workspace)
     try:
@@ -128,7 +130,11 @@ def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer 
             # The user, unfiltered (like `notes eval`): every level, no session map lookup.
             notes = []
             svc._ensure_indexed(notes)
-            found = svc._hits(query, limit, None, LAYERS, notes, [])[:limit]
+            found = svc._hits(query, limit, None, LAYERS, notes, [])
+            found, reranked = rerank.apply(cfg, "notes", query, found, _hit_text)
+            if rerank.is_problem(reranked):
+                notes.append(rerank.note(reranked))
+            found = found[:limit]
             results = [h.as_result(svc._is_stale(h.row)) for h in found]
             usage.notes_search(svc.store, {"results": results})
     finally:
@@ -212,7 +218,12 @@ def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[st
     }
     runs: dict[str, _Run] = {}
     threads: dict[str, threading.Thread] = {}
-    with usage.collect() as parts:
+    # With the rerank stage on for "all", the merged list is reranked once below (one model
+    # scores every source's passages, so their scores compare), and the sources' own stages
+    # stand aside (the deferral follows them into their threads with the context).
+    rerank_all = bool(cfg.rerank.url) and "all" in cfg.rerank.enabled
+    defer = rerank.deferred("search_all") if rerank_all else contextlib.nullcontext()
+    with usage.collect() as parts, defer:
         for name in sources:
             def work(name: str = name) -> None:
                 t = time.monotonic()
@@ -249,12 +260,22 @@ def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[st
             pool.append({**hit, "rank": rank})
     fused = rrf(ranked, k=cfg.rrf_k)
     norm = cfg.rrf_k + 1  # a source's first hit scores 1.0
-    results = [{**pool[i], "score": round(score * norm, 4)} for i, score, _ in fused[:limit]]
+    merged = [{**pool[i], "score": round(score * norm, 4)} for i, score, _ in fused]
+    merged, reranked = rerank.apply(cfg, "all", query, merged, _rerank_text)
+    if rerank.is_problem(reranked):
+        notes.append(rerank.note(reranked))
+    results = merged[:limit]
     returned = sum(len(r["excerpt"]) for r in results)
     usage.record("all", "search", returned, sum(p["rep"] for p in parts if p["op"] == "search"),
                  hits=len(results), workspace=str(workspace))
     return {"query": query[:200], "sources": status, "results": results, "notes": notes,
-            "returned_chars": returned, "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
+            "rerank": reranked, "returned_chars": returned,
+            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
+
+
+def _rerank_text(hit: dict[str, Any]) -> str:
+    """What a reranker reads of a hit: where it is, then its bounded excerpt."""
+    return f"{hit['title']}\n{hit.get('excerpt') or ''}"
 
 
 def render_text(d: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from ..core.types import Chunk
 from ..embedders import Embedder
 from ..search import access
 from ..search import lexical as lex
+from ..search import rerank
 from ..search.fuse import layer_weights, rrf
 from ..sources.notes import resolve_roots, walk_notes
 from ..sources.workspace import read_regular
@@ -86,6 +87,11 @@ def _spec_of(hash_field: str) -> str:
     # The files table's hash column holds "<chunker spec>:<sha256>", so the spec a note was
     # chunked with travels atomically with its chunks.
     return hash_field.split(":", 1)[0] if ":" in hash_field else ""
+
+
+def _hit_text(h: Hit) -> str:
+    """What a reranker reads of a passage: its name and heading path, then the entry."""
+    return embed_text(h.row.path, h.row.symbols, h.row.text)
 
 
 class NotesService:
@@ -361,11 +367,17 @@ class NotesService:
         ch = self.channel(session)
         used: list[str] = []
         hits: list[Hit] = []
+        reranked = "skipped: nothing to rerank"
         if ch.allowed is not None and not ch.allowed:
             notes.append(f"nothing returned: {ch.reason}")
         else:
             self._ensure_indexed(notes)
-            hits = self._hits(query, limit, ch.allowed, layers, notes, used)[:limit]
+            hits = self._hits(query, limit, ch.allowed, layers, notes, used)
+            # The optional second stage (docs/rerank.md), over the fused list before the cut.
+            hits, reranked = rerank.apply(self.cfg, "notes", query, hits, _hit_text)
+            if rerank.is_problem(reranked):
+                notes.append(rerank.note(reranked))
+            hits = hits[:limit]
         results = [h.as_result(self._is_stale(h.row), explain) for h in hits]
         last = json.loads(self.store.get_meta("last_index") or "{}")
         spec = self.spec_state()
@@ -377,7 +389,7 @@ class NotesService:
             notes.append(NO_ROOTS)
         notes = list(dict.fromkeys(notes + (last.get("problems") or [])))  # each note once
         return usage.notes_search(self.store, {
-                "query": query[:200], "results": results, "layers": used,
+                "query": query[:200], "results": results, "layers": used, "rerank": reranked,
                 "access": {"channel": ch.kind, "reason": ch.reason},
                 "pending": self.store.pending_count(), "notes": notes,
                 "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)})
