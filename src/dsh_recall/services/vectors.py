@@ -28,6 +28,10 @@ FULL_BATCH = 256
 VECTOR_FILE_META = "vector_file"  # the store meta key holding the committed FileState
 SYNC_EVERY = 8192  # new vectors between appends to the vector file during a long run
 RESCORE = 3  # the file's first pass keeps RESCORE x k candidates for exact rescoring
+# ...but never more than RESCORE x EXACT_TOP: a fusion pool of 200 read 600 float32 rows back
+# from SQLite per search, most of the vector layer's time, for ranks past 64 that weigh almost
+# nothing in the fusion. A k above EXACT_TOP may so get fewer than k answers (at least 192).
+EXACT_TOP = 64
 SMALL_SCOPE = 2000  # a scope this small is ranked exactly from SQLite, no file pass
 DELTA_SYNC = 20000  # a search finding this many vectors outside the file syncs it (if it can)
 
@@ -187,7 +191,7 @@ class VectorIndex:
             ids = mapped.ids
             if keep is not None:
                 approx = np.where(np.isin(ids, keep), approx, -np.inf)
-            cand = [i for i, s in top_of(ids, approx, RESCORE * k) if s > -np.inf]
+            cand = [i for i, s in top_of(ids, approx, RESCORE * min(k, EXACT_TOP)) if s > -np.inf]
             c_ids, c_mat = store.vectors_of(cand)
             if len(c_ids) and c_mat.shape[1] == len(q):
                 scores.update(zip(c_ids.tolist(), (c_mat @ q).tolist()))

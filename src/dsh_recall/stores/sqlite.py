@@ -7,9 +7,11 @@ previous state or the new one, never half of a file.
 from __future__ import annotations
 
 import json
+import math
+import re
 import sqlite3
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -54,6 +56,9 @@ INSERT INTO meta(key, value) VALUES('vec_seq', '1')
 
 # SQL is built here, apart from running it, so it can be read and tested on its own.
 BM25_WEIGHTS = (1.0, 4.0, 2.0)  # body, symbols, path
+_PHRASE = re.compile(r'"(?:[^"]|"")*"')
+# One unicode61 token (tokenchars '_'): letters, digits, '_' and non-ASCII word characters.
+_ONE_TOKEN = re.compile(r"[\w]+")
 
 
 def lexical_sql(with_prefix: bool) -> str:
@@ -68,6 +73,61 @@ def lexical_sql(with_prefix: bool) -> str:
     )
 
 
+# FTS5's bm25 (fts5_aux.c): score = sum over the query's phrases of
+#   idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avglen)),  idf = log((N - n + .5) / (n + .5))
+# with f the column-weighted count of the phrase in the row. It grows with f towards
+# idf * (k1 + 1), so that is the most one phrase can add to any row's score.
+BM25_K1 = 1.2
+SPLIT_MIN_PHRASES = 2  # a one-term query has nothing to split
+SPLIT_MAX_PHRASES = 10  # longer queries rarely prove exact; one full query is cheaper then
+SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of the chunks
+
+
+def fts5_idf(n: int, df: int) -> float:
+    v = math.log((n - df + 0.5) / (df + 0.5)) if n else 0.0
+    return v if v > 0 else 1e-6
+
+
+def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
+                total: Callable[[], int]) -> tuple[str, str, float] | None:
+    """MaxScore for FTS5: split an OR query into its rare phrases and its common ones.
+
+    bm25() is paid on every row the MATCH selects, and a common term selects most of the
+    index. The rows that hold a rare phrase are few; scored on the whole query they are
+    exact, and a row holding only common phrases can score at most the sum of their
+    ceilings (`bound`). When the `limit`-th best rare row scores above that, the answer is
+    the full query's, at a fraction of the cost. Returns (rare MATCH, common MATCH, bound),
+    or None to run the query as it is."""
+    phrases = _PHRASE.findall(match or "")
+    if not (SPLIT_MIN_PHRASES <= len(phrases) <= SPLIT_MAX_PHRASES):
+        return None
+    words = [p[1:-1].replace('""', '"') for p in phrases]
+    if any(not _ONE_TOKEN.fullmatch(w) for w in words):
+        return None  # a phrase of several tokens: its row count is not a term's
+    keys = list(dict.fromkeys(w.lower() for w in words))
+    df = doc_freqs(keys)
+    n = total()
+    if not n:
+        return None
+    ceiling: dict[str, float] = {}
+    for w in words:  # a phrase written twice counts twice
+        k = w.lower()
+        ceiling[k] = ceiling.get(k, 0.0) + fts5_idf(n, df.get(k, 0)) * (BM25_K1 + 1)
+    order = sorted(keys, key=lambda k: (df.get(k, 0), k))
+    rare: list[str] = []
+    rows = 0
+    for k in order:
+        if rare and rows + df.get(k, 0) > SPLIT_RARE_SHARE * n:
+            break
+        rare.append(k)
+        rows += df.get(k, 0)
+    common = [k for k in order if k not in rare]
+    if not common:
+        return None
+    pick = lambda group: " OR ".join(p for p, w in zip(phrases, words) if w.lower() in group)  # noqa: E731
+    return pick(set(rare)), pick(set(common)), sum(ceiling[k] for k in common)
+
+
 def prefix_bounds(prefix: str) -> tuple[str, str]:
     """Range [lo, hi) of paths under a directory prefix (uses the unique index on path)."""
     p = prefix.rstrip("/") + "/"
@@ -80,9 +140,17 @@ class SqliteChunkStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.conn = connect(self.path, APPLICATION_ID)
+        self._df_cache: dict[str, int] = {}
+        self._df_cache_gen: str | None = None
+        self._count, self._count_gen = 0, None
         self._init_schema()
 
     def _init_schema(self) -> None:
+        try:  # an index of this schema already: nothing to write (no write lock either)
+            if self.get_meta("schema") == SCHEMA_VERSION:
+                return
+        except sqlite3.OperationalError:
+            pass  # a new file: no meta table yet
         try:
             self.conn.executescript("BEGIN IMMEDIATE;" + SCHEMA)
             # executescript would commit first; the rest runs statement by statement.
@@ -193,7 +261,7 @@ class SqliteChunkStore:
                      "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
 
     # -- lexical ------------------------------------------------------------
-    def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]:
+    def _bm25(self, match: str, limit: int, path_prefix: str | None) -> list[tuple[int, float]]:
         params: list = [match]
         if path_prefix:
             params.extend(prefix_bounds(path_prefix))
@@ -201,7 +269,39 @@ class SqliteChunkStore:
         rows = self.conn.execute(lexical_sql(bool(path_prefix)), params).fetchall()
         return [(r[0], -r[1]) for r in rows]  # bm25() is lower-is-better; flip it
 
+    def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]:
+        """The `limit` best chunks by FTS5 bm25 for `match`, exactly as one full query ranks
+        them, but cheaper when the query mixes rare and common terms (see `split_match`)."""
+        plan = split_match(match, self.doc_freqs, self.chunk_count)
+        if plan is None:
+            return self._bm25(match, limit, path_prefix)
+        rare, common, bound = plan
+        # Every chunk holding a rare term, scored on all terms: those that also hold a
+        # common one, and those that hold none (their common terms score 0 anyway).
+        both = self._bm25(f"({rare}) AND ({common})", limit, path_prefix)
+        only = self._bm25(f"({rare}) NOT ({common})", limit, path_prefix)
+        hits = sorted(both + only, key=lambda h: (-h[1], h[0]))[:limit]
+        if len(hits) == limit and hits[-1][1] > bound:
+            return hits  # a chunk holding only common terms scores at most `bound`: exact
+        return self._bm25(match, limit, path_prefix)
+
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """Rows holding each term (terms in no row are left out), remembered until the index
+        changes: fts5vocab counts a term's rows by walking its whole posting list, so a
+        common term costs as much as a search, and a search asks twice."""
+        gen = self.get_meta("generation")
+        if self._df_cache_gen != gen:
+            self._df_cache, self._df_cache_gen = {}, gen
+        missing = [t for t in terms if t not in self._df_cache]
+        if missing:
+            found = self._vocab_doc_freqs(missing)
+            for t in missing:
+                self._df_cache[t] = found.get(t, 0)
+            if len(self._df_cache) > 50_000:
+                self._df_cache = {t: self._df_cache[t] for t in terms}
+        return {t: self._df_cache[t] for t in terms if self._df_cache[t]}
+
+    def _vocab_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         if not terms:
             return {}
         out: dict[str, int] = {}
@@ -214,7 +314,11 @@ class SqliteChunkStore:
         return out
 
     def chunk_count(self) -> int:
-        return self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        gen = self.get_meta("generation")
+        if self._count_gen != gen or gen is None:
+            self._count = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            self._count_gen = gen
+        return self._count
 
     def file_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM files").fetchone()[0]

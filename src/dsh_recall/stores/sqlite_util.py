@@ -21,15 +21,23 @@ def connect(path: Path, application_id: int, kind: str = "dsh-recall database of
         conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
                                check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
-        # One write transaction for the check and the claim: two processes creating the
-        # same file at once must not see each other's half-made state.
-        conn.execute("BEGIN IMMEDIATE")
+        # Ours already: no write lock needed (a search must not queue behind an indexer).
         app = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        foreign = app != application_id and (app != 0 or tables)
-        if app == 0 and not foreign:
-            conn.execute(f"PRAGMA application_id = {application_id}")
-        conn.execute("ROLLBACK" if foreign else "COMMIT")
+        foreign = False
+        if app != application_id:
+            # One write transaction for the check and the claim: two processes creating the
+            # same file at once must not see each other's half-made state.
+            conn.execute("BEGIN IMMEDIATE")
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            foreign = app != application_id and (app != 0 or tables)
+            if app == 0 and not foreign:
+                conn.execute(f"PRAGMA application_id = {application_id}")
+            conn.execute("ROLLBACK" if foreign else "COMMIT")
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e) or "busy" in str(e):
+            raise StoreError(f"{path} stayed locked by another process for 30 s; try again") from e
+        raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and {redo}") from e
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{path} is not a usable SQLite database ({e}); move it aside and {redo}") from e
     if foreign:

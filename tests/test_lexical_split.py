@@ -1,0 +1,144 @@
+"""The split lexical query (stores/sqlite.py split_match) returns exactly what one full FTS5
+query returns: same chunks, same order, same scores, on a corpus where common terms sit in
+most chunks and rare ones in a few, for queries that take the split and ones that do not."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dsh_recall.core.text import index_text
+from dsh_recall.core.types import Chunk
+from dsh_recall.search.lexical import match_expression
+from dsh_recall.stores.base import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite import SqliteChunkStore, split_match
+
+COMMON = ["request", "session", "value", "data", "config", "item"]
+RARE = ["cookiejar", "backoff", "teardown", "blueprint", "rewrite", "monkeypatch", "tmpdir",
+        "adapter", "redirect", "fixture"]
+
+
+def make_store(tmp_path, n_files=120, seed=7):
+    rng = random.Random(seed)
+    store = SqliteChunkStore(tmp_path / "index.sqlite")
+    for f in range(n_files):
+        path = f"pkg/mod{f:03d}.py"
+        chunks = []
+        for c in range(4):
+            kind = rng.random()
+            if kind < 0.1:  # short and dense in common terms: may outscore a rare hit
+                words = [rng.choice(COMMON) for _ in range(rng.randint(3, 8))]
+            elif kind < 0.15:  # short, a rare term and no common one
+                words = [rng.choice(RARE)] * rng.randint(1, 3) + ["filler"]
+            else:
+                words = [rng.choice(COMMON) for _ in range(rng.randint(5, 60))] if kind > 0.2 else []
+                if rng.random() < 0.15:
+                    words += [rng.choice(RARE)] * rng.randint(1, 4)
+                words += [f"name{f}_{c}", "filler"] * rng.randint(1, 20)
+            rng.shuffle(words)
+            text = " ".join(words)
+            ch = Chunk(path, 1 + 10 * c, 5 + 10 * c, text, "python", ())
+            chunks.append(IndexedChunk(ch, index_text(text), "", index_text(path.replace("/", " ")),
+                                       text, f"h{f}-{c}"))
+        store.replace_file(FileRow(path, "/abs/" + path, "", f"hash{f}", 1, 1, 1), chunks)
+    return store
+
+
+QUERIES = [
+    ["cookiejar", "request"], ["backoff", "session", "value"], ["teardown", "data", "config", "item"],
+    ["blueprint", "rewrite", "request", "session"], ["fixture", "filler"], ["request", "session"],
+    ["monkeypatch"], ["tmpdir", "adapter", "redirect", "value", "data", "config", "item", "request"],
+    ["unknownword", "request"], ["cookiejar", "cookiejar", "request"],
+]
+
+
+@pytest.mark.parametrize("limit", [5, 20, 200])
+def test_split_equals_full_query(tmp_path, limit):
+    store = make_store(tmp_path)
+    took_split = 0
+    for terms in QUERIES:
+        for boost in (frozenset(), frozenset(terms[:1])):
+            match = match_expression(terms, boost)
+            full = store._bm25(match, limit, None)
+            got = store.lexical(match, limit)
+            assert [i for i, _ in got] == [i for i, _ in full], (terms, boost)
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in full]
+            scoped = store.lexical(match, limit, "pkg")
+            assert [i for i, _ in scoped] == [i for i, _ in store._bm25(match, limit, "pkg")]
+            took_split += split_match(match, store.doc_freqs, store.chunk_count) is not None
+    assert took_split >= 6  # the corpus does exercise the split, not only the fallback
+    store.close()
+
+
+def test_split_plan_bounds():
+    df = {"rare": 3, "common": 900, "other": 800}
+    plan = split_match('"rare" OR "common" OR "other"', lambda ts: {t: df[t] for t in ts if t in df},
+                       lambda: 1000)
+    assert plan is not None
+    rare, common, bound = plan
+    assert rare == '"rare"' and common == '"common" OR "other"'
+    assert bound > 0
+    # one phrase, a multi-token phrase, or too many phrases: the query runs whole
+    assert split_match('"rare"', lambda ts: df, lambda: 1000) is None
+    assert split_match('"rare" OR "a.b"', lambda ts: df, lambda: 1000) is None
+    many = " OR ".join(f'"t{i}"' for i in range(40))
+    assert split_match(many, lambda ts: {}, lambda: 1000) is None
+
+
+def test_doc_freq_cache_follows_index_changes(tmp_path):
+    store = make_store(tmp_path, n_files=10)
+    before = store.doc_freqs(["cookiejar", "filler"])
+    assert before["filler"] == store._vocab_doc_freqs(["filler"])["filler"]
+    path = "pkg/extra.py"
+    ch = Chunk(path, 1, 1, "filler filler", "python", ())
+    store.replace_file(FileRow(path, "/abs/" + path, "", "hx", 1, 1, 1),
+                       [IndexedChunk(ch, index_text(ch.text), "", "", ch.text, "hx")])
+    assert store.doc_freqs(["filler"])["filler"] == before["filler"] + 1
+    assert store.chunk_count() == 41
+    store.close()
+
+
+def test_common_only_chunk_that_outscores_rare_hits_is_kept(tmp_path):
+    """A short chunk dense in common terms outranks long chunks holding the rare term: the
+    split must notice (its bound) and answer with the full query's order."""
+    store = SqliteChunkStore(tmp_path / "index.sqlite")
+    texts = ["alpha beta alpha beta alpha beta"]
+    texts += [" ".join(["zebra"] + ["pad"] * 99) for _ in range(3)]
+    texts += [" ".join(["alpha", "beta"] + ["pad"] * 40) for _ in range(30)]
+    texts += [" ".join(["pad"] * 40) for _ in range(66)]
+    for n, text in enumerate(texts):
+        path = f"f{n:03d}.py"
+        ch = Chunk(path, 1, 1, text, "python", ())
+        store.replace_file(FileRow(path, "/abs/" + path, "", f"h{n}", 1, 1, 1),
+                           [IndexedChunk(ch, index_text(text), "", "", text, f"h{n}")])
+    match = match_expression(["zebra", "alpha", "beta"])
+    assert split_match(match, store.doc_freqs, store.chunk_count) is not None
+    full = store._bm25(match, 3, None)
+    assert full[0][0] == 1  # the dense common-only chunk leads
+    assert store.lexical(match, 3) == full
+    store.close()
+
+
+def test_opening_an_index_for_search_needs_no_write_lock(tmp_path):
+    """A search opens the index (and the vector thread opens it again) while an indexer may
+    hold the write lock: opening an existing index must not wait for it."""
+    import sqlite3
+    import threading
+
+    make_store(tmp_path, n_files=3).close()
+    writer = sqlite3.connect(str(tmp_path / "index.sqlite"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    opened: list = []
+
+    def open_it():
+        s = SqliteChunkStore(tmp_path / "index.sqlite")
+        opened.append(s.lexical('"filler"', 3))
+        s.close()
+
+    t = threading.Thread(target=open_it, daemon=True)
+    t.start()
+    t.join(20)  # it would block for the 30 s busy timeout, then fail
+    writer.execute("ROLLBACK")
+    writer.close()
+    assert opened and len(opened[0]) == 3
