@@ -18,9 +18,20 @@ import re
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "locomo-dev"
+
+
+def iso_time(when: str | None) -> str | None:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as ISO-8601 (UTC), the form real transcripts carry."""
+    if not when:
+        return None
+    try:
+        return datetime.strptime(when.strip(), "%I:%M %p on %d %B, %Y").strftime("%Y-%m-%dT%H:%M:00Z")
+    except ValueError:
+        return when
 
 
 def convert(data_dir: Path, out_dir: Path) -> tuple[list[Path], dict[str, list[tuple[str, str]]]]:
@@ -40,7 +51,7 @@ def convert(data_dir: Path, out_dir: Path) -> tuple[list[Path], dict[str, list[t
                     if t.get("blip_caption"):
                         text += f" [shares a photo: {t['blip_caption']}]"
                     rec = {"session": f"{sid}-s{n}", "seq": seq, "role": t["speaker"], "text": text,
-                           "id": t["dia_id"], "time": when, "title": f"{sid} session {n} ({when})", "workspace": sid}
+                           "id": t["dia_id"], "time": iso_time(when), "title": f"{sid} session {n} ({when})", "workspace": sid}
                     f.write(json.dumps(rec, ensure_ascii=False) + "\n")
                     turns[sid].append((t["dia_id"], f"{t['speaker']}: {text}"))
                 n += 1

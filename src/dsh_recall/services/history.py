@@ -29,6 +29,7 @@ from ..stores.history import HistoryStore, loads_flags
 from .history_common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
 from .history_detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
 from .history_import import EVENT_TEXT_CAP, import_file, import_paths
+from .history_rank import apply_rules, feedback_match
 from .history_semantic import SemanticLayer
 from . import usage
 
@@ -130,6 +131,27 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
     return rankings, status
 
 
+def _feedback(store: HistoryStore, cfg: Config, query: str, scope: Sequence[str] | None,
+              rankings: dict[str, list[tuple[int, float]]], fused):
+    """Pseudo-relevance feedback (`history.prf_terms`): the query plus words of the first
+    pass's best turns runs as one more lexical ranking ("feedback", weight `prf_weight`)."""
+    h = cfg.history
+    if h.prf_terms <= 0 or "literal" not in rankings or h.fusion != "score":
+        return fused
+    try:
+        match = feedback_match(store, h, query, fused, scope)
+        if not match:
+            return fused
+        found = [(i, -s) for i, s in store.fts("literal", match, scope, h.candidate_pool)]
+    except (sqlite3.OperationalError, StoreError):
+        return fused
+    ranked = hq.spread_scores(dict(found), store.neighbours([i for i, _ in found]))[:h.candidate_pool]
+    out = hq.fuse_scores({**rankings, "feedback": ranked}, {**LAYER_WEIGHTS["score"], "feedback": h.prf_weight})
+    # The feedback ranking is a literal search: report it as the literal layer.
+    return [(i, s, {"literal": r["feedback"], **{k: v for k, v in r.items() if k in LAYERS}} if "feedback" in r
+             else r) for i, s, r in out]
+
+
 def search(
     query: str,
     session: str | None = None,
@@ -179,6 +201,8 @@ def search(
         if access_note:
             status["access"] = access_note
         fused = fuse_layers(rankings, cfg.history)
+        fused = _feedback(store, cfg, query, scope["sessions"], rankings, fused)
+        fused = apply_rules(store, cfg.history, query, fused)
         rows = store.blocks([i for i, _, _ in fused])
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))
                 for i, s, r in fused if i in rows]

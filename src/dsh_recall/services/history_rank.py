@@ -1,0 +1,105 @@
+"""The history service's turn rules: what search.history_rules decides, fed from the store.
+
+`apply_rules` takes the fused (id, score, layer ranks) list of a search and returns it
+re-scored by the rules the `history` config turns on (answer partner, speaker, time, dates,
+session-then-turn). `feedback_match` builds the pseudo-relevance feedback query. Each rule
+reads only the candidates' rows, their next blocks and their sessions' dates: a few indexed
+lookups, no model call.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Sequence
+
+from ..core.config import HistoryConfig
+from ..core.text import fts_quote
+from ..search import history_rules as hr
+from ..stores.history import HistoryStore
+
+Fused = list[tuple[int, float, dict[str, int]]]
+
+
+def rules_on(h: HistoryConfig) -> bool:
+    return any(x > 0 for x in (h.answer_share, h.speaker_boost, h.time_boost, h.date_boost,
+                               h.session_boost))
+
+
+def _day(ms: int | None):
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).date()
+
+
+def _turns(store: HistoryStore, ids: Sequence[int]) -> dict[int, hr.Turn]:
+    rows = store.blocks(list(ids))
+    sessions = {s["id"]: s for s in store.sessions(sorted({r.session for r in rows.values()}))} if rows else {}
+    return {i: hr.Turn(i, r.session, r.ord, r.role, r.text,
+                       _day((sessions.get(r.session) or {}).get("created_ms")))
+            for i, r in rows.items()}
+
+
+def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused) -> Fused:
+    """Re-score a fused ranking by the turn rules that are on; unchanged when none is."""
+    if not fused or not rules_on(h):
+        return fused
+    ranks = {i: r for i, _, r in fused}
+    order = [i for i, _, _ in fused]
+    scores = {i: s for i, s, _ in fused}
+    turns = _turns(store, order)
+    if h.answer_share > 0:
+        # The block right after each candidate (its answer when the candidate asks).
+        nb = store.neighbours(order)
+        nxt: dict[int, int] = {}
+        new = {n for ns in nb.values() for n in ns if n not in turns}
+        turns.update(_turns(store, sorted(new)))
+        for i, ns in nb.items():
+            for n in ns:
+                if i in turns and n in turns and turns[n].ord == turns[i].ord + 1 \
+                        and turns[n].session == turns[i].session:
+                    nxt[i] = n
+        scores = hr.answer_partner(scores, turns, nxt, h.answer_share)
+    if h.speaker_boost > 0:
+        named = hr.named_speakers(query, (t.role for t in turns.values()))
+        if named and len(named) < len({t.role for t in turns.values()}):
+            scores = hr.boost(scores, [i for i in scores if i in turns and turns[i].role in named],
+                              h.speaker_boost)
+    if h.time_boost > 0 and hr.is_when_question(query):
+        scores = hr.boost(scores, [i for i in scores if i in turns and hr.has_time_expression(turns[i].text)],
+                          h.time_boost)
+    if h.date_boost > 0:
+        years = sorted({t.day.year for t in turns.values() if t.day})
+        wanted = hr.question_dates(query, years)
+        if wanted:
+            hit = [i for i in scores if i in turns
+                   and hr.dates_overlap(wanted, hr.turn_dates(turns[i].text, turns[i].day))]
+            scores = hr.boost(scores, hit, h.date_boost)
+    if h.session_boost > 0:
+        scores = hr.session_lift(scores, turns, h.session_boost, h.session_turns)
+    return [(i, s, ranks.get(i, {})) for i, s in hr.ranked(scores, order)]
+
+
+def feedback_match(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused,
+                   scope: Sequence[str] | None) -> str | None:
+    """The pseudo-relevance feedback query: the query's terms plus `prf_terms` words from
+    the best `prf_docs` turns of the first pass, as an FTS5 OR query (None: nothing to add)."""
+    from ..search import history_query as hq
+
+    if h.prf_terms <= 0 or not fused:
+        return None
+    top = [i for i, _, _ in fused[: h.prf_docs]]
+    rows = store.blocks(top)
+    texts = [rows[i].text for i in top if i in rows]
+    roles = {rows[i].role for i in top if i in rows}
+    words = hr.candidate_words(texts)
+    if not words:
+        return None
+    # Document frequency of each candidate word in scope, from the word index itself.
+    n_docs = store.block_count(scope)
+    df = {w: len(store.fts("literal", fts_quote(w), scope, n_docs)) for w in words}
+    extra = hr.feedback_terms(query, texts, {w: n for w, n in df.items() if n}, n_docs, h.prf_terms,
+                              exclude=roles)
+    if not extra:
+        return None
+    base = hq.terms(query)
+    return " OR ".join(fts_quote(t) for t in [*base, *extra])
