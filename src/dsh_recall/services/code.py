@@ -34,6 +34,13 @@ from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_loc
                       load_embedder, sync_fingerprint, sync_vector_file)
 
 
+# Files written per transaction, counted in chunks: a commit per file made FTS5 write and
+# merge a segment per file; a few hundred chunks per commit keep the write lock short (a
+# search never waits on it: readers see the last commit) and a kill -9 loses at most the
+# batch in flight, never half of a file.
+INDEX_BATCH_CHUNKS = 400
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -145,6 +152,8 @@ class CodeService:
         rep = IndexReport(files=0, skipped=dict(report.skipped), problems=list(report.problems),
                           notes=notes)
         total = len(report.files)
+        batch: list[tuple[FileRow, list[IndexedChunk]]] = []
+        batch_chunks = 0
         for n, sf in enumerate(report.files, 1):
             if progress and (n % 50 == 0 or n == total):
                 progress("scan", n, total)
@@ -176,9 +185,14 @@ class CodeService:
                 et = embed_text(sf.path, c.symbols, c.text)
                 items.append(IndexedChunk(c, index_text(c.text), index_text(" ".join(c.symbols)),
                                           path_lex, et, _sha(et.encode("utf-8", "surrogatepass"))[:32]))
-            self.store.replace_file(
-                FileRow(sf.path, sf.abs_path, sf.root, digest, sf.size, sf.mtime_ns, len(text)), items)
+            batch.append((FileRow(sf.path, sf.abs_path, sf.root, digest, sf.size, sf.mtime_ns,
+                                  len(text)), items))
+            batch_chunks += len(items)
+            if batch_chunks >= INDEX_BATCH_CHUNKS:
+                self._write_batch(batch)
+                batch, batch_chunks = [], 0
             rep.indexed += 1
+        self._write_batch(batch)
         gone = [p for p in known if p not in seen]
         if gone:
             self.store.delete_files(gone)
@@ -190,6 +204,18 @@ class CodeService:
         self.store.set_meta("last_index", json.dumps({
             "time": time.time(), "skipped": rep.skipped, "problems": rep.problems}))
         return rep
+
+    def _write_batch(self, batch: list[tuple[FileRow, list[IndexedChunk]]]) -> None:
+        """Several files per transaction (see INDEX_BATCH_CHUNKS); a store without
+        replace_files takes them one by one."""
+        if not batch:
+            return
+        many = getattr(self.store, "replace_files", None)
+        if many is not None:
+            many(batch)
+        else:
+            for row, items in batch:
+                self.store.replace_file(row, items)
 
     def embed_pending(self, budget_s: float | None = None, progress: Progress | None = None,
                       store: SqliteChunkStore | None = None) -> int:

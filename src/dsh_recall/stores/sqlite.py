@@ -209,30 +209,42 @@ class SqliteChunkStore:
         conn.execute("DELETE FROM files WHERE path = ?", (path,))  # cascades to chunks
 
     def replace_file(self, row: FileRow, chunks: Sequence[IndexedChunk]) -> None:
+        self.replace_files([(row, chunks)])
+
+    def replace_files(self, batch: Sequence[tuple[FileRow, Sequence[IndexedChunk]]]) -> None:
+        """Replace several files in one transaction: all of them or none. FTS5 writes a new
+        segment (and merges old ones) at every commit, so a commit per file cost more than
+        tokenizing the file did."""
+        if not batch:
+            return
         with self._tx() as conn:
-            self._delete_file_rows(conn, row.path)
-            cur = conn.execute(
-                "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
-                "VALUES(?,?,?,?,?,?,?)",
-                (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns, row.chars))
-            file_id = cur.lastrowid
-            # Ids handed out here, so both tables are filled by one executemany each.
-            first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
-            conn.executemany(
-                "INSERT INTO chunks(id, file_id, start_line, end_line, language, symbols, text, "
-                "embed_hash) VALUES(?,?,?,?,?,?,?,?)",
-                [(first + n, file_id, ic.chunk.start_line, ic.chunk.end_line, ic.chunk.language,
-                  json.dumps(list(ic.chunk.symbols)), ic.chunk.text, ic.embed_hash)
-                 for n, ic in enumerate(chunks)])
-            conn.executemany("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
-                             [(first + n, ic.lexical, ic.symbols_lexical, ic.path_lexical)
-                              for n, ic in enumerate(chunks)])
-            # Chunks whose text was embedded before carry its vector at once.
-            if chunks and conn.execute("SELECT 1 FROM chunks c JOIN vectors v ON v.hash = "
-                                       "c.embed_hash WHERE c.file_id = ? LIMIT 1", (file_id,)).fetchone():
-                conn.execute("UPDATE chunks SET vec_seq = ? WHERE file_id = ? AND embed_hash IN "
-                             "(SELECT hash FROM vectors)", (self._next_vec_seq(conn), file_id))
+            for row, chunks in batch:
+                self._replace_in(conn, row, chunks)
             self._bump(conn)
+
+    def _replace_in(self, conn: sqlite3.Connection, row: FileRow, chunks: Sequence[IndexedChunk]) -> None:
+        self._delete_file_rows(conn, row.path)
+        cur = conn.execute(
+            "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
+            "VALUES(?,?,?,?,?,?,?)",
+            (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns, row.chars))
+        file_id = cur.lastrowid
+        # Ids handed out here, so both tables are filled by one executemany each.
+        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
+        conn.executemany(
+            "INSERT INTO chunks(id, file_id, start_line, end_line, language, symbols, text, "
+            "embed_hash) VALUES(?,?,?,?,?,?,?,?)",
+            [(first + n, file_id, ic.chunk.start_line, ic.chunk.end_line, ic.chunk.language,
+              json.dumps(list(ic.chunk.symbols)), ic.chunk.text, ic.embed_hash)
+             for n, ic in enumerate(chunks)])
+        conn.executemany("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
+                         [(first + n, ic.lexical, ic.symbols_lexical, ic.path_lexical)
+                          for n, ic in enumerate(chunks)])
+        # Chunks whose text was embedded before carry its vector at once.
+        if chunks and conn.execute("SELECT 1 FROM chunks c JOIN vectors v ON v.hash = "
+                                   "c.embed_hash WHERE c.file_id = ? LIMIT 1", (file_id,)).fetchone():
+            conn.execute("UPDATE chunks SET vec_seq = ? WHERE file_id = ? AND embed_hash IN "
+                         "(SELECT hash FROM vectors)", (self._next_vec_seq(conn), file_id))
 
     def update_stat(self, path: str, size: int, mtime_ns: int) -> None:
         self.conn.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
