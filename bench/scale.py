@@ -107,6 +107,49 @@ def timed_child(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, 
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out.decode("utf-8", "replace")
 
 
+class McpClient:
+    """`dsh-recall mcp` over stdio with the official MCP client, held open in a thread of its
+    own so the synchronous bench loop can time one `code_search` call at a time."""
+
+    def __init__(self, env: dict[str, str], ws: Path):
+        import asyncio
+        import threading
+
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        self._ready = asyncio.run_coroutine_threadsafe(self._open(env, ws), self._loop)
+        self._ready.result(timeout=120)
+
+    async def _open(self, env: dict[str, str], ws: Path) -> None:
+        import contextlib
+
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+
+        self._stack = contextlib.AsyncExitStack()
+        params = StdioServerParameters(command=sys.executable, args=["-m", "dsh_recall", "mcp"],
+                                       env=env, cwd=str(ws))
+        read, write = await self._stack.enter_async_context(
+            stdio_client(params, errlog=open(os.devnull, "w")))
+        self.session = await self._stack.enter_async_context(ClientSession(read, write))
+        await self.session.initialize()
+
+    def search(self, query: str) -> dict:
+        import asyncio
+
+        res = asyncio.run_coroutine_threadsafe(
+            self.session.call_tool("code_search", {"query": query}), self._loop).result(timeout=120)
+        return res.structured_content or {}
+
+    def close(self) -> None:
+        import asyncio
+
+        try:
+            asyncio.run_coroutine_threadsafe(self._stack.aclose(), self._loop).result(timeout=30)
+        except Exception:  # noqa: BLE001 - the server may already be gone
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
 def queries(n: int) -> list[str]:
     """Half keyword queries, half SWE-bench issue texts (long pasted text)."""
     issues = [json.loads(line)["query"] for line in open(EVAL / "queries.jsonl")]
@@ -116,11 +159,13 @@ def queries(n: int) -> list[str]:
     return out
 
 
-def run_size(target: int, base_chunks: int, n_queries: int) -> dict:
+def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False) -> dict:
     copies = max(1, round(target / base_chunks))
     ws = build_workspace(copies)
     home = TMP / "dsh-recall-scale" / f"home-{copies}"
-    shutil.rmtree(home, ignore_errors=True)
+    reuse = reuse and home.exists()
+    if not reuse:
+        shutil.rmtree(home, ignore_errors=True)
     env = dict(os.environ, DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake",
                DSH_RECALL_EMBEDDER__DIM=str(DIM))
     os.environ.update({k: env[k] for k in ("DSH_RECALL_HOME", "DSH_RECALL_EMBEDDER__NAME",
@@ -137,6 +182,8 @@ def run_size(target: int, base_chunks: int, n_queries: int) -> dict:
     t0 = time.perf_counter()
     svc.index()
     row["embed_s"] = time.perf_counter() - t0
+    if reuse:  # an index from an earlier run: its build times are not this run's
+        row.update(lex_s=None, lex_cpu_ms_chunk=None, embed_s=None)
     t0 = time.perf_counter()
     svc.index()
     row["unchanged_s"] = time.perf_counter() - t0
@@ -154,13 +201,19 @@ def run_size(target: int, base_chunks: int, n_queries: int) -> dict:
     qs = queries(n_queries)
     for q in qs[:3]:
         svc.search(q)  # warm the API process (embedder loaded, pages mapped)
-    api, cli, cli_cpu, rg, vec_ok = [], [], [], [], 0
+    api, cli, cli_cpu, rg, mcp_ms, vec_ok = [], [], [], [], [], 0
     cli_rss = 0.0
     cmd = [sys.executable, "-m", "dsh_recall", "search", "--json", "--workspace", str(ws)]
+    mcp = McpClient(env, ws)
+    for q in qs[:3]:
+        mcp.search(q)  # warm the server as the API process was warmed
     for q in qs:  # interleaved, so a noisy neighbour hits every column alike
         t0 = time.perf_counter()
         svc.search(q)
         api.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        mcp.search(q)
+        mcp_ms.append((time.perf_counter() - t0) * 1000)
         wall, c, r, out = timed_child(cmd + ["--", q], env, ws)
         cli.append(wall * 1000)
         cli_cpu.append(c * 1000)
@@ -174,6 +227,8 @@ def run_size(target: int, base_chunks: int, n_queries: int) -> dict:
             rg_cmd = ["rg", "-i", "-l", "-F"] + [a for t in terms for a in ("-e", t)] + [str(ws)]
             wall, _, _, _ = timed_child(rg_cmd, env, ws)
             rg.append(wall * 1000)
+    mcp.close()
+    row.update(mcp_p50=pct(mcp_ms, 50), mcp_p95=pct(mcp_ms, 95))
     row.update(api_p50=pct(api, 50), api_p95=pct(api, 95), cli_p50=pct(cli, 50),
                cli_p95=pct(cli, 95), cli_cpu_p50=pct(cli_cpu, 50), cli_rss=cli_rss,
                rg_p50=pct(rg, 50) if rg else None, rg_p95=pct(rg, 95) if rg else None,
@@ -209,6 +264,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--embed-chunks", type=int, default=150)
     ap.add_argument("--no-embed-bench", action="store_true")
+    ap.add_argument("--reuse", action="store_true",
+                    help="query an index an earlier run left (no index timings then)")
     args = ap.parse_args()
 
     probe_home = TMP / "dsh-recall-scale" / "probe-home"
@@ -223,7 +280,7 @@ def main() -> None:
 
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        row = run_size(size, base_chunks, args.queries)
+        row = run_size(size, base_chunks, args.queries, args.reuse)
         rows.append(row)
         print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}),
               flush=True)
@@ -233,13 +290,14 @@ def main() -> None:
 
     print()
     print("| chunks | first index: lexical / + vectors (fake) | lexical CPU per chunk | unchanged "
-          "| one file edited | API p50 / p95 | CLI p50 / p95 (CPU p50) | vector layer in CLI "
-          "| `rg -i -l` p50 / p95 | RSS API / CLI | disk per chunk |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| one file edited | API p50 / p95 | MCP call p50 / p95 | CLI p50 / p95 (CPU p50) "
+          "| vector layer in CLI | `rg -i -l` p50 / p95 | RSS API / CLI | disk per chunk |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['chunks']:,} | {f(r['lex_s'], 1)} s / {f(r['embed_s'], 1)} s "
-              f"| {r['lex_cpu_ms_chunk']:.2f} ms | {f(r['unchanged_s'], 2)} s | {f(r['edit_s'], 2)} s "
+              f"| {f(r['lex_cpu_ms_chunk'], 2)} ms | {f(r['unchanged_s'], 2)} s | {f(r['edit_s'], 2)} s "
               f"| {f(r['api_p50'])} / {f(r['api_p95'])} ms "
+              f"| {f(r['mcp_p50'])} / {f(r['mcp_p95'])} ms "
               f"| {f(r['cli_p50'])} / {f(r['cli_p95'])} ms ({f(r['cli_cpu_p50'])} ms) "
               f"| {r['vec_ok']} | {f(r['rg_p50'])} / {f(r['rg_p95'])} ms "
               f"| {f(r['api_rss'])} / {f(r['cli_rss'])} MB | {f(r['disk_b_chunk'])} B |")
