@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -134,3 +135,15 @@ def test_real_process_stdin_stdout(_isolated_home):
         input=json.dumps(_payload("Bash", resp)).encode(), capture_output=True, timeout=60)
     assert p.returncode == 0 and p.stderr == b""
     assert "as object " in json.loads(p.stdout)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+
+
+def test_a_hook_that_does_nothing_says_why_on_stderr(tmp_path, _isolated_home):
+    resp = {"stdout": BIG, "stderr": "", "interrupted": False, "isImage": False}
+    env = {**os.environ, "DSH_RECALL_HOME": str(tmp_path / "h"), "DSH_RECALL_OBJECTS__NOPE": "1"}
+    p = subprocess.run(
+        [sys.executable, "-c", "from dsh_recall.frontends.cli import main; main()",
+         "hook", "claude-code", "post-tool-use"],
+        input=json.dumps(_payload("Bash", resp)).encode(), capture_output=True, timeout=60, env=env)
+    assert p.returncode == 0 and p.stdout == b""
+    err = p.stderr.decode()
+    assert err.startswith("dsh-recall hook: did nothing:") and "nope" in err and err.count("\n") == 1

@@ -98,4 +98,9 @@ def test_dsh_patch_and_codex_entry():
     out = r.invoke(cli, ["integrate", "dsh", "patch", "--env", "DSH_RECALL_HOME=/x"]).output
     assert "@deepseek-ai/dsh-mcp-client" in out and "serverName: recall" in out
     assert 'DSH_RECALL_HOME: "/x"' in out
-    assert '[mcp_servers.recall]' in r.invoke(cli, ["integrate", "codex"]).output
+    plain = r.invoke(cli, ["integrate", "codex"]).output
+    assert '[mcp_servers.recall]' in plain and "required" not in plain
+    import tomllib
+    entry = tomllib.loads(r.invoke(cli, ["integrate", "codex", "--required"]).output)
+    assert entry["mcp_servers"]["recall"]["required"] is True
+    assert entry["mcp_servers"]["recall"]["args"] == ["mcp"]

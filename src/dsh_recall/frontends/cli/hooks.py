@@ -53,7 +53,13 @@ def run_hook(ctx: click.Context, handler: Handler) -> None:
             out = json.dumps(answer, ensure_ascii=True)
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
-    except Exception:  # noqa: BLE001 - a hook must never break the harness
+    except Exception as e:  # noqa: BLE001 - a hook must never break the harness
+        # ...but it says why it did nothing (a harness shows a hook's stderr in its log).
+        try:
+            msg = " ".join(str(e).split())[:400] or type(e).__name__
+            sys.stderr.write(f"dsh-recall hook: did nothing: {msg}\n")
+        except Exception:  # noqa: BLE001
+            pass
         return
 
 

@@ -95,11 +95,15 @@ def _env_lines(env: dict[str, str] | None) -> list[str]:
                                   for k, v in sorted(env.items())]
 
 
-def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME) -> str:
-    """The `[mcp_servers.<name>]` table for `~/.codex/config.toml`."""
+def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME,
+                required: bool = False) -> str:
+    """The `[mcp_servers.<name>]` table for `~/.codex/config.toml`. `required`: Codex waits
+    for the server at start (up to its startup_timeout_sec) instead of starting the first
+    turn without it, which a scripted `codex exec` needs."""
     return (f"[mcp_servers.{server_name}]\n"
             f"command = {json.dumps(command)}\n"
-            f"args = [\"mcp\"]\n")
+            f"args = [\"mcp\"]\n"
+            + ("required = true\n" if required else ""))
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -276,6 +280,9 @@ def dsh_patch_cmd(write: str | None, command: str | None, workspace: str | None,
 @integrate.command("codex")
 @click.option("--command", "command", default=None,
               help="How to run dsh-recall (default: `dsh-recall` when it is on PATH, else this executable's full path).")
-def codex(command: str | None) -> None:
+@click.option("--required", is_flag=True,
+              help="Add `required = true`: Codex waits for the server before its first turn "
+                   "(scripted `codex exec` runs need it; the server takes about a second).")
+def codex(command: str | None, required: bool) -> None:
     """Print the `[mcp_servers.recall]` entry for ~/.codex/config.toml."""
-    click.echo(codex_entry(command or default_command()), nl=False)
+    click.echo(codex_entry(command or default_command(), required=required), nl=False)
