@@ -9,8 +9,25 @@ from itertools import chain
 _WORD = re.compile(r"[A-Za-z0-9_]+|[^\x00-\x7F\s]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u31f0-\u31ff]"
-_CJK = re.compile(_CJK_CLASS)
-_CJK_RUN = re.compile(_CJK_CLASS + "+")
+
+
+class _LazyPattern:
+    """A regex compiled on first use: the CJK class costs about 20 ms to compile (its
+    ranges span most of the BMP), which every CLI call and hook paid at import."""
+
+    __slots__ = ("_source", "_compiled")
+
+    def __init__(self, source: str):
+        self._source, self._compiled = source, None
+
+    def __getattr__(self, name: str):
+        if self._compiled is None:
+            self._compiled = re.compile(self._source)
+        return getattr(self._compiled, name)
+
+
+_CJK = _LazyPattern(_CJK_CLASS)
+_CJK_RUN = _LazyPattern(_CJK_CLASS + "+")
 _PLAIN = re.compile(r"[a-z]+")  # the commonest word: its only token is itself
 # Identifiers as a query writes them: dotted.names, snake_case, camelCase, PascalCase.
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[A-Za-z0-9]*_[A-Za-z0-9_]+"
