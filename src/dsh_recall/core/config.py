@@ -437,14 +437,6 @@ def _from_env(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
 def _limit_workspace_file(data: dict[str, Any], path: Path, workspace: Path,
                           notices: list[str]) -> dict[str, Any]:
     """Keep only what an untrusted repository file may set; one notice lists what was refused."""
@@ -464,7 +456,7 @@ def _limit_workspace_file(data: dict[str, Any], path: Path, workspace: Path,
                 raw = raw if sep else str(entry)
                 p = Path(os.path.expanduser(raw.strip()))
                 p = (p if p.is_absolute() else root / p).resolve()
-                if _inside(p, root):
+                if p.is_relative_to(root):
                     kept_roots.append(entry)
                 else:
                     refused.append(f"source root '{entry}' (outside the workspace)")

@@ -99,14 +99,6 @@ def service_available(module: str | None) -> bool:
         return False
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
 class RecallApp:
     """What one MCP server process holds: the user's choices, shared by every client.
 
@@ -144,7 +136,7 @@ class RecallApp:
         return list(dict.fromkeys(roots))
 
     def may_use_workspace(self, path: Path) -> bool:
-        return any(_inside(path, r) for r in self.allowed_roots)
+        return any(path.is_relative_to(r) for r in self.allowed_roots)
 
     def viewer(self, cfg: Config) -> Viewer:
         """The server's access channel, resolved against the user's session map."""
