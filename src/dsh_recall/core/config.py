@@ -344,6 +344,16 @@ class Config(_Section):
     doc_weight: float = Field(0.7, ge=0, le=1)  # prose docs (.md, .rst, docs/) likewise
     identifier_boost: bool = True  # identifiers written in the query count twice in BM25
     symbol_boost: float = Field(1.5, ge=1)  # a chunk declaring a name the query writes
+    # Ranking rules measured in docs/code-ranking.md. A query of more than long_query_words
+    # words (a pasted issue, a log) never lifts the test / doc / config priors by saying
+    # "test" or "docs" in passing (0 = any query may).
+    long_query_words: int = Field(24, ge=0)
+    config_weight: float = Field(0.5, ge=0, le=1)  # build / CI / data files (setup.py, *.toml, .github/)
+    file_decay: float = Field(0.2, ge=0, le=1)  # --files: each next chunk of a file adds score x decay^j
+    file_chunks: int = Field(3, ge=1, le=50)  # --files: chunks counted per file
+    test_transfer: float = Field(0.5, ge=0, le=2)  # --files: a test's evidence passed to the file it tests
+    transfer_top: int = Field(10, ge=0, le=100)  # --files: test files among the best N pass it on
+    path_boost: float = Field(1.5, ge=1)  # --files: a file whose path the query writes (1 = off)
     embedder: EmbedderConfig = EmbedderConfig()
     history: HistoryConfig = HistoryConfig()
     objects: ObjectsConfig = ObjectsConfig()
@@ -372,6 +382,8 @@ WORKSPACE_KEYS = frozenset({
     "focus_markers", "ignore", "max_file_bytes", "excerpt_lines", "limit", "candidate_pool",
     "rrf_k", "lexical_weight", "vector_weight", "embed_budget_s", "search_deadline_s",
     "weak_score", "test_weight", "doc_weight", "identifier_boost", "symbol_boost",
+    "long_query_words", "config_weight", "file_decay", "file_chunks", "test_transfer",
+    "transfer_top", "path_boost",
     "mcp.token_budget",
 })
 

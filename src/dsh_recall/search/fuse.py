@@ -91,14 +91,54 @@ def names_symbol(symbols: Sequence[str], named: set[str] | frozenset[str]) -> bo
     return False
 
 
-def path_prior(path: str, terms: Sequence[str], test_weight: float, doc_weight: float) -> float:
+# Build, packaging, CI and data files: what a project is configured with, not what it does.
+_CONFIG_EXTS = {"json", "jsonc", "yaml", "yml", "toml", "ini", "cfg", "conf", "xml", "lock",
+                "in", "properties", "gradle", "cmake", "mk", "plist", "env"}
+_BUILD_NAMES = {"setup.py", "noxfile.py", "fabfile.py", "makefile", "gnumakefile",
+                "dockerfile", "cmakelists.txt", "build.gradle", "vagrantfile", "jenkinsfile",
+                "procfile", "justfile", "rakefile", "gemfile"}
+
+
+def is_config_path(path: str) -> bool:
+    """A build, packaging, CI or data file (setup.py, tox.ini, .travis.yml, pyproject.toml,
+    package.json, a dotfile, anything under a dot-folder such as .github/), not prose docs."""
+    if is_doc_path(path):
+        return False
+    parts = path.lower().split("/")
+    name = parts[-1]
+    if name in _BUILD_NAMES or name.startswith(".") or any(p.startswith(".") for p in parts[:-1]):
+        return True
+    return "." in name and name.rsplit(".", 1)[-1] in _CONFIG_EXTS
+
+
+def names_file(path: str, terms: Sequence[str]) -> bool:
+    """Does the query name this file (its stem) or its format (its extension)?"""
+    name = path.lower().rsplit("/", 1)[-1].lstrip(".")
+    stem, _, ext = name.partition(".")
+    return any(t == stem or (ext and t == ext.rsplit(".", 1)[-1]) for t in terms)
+
+
+def intent_terms(query: str, terms: Sequence[str], long_words: int) -> Sequence[str]:
+    """The terms that may say what kind of file the query wants ("tests for X", "docs on
+    Y", "the tox.ini"): all of a short query's, none of a long paste's (an issue or a log
+    says "test" and "docs" in passing; they do not ask for tests or docs). 0 = always all."""
+    if long_words and len(query.split()) > long_words:
+        return ()
+    return terms
+
+
+def path_prior(path: str, terms: Sequence[str], test_weight: float, doc_weight: float,
+               config_weight: float = 1.0) -> float:
     """Score multiplier for where a chunk lives: code recall answers with implementation
-    first; tests and prose docs rank below it unless the query asks for them."""
+    first; tests, prose docs and build / config files rank below it unless the query asks
+    for them (`terms`: the query's intent terms, see intent_terms)."""
     w = 1.0
     if test_weight < 1 and is_test_path(path) and not wants_tests(terms):
         w *= test_weight
     if doc_weight < 1 and is_doc_path(path) and not any(t in _DOC_WORDS for t in terms):
         w *= doc_weight
+    if config_weight < 1 and is_config_path(path) and not names_file(path, terms):
+        w *= config_weight
     return w
 
 

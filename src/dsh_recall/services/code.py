@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .. import chunkers
 from ..core.config import Config
@@ -23,7 +23,9 @@ from ..core.text import code_tokens, index_text, safe_decode
 from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
-from ..search.fuse import layer_weights, names_symbol, path_prior, rrf, wants_tests
+from ..search import code_files
+from ..search.fuse import (intent_terms, is_test_path, layer_weights, names_symbol, path_prior,
+                           rrf, wants_tests)
 from ..sources.workspace import (WalkReport, check_workspace_root, content_skip_reason,
                                  iter_marker_dirs, parse_source_roots, read_regular, walk)
 from ..stores.base import FileRow, IndexedChunk
@@ -485,7 +487,10 @@ class CodeService:
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
         rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]])
-        fused = self._apply_priors(query, terms, fused, rows)
+        intent = intent_terms(query, terms, cfg.long_query_words)
+        fused = self._apply_priors(query, intent, fused, rows)
+        if files:
+            fused = self._rank_files(query, fused, rows, intent, chosen or terms, limit)
         results: list[dict[str, Any]] = []
         seen_files: set[str] = set()
         stale_cache: dict[str, bool] = {}
@@ -513,9 +518,10 @@ class CodeService:
                 break
         return results, used
 
-    def _apply_priors(self, query: str, terms: list[str], fused: list, rows: dict) -> list:
-        """Re-weigh fused chunks by where they live (tests, docs) and by whether they declare
-        a name the query writes; returns them best first."""
+    def _apply_priors(self, query: str, terms: Sequence[str], fused: list, rows: dict) -> list:
+        """Re-weigh fused chunks by where they live (tests, docs, build files) and by whether
+        they declare a name the query writes; returns them best first. `terms`: the query's
+        intent terms (none for a long paste)."""
         cfg = self.cfg
         named = lex.named_symbols(query) if cfg.symbol_boost > 1 else set()
         if named and wants_tests(terms):  # "tests for parse_args" names test_parse_args too
@@ -525,10 +531,93 @@ class CodeService:
         def prior(i: int) -> float:
             if i not in rows:
                 return 1.0
-            return (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight)
+            return (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight,
+                               cfg.config_weight)
                     * (cfg.symbol_boost if names_symbol(rows[i].symbols, named) else 1.0))
 
         return sorted(((i, s * prior(i), r) for i, s, r in fused), key=lambda x: -x[1])
+
+    def _rank_files(self, query: str, fused: list, rows: dict, intent: Sequence[str],
+                    terms: Sequence[str], limit: int) -> list:
+        """--files: one entry per file (its best chunk), ordered by file evidence: the sum of
+        its best `file_chunks` chunks with decay, plus what the test files among the best
+        `transfer_top` pass to the source files they test, times `path_boost` for a file
+        whose path the query writes (docs/code-ranking.md)."""
+        cfg = self.cfg
+        scored = [(rows[i].path, s) for i, s, _ in fused if i in rows]
+        score = code_files.aggregate(scored, cfg.file_decay, cfg.file_chunks)
+        best: dict[str, tuple] = {}
+        for item in fused:
+            if item[0] in rows:
+                best.setdefault(rows[item[0]].path, item)
+        wants = wants_tests(intent)
+        lookup_cache: dict[str, bool] = {}
+
+        def lookup(path: str) -> bool:
+            if path not in lookup_cache:
+                lookup_cache[path] = path in score or self.store.file(path) is not None
+            return lookup_cache[path]
+
+        def admit(path: str) -> bool:
+            """A file no layer ranked enters with the chunk holding most query terms."""
+            if path in best:
+                return True
+            rep = self._representative_chunk(path, terms)
+            if rep is None:
+                return False
+            rows[rep.id] = rep
+            best[path] = (rep.id, 0.0, {})
+            return True
+
+        if cfg.test_transfer > 0 and cfg.transfer_top > 0 and not wants:  # asked for tests: keep them
+            order = sorted(score, key=lambda p: -score[p])
+            known = order[:50]
+            gain: dict[str, float] = {}
+            for t in order[:cfg.transfer_top]:
+                if not is_test_path(t):
+                    continue
+                raw = score[t] / (cfg.test_weight if cfg.test_weight > 0 else 1.0)
+                for target in code_files.tested_files(t, self._head_text(t), lookup, known):
+                    gain[target] = max(gain.get(target, 0.0), cfg.test_transfer * raw)
+            for target, g in gain.items():
+                if admit(target):
+                    score[target] = score.get(target, 0.0) + g
+        if cfg.path_boost > 1:
+            written = code_files.written_paths(query)
+            named = code_files.resolve_written(written, lookup, score) if written else []
+            named = [p for p in named if wants or not is_test_path(p)]
+            if named:
+                ranked = sorted(score.values(), reverse=True)
+                floor = ranked[min(limit, len(ranked)) - 1] if ranked else 1.0
+                for p in named:
+                    if p in score:
+                        score[p] *= cfg.path_boost
+                    elif admit(p):  # named but ranked by no layer: just inside the answer
+                        score[p] = floor * cfg.path_boost
+        order = sorted((p for p in score if p in best), key=lambda p: -score[p])
+        return [(best[p][0], score[p], best[p][2]) for p in order[: max(limit, 1) * 2]]
+
+    def _head_text(self, path: str, chars: int = 20_000) -> str:
+        """The first chunks of an indexed file, in order (its imports live there)."""
+        got = self.store.chunks_by_id(self.store.chunk_ids_for_paths([path]))
+        text, n = [], 0
+        for row in sorted(got.values(), key=lambda r: r.start_line):
+            text.append(row.text)
+            n += len(row.text)
+            if n >= chars:
+                break
+        return "\n".join(text)
+
+    def _representative_chunk(self, path: str, terms: Sequence[str]):
+        """The chunk of `path` holding the most query terms (a file no layer ranked)."""
+        got = self.store.chunks_by_id(self.store.chunk_ids_for_paths([path]))
+        want = set(terms)
+        best, best_n = None, -1
+        for row in sorted(got.values(), key=lambda r: r.start_line):
+            n = len(want & set(code_tokens(row.text)))
+            if n > best_n:
+                best, best_n = row, n
+        return best
 
     def _weak(self, best: dict[str, Any], terms: list[str]) -> bool:
         """Weak: the best excerpt holds under `weak_score` of the query's terms."""
