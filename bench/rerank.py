@@ -227,7 +227,8 @@ def locomo(cfg, args, weights) -> None:
     table += [(f"rerank, weight {w:g}", rer[w]) for w in weights]
     print(f"\nLoCoMo dev: {len(qs)} questions (category != 5), import {t_import:.0f} s; rerank "
           f"top_n {cfg.rerank.top_n}; statuses {statuses}")
-    print("| ranker | R@5 | R@10 | MRR | " + " | ".join(f"R@5 cat {c}" for c in cats) + " |")
+    names = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+    print("| ranker | R@5 | R@10 | MRR | " + " | ".join(f"R@5 {names.get(c, c)}" for c in cats) + " |")
     print("|---" * (4 + len(cats)) + "|")
     for name, rr in table:
         sc = [hl.score(r, q["evidence_dia_ids"]) for r, q in zip(rr, qs)]

@@ -93,8 +93,10 @@ def server():
 
 
 def cfg_for(url, **rr):
+    """The stage at weight 1 (the reranker's order) unless a test asks for another."""
     return load_config(overrides={"embedder": {"name": "fake"},
-                                  "rerank": {"url": url, "deadline_s": DEADLINE, **rr}})
+                                  "rerank": {"url": url, "deadline_s": DEADLINE, "weight": 1.0,
+                                             **rr}})
 
 
 ITEMS = ["alpha beta", "nothing here", "gamma alpha beta delta", "beta", "unrelated words"]
@@ -171,6 +173,14 @@ def test_a_normal_server_reorders_and_says_applied(server):
     assert out[0] == "gamma alpha beta delta" and out[1] == "alpha beta"
     path, body, _ = server.calls[0]
     assert path == "/v1/rerank" and body["documents"] == ITEMS and body["model"] == "m"
+
+
+def test_the_default_weight_moves_candidates_halfway(server):
+    c = load_config(overrides={"rerank": {"url": server.url, "deadline_s": DEADLINE}})
+    assert c.rerank.weight == 0.5
+    out, status = run(c)
+    # Reranker ranks: 2, 0, 3, 1, 4; fused: 0..4. Halfway: 0 (0.5), 2 (1.0), 1 (2.0), 3 (2.5).
+    assert status == "applied" and out == [ITEMS[0], ITEMS[2], ITEMS[1], ITEMS[3], ITEMS[4]]
 
 
 def test_reversed_scores_reverse_the_order(server):
@@ -317,7 +327,8 @@ def _notes_root(tmp_path):
 
 def _notes_cfg(url, root, **rr):
     return load_config(overrides={"embedder": {"name": "fake"}, "notes": {"roots": [str(root)]},
-                                  "rerank": {"url": url, "deadline_s": DEADLINE, **rr}})
+                                  "rerank": {"url": url, "deadline_s": DEADLINE, "weight": 1.0,
+                                             **rr}})
 
 
 def test_notes_search_is_reranked_and_says_so(server, tmp_path):
