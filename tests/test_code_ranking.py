@@ -255,3 +255,19 @@ def test_written_paths_and_resolution_pure():
                    "main.go", "web/app.test.ts"]
     # a bare name two candidates share names neither
     assert cf.resolve_written(["util.py"], idx.__contains__, ["a/util.py", "b/util.py"]) == []
+
+
+def test_file_rules_stay_inside_a_path_scope(tmp_path):
+    ws = write(tmp_path / "ws", {
+        "app/record.py": "def record_name(record):\n    return record.name  # empty name record\n",
+        "lib/zz_store.py": "def persist():\n    pass\n",
+        "app/tests/test_codec.py": "def test_roundtrip_unicode_surrogates():\n    '''roundtrip'''\n",
+        "lib/codec.py": "def encode(x):\n    return x\n",
+    })
+    svc = service(ws)
+    wide = [r["path"] for r in svc.search("empty name record, see lib/zz_store.py", files=True)["results"]]
+    assert "lib/zz_store.py" in wide
+    scoped = svc.search("empty name record, see lib/zz_store.py", files=True, path="app")["results"]
+    assert scoped and all(r["path"].startswith("app/") for r in scoped)
+    scoped = svc.search("roundtrip unicode surrogates", files=True, path="app")["results"]
+    assert all(r["path"].startswith("app/") for r in scoped)

@@ -490,7 +490,7 @@ class CodeService:
         intent = intent_terms(query, terms, cfg.long_query_words)
         fused = self._apply_priors(query, intent, fused, rows)
         if files:
-            fused = self._rank_files(query, fused, rows, intent, chosen or terms, limit)
+            fused = self._rank_files(query, fused, rows, intent, chosen or terms, limit, prefix)
         results: list[dict[str, Any]] = []
         seen_files: set[str] = set()
         stale_cache: dict[str, bool] = {}
@@ -538,7 +538,7 @@ class CodeService:
         return sorted(((i, s * prior(i), r) for i, s, r in fused), key=lambda x: -x[1])
 
     def _rank_files(self, query: str, fused: list, rows: dict, intent: Sequence[str],
-                    terms: Sequence[str], limit: int) -> list:
+                    terms: Sequence[str], limit: int, prefix: str | None = None) -> list:
         """--files: one entry per file (its best chunk), ordered by file evidence: the sum of
         its best `file_chunks` chunks with decay, plus what the test files among the best
         `transfer_top` pass to the source files they test, times `path_boost` for a file
@@ -555,7 +555,8 @@ class CodeService:
 
         def lookup(path: str) -> bool:
             if path not in lookup_cache:
-                lookup_cache[path] = path in score or self.store.file(path) is not None
+                inside = not prefix or path == prefix or path.startswith(prefix + "/")
+                lookup_cache[path] = path in score or (inside and self.store.file(path) is not None)
             return lookup_cache[path]
 
         def admit(path: str) -> bool:
