@@ -600,7 +600,9 @@ class CodeService:
 
     def _head_text(self, path: str, chars: int = 20_000) -> str:
         """The first chunks of an indexed file, in order (its imports live there)."""
-        got = self.store.chunks_by_id(self.store.chunk_ids_for_paths([path]))
+        # a file's chunks go in in order, so its first ids are its head
+        ids = sorted(self.store.chunk_ids_for_paths([path]))[:12]
+        got = self.store.chunks_by_id(ids)
         text, n = [], 0
         for row in sorted(got.values(), key=lambda r: r.start_line):
             text.append(row.text)
