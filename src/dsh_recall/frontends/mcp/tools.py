@@ -308,11 +308,14 @@ NOTES_SEARCH = ToolSpec(
                             "stale": BOOL}, required=["path", "start_line", "end_line",
                                                        "level", "score", "text"])),
         "layers": STRS, "access": obj({"channel": S(), "reason": S()}, required=["channel"]),
-        "pending": I(), "notes": STRS, **PAGE_OUT,
+        "pending": I(), "notes": STRS, "rerank": S("The optional rerank stage: applied, partial, "
+                                                  "disabled, skipped, failed or timed out."),
+        **PAGE_OUT,
     }, required=["query", "results", "layers", "notes", *PAGE_REQ]),
     service="dsh_recall.services.notes",
     list_key="results",
 )
+
 
 # -- every source at once ---------------------------------------------------------------------
 SOURCE_NAMES = ["code", "history", "notes", "objects"]
@@ -347,7 +350,9 @@ SEARCH_ALL = ToolSpec(
     output_schema=obj({
         "query": S(), "results": arr(SEARCH_ALL_HIT),
         "sources": free_obj("source -> {status, hits, ms}: which sources answered"),
-        "notes": STRS, **PAGE_OUT,
+        "notes": STRS, "rerank": S("The optional rerank stage over the merged hits: applied, "
+                                   "partial, disabled, skipped, failed or timed out."),
+        **PAGE_OUT,
     }, required=["query", "results", "sources", "notes", *PAGE_REQ]),
     service="dsh_recall.services.federated",
     list_key="results",
