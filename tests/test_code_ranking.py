@@ -194,6 +194,16 @@ def test_tested_files_pure():
     assert cf.tested_files("testing/test_assertrewrite.py",
                         "from _pytest.main import ExitCode\nfrom _pytest.assertion.rewrite import X",
                         look, ["src/_pytest/main.py"]) == ["src/_pytest/assertion/rewrite.py"]
+    # a package's module named like the test before its __init__
+    pk = {"django/forms/__init__.py", "django/forms/forms.py", "django/db/__init__.py"}
+    assert cf.tested_files("tests/forms_tests/tests/test_forms.py", "from django.forms import Form",
+                           pk.__contains__, ["django/db/__init__.py"]) == ["django/forms/forms.py"]
+    # the one candidate named like the test, wherever it lives
+    xr = {"xarray/core/dataset.py", "xarray/core/variable.py"}
+    assert cf.tested_files("xarray/tests/test_dataset.py", "import xarray as xr", xr.__contains__,
+                           ["xarray/core/variable.py", "xarray/core/dataset.py"]) == ["xarray/core/dataset.py"]
+    assert cf.tested_files("xarray/tests/test_dataset.py", "import xarray as xr", xr.__contains__,
+                           ["xarray/core/dataset.py", "xarray/io/dataset.py"]) == []
     # a test named after the whole project points nowhere in it
     assert cf.tested_files("tests/test_requests.py", "import requests", look) == []
     assert cf.tested_files("src/app.py", "from pkg import foo", look) == []

@@ -104,8 +104,9 @@ def tested_files(test_path: str, test_text: str, lookup: Callable[[str], bool],
     part of the test's name (test_assertrewrite.py importing _pytest.assertion.rewrite), else
     a sibling named like it (foo_test.go -> foo.go, foo.test.ts -> foo.ts), else one in the
     folder above a tests folder (pkg/tests/test_foo.py -> pkg/foo.py), else the main
-    tree's mirror (src/test/java/a/FooTest.java -> src/main/java/a/Foo.java). `lookup` says
-    whether a path is indexed; `known` are paths known to exist (to find package roots)."""
+    tree's mirror (src/test/java/a/FooTest.java -> src/main/java/a/Foo.java), else the one
+    file of `known` named like it. `lookup` says whether a path is indexed; `known` are paths
+    known to exist (the best candidates: package roots, files named like the test)."""
     subject = tested_name(test_path)
     if not subject:
         return []
@@ -127,7 +128,10 @@ def tested_files(test_path: str, test_text: str, lookup: Callable[[str], bool],
             parts = mod.split(".")
             for prefix in _package_prefixes(parts[0], [*known, test_path]):
                 base = prefix + "/".join(parts)
-                if add(base + ".py") or add(base + "/__init__.py"):
+                # a package: the module inside it named like the test, else its __init__
+                # (test_forms.py importing django.forms -> django/forms/forms.py)
+                if add(base + ".py") or add(f"{base}/{subject.lower()}.py") \
+                        or add(base + "/__init__.py"):
                     break
             if len(out) >= limit:
                 return out
@@ -148,8 +152,13 @@ def tested_files(test_path: str, test_text: str, lookup: Callable[[str], bool],
         parent, leaf = posixpath.split(folder)
         if not add(posixpath.join(folder, subject + ext)) and not (
                 leaf.lower() in _TEST_FOLDERS and add(posixpath.join(parent, subject + ext))) \
-                and "/test/" in f"/{folder}/":
-            add(posixpath.join(f"/{folder}/".replace("/test/", "/main/", 1).strip("/"), subject + ext))
+                and not ("/test/" in f"/{folder}/" and add(posixpath.join(
+                    f"/{folder}/".replace("/test/", "/main/", 1).strip("/"), subject + ext))):
+            # the one known file of that name elsewhere (xarray/tests/test_dataset.py ->
+            # xarray/core/dataset.py, when the ranking already holds it)
+            same = [k for k in known if posixpath.basename(k) == subject + ext and not is_test_path(k)]
+            if len(same) == 1:
+                add(same[0])
     return out[:limit]
 
 
