@@ -67,6 +67,10 @@ _DOC_NAMES = ("license", "licence", "notice", "copying", "authors", "contributor
               "changes", "history", "news")
 
 
+def wants_docs(terms: Sequence[str]) -> bool:
+    return any(t in _DOC_WORDS for t in terms)
+
+
 def is_doc_path(path: str) -> bool:
     """Prose documentation by extension, folder, or a project's legal / release files."""
     parts = path.lower().split("/")
@@ -135,7 +139,7 @@ def path_prior(path: str, terms: Sequence[str], test_weight: float, doc_weight: 
     w = 1.0
     if test_weight < 1 and is_test_path(path) and not wants_tests(terms):
         w *= test_weight
-    if doc_weight < 1 and is_doc_path(path) and not any(t in _DOC_WORDS for t in terms):
+    if doc_weight < 1 and is_doc_path(path) and not wants_docs(terms):
         w *= doc_weight
     if config_weight < 1 and is_config_path(path) and not names_file(path, terms):
         w *= config_weight

@@ -25,7 +25,7 @@ from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
 from ..search import code_files
 from ..search.fuse import (intent_terms, is_test_path, layer_weights, names_symbol, path_prior,
-                           rrf, wants_tests)
+                           rrf, wants_docs, wants_tests)
 from ..sources.workspace import (WalkReport, check_workspace_root, content_skip_reason,
                                  iter_marker_dirs, parse_source_roots, read_regular, walk)
 from ..stores.base import FileRow, IndexedChunk
@@ -570,7 +570,8 @@ class CodeService:
             best[path] = (rep.id, 0.0, {})
             return True
 
-        if cfg.test_transfer > 0 and cfg.transfer_top > 0 and not wants:  # asked for tests: keep them
+        # A query asking for tests or docs wants those files, not what the tests test.
+        if cfg.test_transfer > 0 and cfg.transfer_top > 0 and not wants and not wants_docs(intent):
             order = sorted(score, key=lambda p: -score[p])
             known = order[:50]
             gain: dict[str, float] = {}
