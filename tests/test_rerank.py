@@ -390,3 +390,50 @@ def test_search_all_with_all_disabled_lets_each_source_rerank(server, tmp_path):
     assert len(server.calls) == 1  # notes asked for itself
     assert data["results"]  # the fused answer stands, and says what went wrong
     assert any(n.startswith("rerank failed: ") and "HTTP 500" in n for n in data["notes"])
+
+
+def _code_ws(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    for i in range(6):
+        (ws / "pkg" / f"deploy{i}.py").write_text(
+            f"def deploy_step_{i}(pipeline):\n    '''deploy pipeline stage {i}'''\n"
+            f"    return pipeline.run({i})\n")
+    return ws
+
+
+def _code_search(ws, tmp_path, **rr):
+    from dsh_recall.services.code import CodeService
+
+    over = {"embedder": {"name": "fake"}}
+    if rr:
+        over["rerank"] = {"deadline_s": DEADLINE, "weight": 1.0, **rr}
+    svc = CodeService(ws, load_config(workspace=ws, overrides=over), tmp_path / "home")
+    try:
+        return svc.search("deploy pipeline", limit=3, files=True)
+    finally:
+        svc.close()
+
+
+def test_code_search_reranks_its_head_and_cuts_after(server, tmp_path):
+    ws = _code_ws(tmp_path)
+    base = _code_search(ws, tmp_path)
+    assert base["rerank"] == "disabled" and len(base["results"]) == 3
+    server.mode = "reversed"  # the server prefers the last of the top_n it was sent
+    got = _code_search(ws, tmp_path, url=server.url, top_n=5)
+    assert got["rerank"] == "applied" and len(got["results"]) == 3
+    sent = server.calls[-1][1]["documents"]
+    assert len(sent) == 5  # it saw more than the 3 asked for, then the answer was cut
+    # the reranker's best (its last document) leads; the fused best is no longer first
+    assert got["results"][0]["path"] == sent[-1].split("\n")[0]
+    assert got["results"][0]["path"] != base["results"][0]["path"]
+
+
+def test_code_search_with_a_wedged_reranker_keeps_the_fused_order(server, tmp_path):
+    ws = _code_ws(tmp_path)
+    base = [r["path"] for r in _code_search(ws, tmp_path)["results"]]
+    server.mode = "wedged"
+    got = _code_search(ws, tmp_path, url=server.url)
+    assert [r["path"] for r in got["results"]] == base
+    assert got["rerank"].startswith("timed out")
+    assert any(n.startswith("rerank timed out") for n in got["notes"])

@@ -23,6 +23,7 @@ from ..core.text import code_tokens, index_text, safe_decode
 from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
+from ..search import rerank
 from ..search import code_files
 from ..search.fuse import (intent_terms, is_test_path, layer_weights, names_symbol, path_prior,
                            rrf, wants_docs, wants_tests)
@@ -423,6 +424,10 @@ class CodeService:
         self._check_scope(prefix, focus or path, origin)
         terms = lex.query_terms(query)
         chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count())
+        # The optional rerank stage reorders the fused head: fetch at least its top_n.
+        reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
+        want = limit
+        limit = max(limit, cfg.rerank.top_n) if reranking else limit
         results, used = self._rank(query, terms, chosen, prefix, limit, files, explain, layers,
                                    deadline, notes)
         if focus_label not in (None, ".") and (not results or self._weak(results[0], terms)):
@@ -444,6 +449,11 @@ class CodeService:
             elif results and origin == "cwd":
                 notes.append(f"weak match inside {where}; `--focus .` searches the whole "
                              "workspace")
+        results, reranked = rerank.apply(cfg, "code", query, results,
+                                         lambda r: f"{r['path']}\n{r['excerpt']}")
+        results = results[:want]
+        if rerank.is_problem(reranked):
+            notes.append(rerank.note(reranked))
         returned = sum(len(r["excerpt"]) for r in results)
         source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
         last = json.loads(self.store.get_meta("last_index") or "{}")
@@ -452,7 +462,7 @@ class CodeService:
             "query": query[:200], "results": results, "pending": self.store.pending_count(),
             "layers": used, "returned_chars": returned, "source_chars": source,
             "scope": focus_label or prefix or ".", "notes": list(dict.fromkeys(notes + problems)),
-            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1),
+            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1), "rerank": reranked,
         }
         if explain:
             out["terms"] = chosen

@@ -111,7 +111,10 @@ CODE_SEARCH = ToolSpec(
         "query": S(), "results": arr(CODE_RESULT),
         "layers": {**STRS, "description": "Ranking layers that answered (lexical, vector)."},
         "pending": I("Chunks still waiting for vectors."),
-        "scope": S(), "notes": STRS, **PAGE_OUT,
+        "scope": S(), "notes": STRS,
+        "rerank": S("The optional rerank stage: applied, partial, disabled, skipped, failed or "
+                    "timed out (then the fused order stands)."),
+        **PAGE_OUT,
     }, required=["query", "results", "layers", "pending", "scope", "notes", *PAGE_REQ]),
     list_key="results",
 )
