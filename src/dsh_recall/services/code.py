@@ -496,14 +496,13 @@ class CodeService:
         weights = layer_weights(query, cfg.lexical_weight, cfg.vector_weight)
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
-        rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]])
+        rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]], with_text=False)
         intent = intent_terms(query, terms, cfg.long_query_words)
         fused = self._apply_priors(query, intent, fused, rows)
         if files:
             fused = self._rank_files(query, fused, rows, intent, chosen or terms, limit, prefix)
-        results: list[dict[str, Any]] = []
+        picked: list[tuple[int, float, dict]] = []
         seen_files: set[str] = set()
-        stale_cache: dict[str, bool] = {}
         for item, score, ranks in fused:
             row = rows.get(item)
             if row is None:
@@ -512,6 +511,17 @@ class CodeService:
                 if row.path in seen_files:
                     continue
                 seen_files.add(row.path)
+            picked.append((item, score, ranks))
+            if len(picked) >= limit:
+                break
+        # Only the answer's chunks need their text (the ranking read paths and symbols).
+        texts = self.store.chunks_by_id([i for i, _, _ in picked if not rows[i].text])
+        results: list[dict[str, Any]] = []
+        stale_cache: dict[str, bool] = {}
+        for item, score, ranks in picked:
+            row = texts.get(item, rows[item])
+            if not row.text and item not in texts:
+                continue  # re-indexed between the two reads: gone
             text, s, e = excerpt_mod.bound_excerpt(row.text, row.start_line, chosen or terms,
                                                    cfg.excerpt_lines)
             res = {
@@ -524,8 +534,6 @@ class CodeService:
                 res["lexical_score"] = round(lex_scores.get(item, 0.0), 4)
                 res["vector_score"] = round(vec_scores.get(item, 0.0), 4)
             results.append(res)
-            if len(results) >= limit:
-                break
         return results, used
 
     def _apply_priors(self, query: str, terms: Sequence[str], fused: list, rows: dict) -> list:
@@ -538,12 +546,17 @@ class CodeService:
             named |= {f"{p}{n}{s}" for n in named if "." not in n
                       for p, s in (("test_", ""), ("", "_test"), ("test", ""))}
 
+        by_path: dict[str, float] = {}  # many chunks share a file: its prior once
+
         def prior(i: int) -> float:
-            if i not in rows:
+            row = rows.get(i)
+            if row is None:
                 return 1.0
-            return (path_prior(rows[i].path, terms, cfg.test_weight, cfg.doc_weight,
-                               cfg.config_weight)
-                    * (cfg.symbol_boost if names_symbol(rows[i].symbols, named) else 1.0))
+            p = by_path.get(row.path)
+            if p is None:
+                p = by_path[row.path] = path_prior(row.path, terms, cfg.test_weight,
+                                                   cfg.doc_weight, cfg.config_weight)
+            return p * (cfg.symbol_boost if named and names_symbol(row.symbols, named) else 1.0)
 
         return sorted(((i, s * prior(i), r) for i, s, r in fused), key=lambda x: -x[1])
 

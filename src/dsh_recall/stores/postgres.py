@@ -220,11 +220,12 @@ class PgChunkStore:
     def file_count(self) -> int:
         return self._q("SELECT count(*) FROM {s}.files").fetchone()[0]
 
-    def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+    def chunks_by_id(self, ids: Sequence[int], with_text: bool = True) -> dict[int, ChunkRow]:
         ids = [int(i) for i in ids]
         if not ids:
             return {}
-        rows = self._q("SELECT c.id, c.path, f.abs_path, c.start_line, c.end_line, c.text, "
+        text = "c.text" if with_text else "''"
+        rows = self._q(f"SELECT c.id, c.path, f.abs_path, c.start_line, c.end_line, {text}, "
                        "c.language, c.symbols, c.embed_hash FROM {s}.chunks c JOIN {s}.files f "
                        "ON f.id = c.file_id WHERE c.id = ANY(%s)", (ids,))
         return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(json.loads(r[7])),

@@ -335,14 +335,17 @@ class SqliteChunkStore:
     def file_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
 
-    def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+    def chunks_by_id(self, ids: Sequence[int], with_text: bool = True) -> dict[int, ChunkRow]:
+        """Rows of these chunk ids that exist. `with_text=False` leaves `text` empty: ranking
+        needs paths and symbols for a few hundred candidates, the text only for the answer."""
         out: dict[int, ChunkRow] = {}
         ids = list(ids)
+        text = "c.text" if with_text else "''"
         for i in range(0, len(ids), 500):
             part = ids[i:i + 500]
             q = ",".join("?" * len(part))
             for r in self.conn.execute(
-                    "SELECT c.id, f.path, f.abs_path, c.start_line, c.end_line, c.text, "
+                    f"SELECT c.id, f.path, f.abs_path, c.start_line, c.end_line, {text}, "
                     f"c.language, c.symbols, c.embed_hash FROM chunks c JOIN files f "
                     f"ON f.id = c.file_id WHERE c.id IN ({q})", part):
                 out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
