@@ -220,14 +220,14 @@ class HistoryConfig(_Section):
     fusion: Literal["rank", "score"] = "score"
     rrf_k: int = Field(10, ge=1)
     candidate_pool: int = Field(100, ge=1)
-    # Turn rules after fusion (search/history_rules.py, docs/history.md); 0 = off.
-    answer_share: float = Field(0.0, ge=0, le=10)  # a question turn -> the next turn
-    speaker_boost: float = Field(0.0, ge=0, le=10)  # a named speaker's turns
-    time_boost: float = Field(0.0, ge=0, le=10)  # "when" questions: turns with time words
-    date_boost: float = Field(0.0, ge=0, le=10)  # turns dated in the dates a query names
-    session_boost: float = Field(0.0, ge=0, le=10)  # turns of the best-scoring sessions
+    # Turn rules after fusion (search/history_rules.py; measured in docs/history.md); 0 = off.
+    answer_share: float = Field(0.5, ge=0, le=10)  # a question turn -> the next turn
+    speaker_boost: float = Field(0.5, ge=0, le=10)  # a named speaker's turns
+    time_boost: float = Field(0.5, ge=0, le=10)  # "when" questions: turns with time words
+    date_boost: float = Field(1.0, ge=0, le=10)  # turns dated in the dates a query names
+    session_boost: float = Field(0.3, ge=0, le=10)  # turns of the best-scoring sessions
     session_turns: int = Field(3, ge=1, le=50)  # a session scores its best N turns
-    prf_terms: int = Field(0, ge=0, le=50)  # pseudo-relevance feedback: expansion terms
+    prf_terms: int = Field(0, ge=0, le=50)  # pseudo-relevance feedback terms (off: no gain)
     prf_docs: int = Field(3, ge=1, le=20)  # ... taken from the first pass's best N turns
     prf_weight: float = Field(0.5, ge=0, le=10)  # ... the expanded ranking's fusion weight
 

@@ -202,8 +202,9 @@ def search(
             status["access"] = access_note
         fused = fuse_layers(rankings, cfg.history)
         fused = _feedback(store, cfg, query, scope["sessions"], rankings, fused)
-        fused = apply_rules(store, cfg.history, query, fused)
         rows = store.blocks([i for i, _, _ in fused])
+        fused, evidence = apply_rules(store, cfg.history, query, fused, rows)
+        rows.update(store.blocks([i for i, _, _ in fused if i not in rows]))
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))
                 for i, s, r in fused if i in rows]
         terms = hq.terms(query)
@@ -213,7 +214,8 @@ def search(
             answer["hits"] = page[:n]
         else:
             answer["next_offset"] = 10**6  # as wide as the real value, so the budget fit holds
-            page = _coarse(store, cfg, answer, hits, rows, terms, offset, limit or cfg.history.max_sessions)
+            page = _coarse(store, cfg, answer, hits, rows, terms, offset, limit or cfg.history.max_sessions,
+                           evidence)
         # One hit beyond the page is looked for, so `has_more` is exact, not a guess; hits
         # the coarse budget left out come first on the next page.
         answer["has_more"] = len(page) > len(answer["hits"])
@@ -264,12 +266,17 @@ def _detail_hits(store, hits: list[BlockHit], rows, terms, offset: int, limit: i
     return out
 
 
-def _strong_hits(hits: list[BlockHit], top: float, fusion: str, limit: int) -> list[BlockHit]:
-    """Hits allowed to form coarse events. By score: those within COARSE_MIN_SHARE of the
-    best. By rank (scores only reflect positions there): every hit a word layer found, plus
-    the best `limit` that only the semantic layer found, so vectors cannot chain a session."""
+def _strong_hits(hits: list[BlockHit], fusion: str, limit: int,
+                 evidence: dict[int, float] | None = None) -> list[BlockHit]:
+    """Hits allowed to form coarse events. By score: those whose evidence (the fused score
+    before the turn rules' boosts, which reorder but do not make a match stronger) is
+    within COARSE_MIN_SHARE of the best. By rank (scores only reflect positions there):
+    every hit a word layer found, plus the best `limit` that only the semantic layer found,
+    so vectors cannot chain a session."""
     if fusion == "score":
-        return [h for h in hits if h.score >= COARSE_MIN_SHARE * top]
+        ev = evidence or {h.block: h.score for h in hits}
+        top = max((ev.get(h.block, 0.0) for h in hits), default=0.0)
+        return [h for h in hits if ev.get(h.block, 0.0) >= COARSE_MIN_SHARE * top]
     out, semantic_only = [], 0
     for h in hits:
         if "literal" in h.layers or "fuzzy" in h.layers:
@@ -281,7 +288,7 @@ def _strong_hits(hits: list[BlockHit], top: float, fusion: str, limit: int) -> l
 
 
 def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms, offset: int,
-            limit: int) -> list:
+            limit: int, evidence: dict[int, float] | None = None) -> list:
     """Up to events_per_session events per session, `limit` events from at most max_sessions
     sessions a page, cut to the token budget.
 
@@ -294,11 +301,10 @@ def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms,
     ranked = []
     # Only strong hits form events: a ranker that scores everything (vectors) would
     # otherwise chain a whole session into one event.
-    top = hits[0].score if hits else 0.0
     want = offset + limit + 1
     # Every strong hit (not a prefix sized by the page) so that events, and therefore
     # pages, do not depend on `offset`.
-    strong = _strong_hits(hits, top, hc.fusion, limit)
+    strong = _strong_hits(hits, hc.fusion, limit, evidence)
     for ev in aggregate(strong, hc.event_gap):
         if per_session.get(ev.session, 0) >= hc.events_per_session:
             continue

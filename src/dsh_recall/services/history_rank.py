@@ -31,25 +31,30 @@ def _day(ms: int | None):
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).date()
 
 
-def _turns(store: HistoryStore, ids: Sequence[int]) -> dict[int, hr.Turn]:
-    rows = store.blocks(list(ids))
-    sessions = {s["id"]: s for s in store.sessions(sorted({r.session for r in rows.values()}))} if rows else {}
-    return {i: hr.Turn(i, r.session, r.ord, r.role, r.text,
-                       _day((sessions.get(r.session) or {}).get("created_ms")))
-            for i, r in rows.items()}
+def _turns(store: HistoryStore, ids: Sequence[int], rows: dict | None = None) -> dict[int, hr.Turn]:
+    rows = {i: rows[i] for i in ids if i in rows} if rows is not None else store.blocks(list(ids))
+    days = {s["id"]: _day(s.get("created_ms"))
+            for s in store.sessions(sorted({r.session for r in rows.values()}))} if rows else {}
+    return {i: hr.Turn(i, r.session, r.ord, r.role, r.text, days.get(r.session)) for i, r in rows.items()}
 
 
-def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused) -> Fused:
-    """Re-score a fused ranking by the turn rules that are on; unchanged when none is."""
+def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused,
+                rows: dict | None = None) -> tuple[Fused, dict[int, float]]:
+    """Re-score a fused ranking by the turn rules that are on (unchanged when none is).
+    Only the best `candidate_pool` blocks (and their answer partners) are re-scored; the
+    rest keep their order after them. `rows`: the blocks' rows when the caller has them.
+    Also returns each block's evidence: its score before the multiplying boosts (the fused
+    score plus what an answer partner passed it), for the coarse answer's strength floor."""
     if not fused or not rules_on(h):
-        return fused
+        return fused, {i: s for i, s, _ in fused}
+    head, tail = fused[:h.candidate_pool], fused[h.candidate_pool:]
     ranks = {i: r for i, _, r in fused}
-    order = [i for i, _, _ in fused]
-    scores = {i: s for i, s, _ in fused}
-    turns = _turns(store, order)
+    order = [i for i, _, _ in head]
+    scores = {i: s for i, s, _ in head}
+    turns = _turns(store, order, rows)
     if h.answer_share > 0:
         # The block right after each candidate (its answer when the candidate asks).
-        nb = store.neighbours(order)
+        nb = store.neighbours([i for i in order if i in turns and "?" in turns[i].text])
         nxt: dict[int, int] = {}
         new = {n for ns in nb.values() for n in ns if n not in turns}
         turns.update(_turns(store, sorted(new)))
@@ -59,6 +64,7 @@ def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused)
                         and turns[n].session == turns[i].session:
                     nxt[i] = n
         scores = hr.answer_partner(scores, turns, nxt, h.answer_share)
+    evidence = dict(scores)
     if h.speaker_boost > 0:
         named = hr.named_speakers(query, (t.role for t in turns.values()))
         if named and len(named) < len({t.role for t in turns.values()}):
@@ -76,7 +82,13 @@ def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused)
             scores = hr.boost(scores, hit, h.date_boost)
     if h.session_boost > 0:
         scores = hr.session_lift(scores, turns, h.session_boost, h.session_turns)
-    return [(i, s, ranks.get(i, {})) for i, s in hr.ranked(scores, order)]
+    out = [(i, s, ranks.get(i, {})) for i, s in hr.ranked(scores, order)]
+    seen = set(scores)
+    # The tail follows, below the re-scored head whatever its fused score.
+    floor = min(scores.values(), default=0.0)
+    out += [(i, min(s, floor), r) for i, s, r in tail if i not in seen]
+    evidence.update({i: s for i, s, _ in tail if i not in evidence})
+    return out, evidence
 
 
 def feedback_match(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused,
