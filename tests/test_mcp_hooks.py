@@ -56,7 +56,8 @@ def test_user_prompt_submit_fires_on_a_past_reference_with_a_referent(imported):
 def test_hooks_never_break_on_garbage():
     assert _hook("user-prompt-submit", {"nothing": 1}) is None
     res = CliRunner().invoke(cli, ["hook", "claude-code", "session-start"], input="not json")
-    assert res.exit_code == 0 and res.output == ""
+    assert res.exit_code == 0 and res.stdout == ""
+    assert res.stderr.startswith("dsh-recall hook: did nothing:")  # says why, on stderr
 
 
 def test_anchor_prefers_user_messages_and_stays_bounded():
