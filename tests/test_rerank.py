@@ -437,3 +437,43 @@ def test_code_search_with_a_wedged_reranker_keeps_the_fused_order(server, tmp_pa
     assert [r["path"] for r in got["results"]] == base
     assert got["rerank"].startswith("timed out")
     assert any(n.startswith("rerank timed out") for n in got["notes"])
+
+
+def _history(tmp_path):
+    import json as _json
+
+    from dsh_recall.services import history as hsvc
+
+    rows = [{"session": "s", "seq": i, "role": "user" if i % 2 else "assistant",
+             "text": f"deploy pipeline note {i} " + " ".join(["filler"] * (i + 1)), "id": f"m{i}"}
+            for i in range(6)]
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    hsvc.import_paths([str(path)], fmt="generic", cfg=load_config(overrides={"embedder": {"name": "fake"}}))
+    return hsvc
+
+
+def test_history_search_reranks_and_keeps_scores_descending(server, tmp_path):
+    hsvc = _history(tmp_path)
+    plain = load_config(overrides={"embedder": {"name": "fake"}})
+    base = hsvc.search("deploy pipeline", all_sessions=True, detail=True, cfg=plain)
+    assert base["layer_status"]["rerank"] == "disabled"
+    server.mode = "reversed"
+    got = hsvc.search("deploy pipeline", all_sessions=True, detail=True, cfg=cfg_for(server.url))
+    assert got["layer_status"]["rerank"] == "applied"
+    b = [h["start_seq"] for h in base["hits"]][:10]
+    g = [h["start_seq"] for h in got["hits"]][:10]
+    assert g != b and sorted(g) == sorted(b)
+    scores = [h["score"] for h in got["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_history_search_with_a_wedged_reranker_keeps_the_fused_order(server, tmp_path):
+    hsvc = _history(tmp_path)
+    plain = load_config(overrides={"embedder": {"name": "fake"}})
+    base = [h["start_seq"] for h in hsvc.search("deploy pipeline", all_sessions=True, detail=True,
+                                          cfg=plain)["hits"]]
+    server.mode = "wedged"
+    got = hsvc.search("deploy pipeline", all_sessions=True, detail=True, cfg=cfg_for(server.url))
+    assert [h["start_seq"] for h in got["hits"]] == base
+    assert got["layer_status"]["rerank"].startswith("timed out")

@@ -13,6 +13,7 @@ characters) over the compact JSON of the answer, which is what a caller pastes i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -22,6 +23,7 @@ from ..core.config import Config
 from ..core.errors import InputError, StoreError
 from ..core.text import estimate_tokens
 from ..search import history_query as hq
+from ..search import rerank
 from ..search.aggregate import BlockHit, aggregate
 from ..search.fuse import rrf
 from ..stores.history import HistoryStore, loads_flags
@@ -207,6 +209,12 @@ def search(
         rows.update(store.blocks([i for i, _, _ in fused if i not in rows]))
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))
                 for i, s, r in fused if i in rows]
+        hits, reranked = rerank.apply(cfg, "history", query, hits, lambda h: rows[h.block].text)
+        if reranked == rerank.APPLIED or reranked.startswith("partial"):
+            # the new order keeps the old scores, best first (the coarse answer reads them)
+            hits = [dataclasses.replace(h, score=v)
+                    for h, v in zip(hits, sorted((h.score for h in hits), reverse=True))]
+        status["rerank"] = answer["rerank"] = reranked
         terms = hq.terms(query)
         if detail:
             n = limit or 20
