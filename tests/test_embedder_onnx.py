@@ -128,3 +128,16 @@ def test_missing_model_file_is_clear(tmp_path):
 def test_import_is_lazy():
     emb = OnnxEmbedder(SHIPPED, EmbedderConfig())
     assert emb._session is None  # nothing loaded until the first embed
+
+
+def test_a_text_gets_the_same_vector_alone_and_in_any_company(minilm):
+    """The int8 model quantizes activations per run: a text embedded in a batch used to get a
+    vector that depended on the other texts. One text per run makes it a function of the
+    text alone, so a query (always alone) and the documents it meets share one regime."""
+    target = "def retry(request, attempts=3):\n    '''Retry with exponential backoff.'''"
+    company = ["x" * 900, "short", "class LRUCache:\n    def get(self, key): ...", "日本語のテキスト"]
+    alone = minilm.embed([target])[0]
+    for others in ([], company, company[::-1], company[:1] * 7):
+        batch = minilm.embed(others + [target] + others)
+        assert np.array_equal(batch[len(others)], alone)
+    assert np.array_equal(minilm.embed_query(target), minilm.embed([target], query=True)[0])
