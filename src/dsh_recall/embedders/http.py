@@ -9,7 +9,6 @@ URL and what to check, so a slow or wedged endpoint degrades search instead of h
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -21,6 +20,7 @@ import numpy as np
 
 from ..core.config import EmbedderConfig
 from ..core.errors import ConfigError, EmbedderError
+from ..core.net import json_headers
 from .base import Embedder
 
 # Answers worth one more try: the server is busy or restarting, not wedged.
@@ -49,13 +49,7 @@ class HttpEmbedder(Embedder):
         self.batch_size = cfg.batch_size
         self.timeout_s = cfg.timeout_s
         self.concurrency = cfg.concurrency
-        # The key itself never sits in a config file: only the name of the variable holding it.
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if cfg.api_key_env:
-            key = os.environ.get(cfg.api_key_env)
-            if not key:
-                raise EmbedderError(f"embedder.api_key_env names {cfg.api_key_env}, which is not set")
-            self._headers["Authorization"] = f"Bearer {key}"
+        self._headers = json_headers(cfg.api_key_env, "embedder.api_key_env", EmbedderError)
         # An explicit embedder.dim is checked against answers; otherwise learned lazily.
         self._dim: int | None = cfg.dim if "dim" in cfg.model_fields_set else None
         self._dim_lock = threading.Lock()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
 import urllib.error
 import urllib.request
@@ -24,6 +23,7 @@ from typing import Any, Sequence
 
 from ..core.config import RerankConfig
 from ..core.errors import ConfigError
+from ..core.net import json_headers
 from . import RerankError
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # scores for a few hundred candidates fit in kilobytes
@@ -40,12 +40,7 @@ class HttpReranker:
         self.cfg = cfg
         self.url = cfg.url.rstrip("/")
         self.api = cfg.api
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if cfg.api_key_env:
-            key = os.environ.get(cfg.api_key_env)
-            if not key:
-                raise RerankError(f"rerank.api_key_env names {cfg.api_key_env}, which is not set")
-            self._headers["Authorization"] = f"Bearer {key}"
+        self._headers = json_headers(cfg.api_key_env, "rerank.api_key_env", RerankError)
         self.requests = 0
 
     @property
