@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import chunkers
 from ..core.config import Config
@@ -478,6 +478,11 @@ class CodeService:
         rankings: dict[str, list[int]] = {}
         used: list[str] = []
         lex_scores: dict[int, float] = {}
+        # The vector layer starts first: its thread (embedding the query, loading the model
+        # in a cold process) overlaps the lexical query, which releases the GIL in SQLite.
+        vector_wait = None
+        if "vector" in layers and query.strip() and cfg.vector_weight > 0:
+            vector_wait = self._start_vector_ranking(query, pool, prefix, notes)
         if "lexical" in layers and chosen:
             boost = lex.identifier_terms(query) if cfg.identifier_boost else frozenset()
             hits = self.store.lexical(lex.match_expression(chosen, boost), pool, prefix)
@@ -487,8 +492,8 @@ class CodeService:
         elif "lexical" in layers:
             used.append("lexical")
         vec_scores: dict[int, float] = {}
-        if "vector" in layers and query.strip() and cfg.vector_weight > 0:
-            vec = self._vector_ranking(query, pool, prefix, deadline, notes)
+        if vector_wait is not None:
+            vec = vector_wait(deadline)
             if vec is not None:
                 rankings["vector"] = [i for i, _ in vec]
                 vec_scores = dict(vec)
@@ -653,13 +658,14 @@ class CodeService:
         have = set(code_tokens(best["excerpt"] + " " + best["path"]))
         return sum(1 for t in terms if t in have) / len(terms) < self.cfg.weak_score
 
-    def _vector_ranking(self, query: str, pool: int, prefix: str | None, deadline: float,
-                        notes: list[str]) -> list[tuple[int, float]] | None:
-        """Vector ranking within the search deadline; None when the layer is unavailable."""
+    def _start_vector_ranking(self, query: str, pool: int, prefix: str | None,
+                              notes: list[str]) -> Callable[[float], list[tuple[int, float]] | None]:
+        """Start the vector ranking; the returned call waits for it until a deadline and
+        gives None when the layer is unavailable, failed or late (with a note)."""
         emb = self.embedder()
         if emb is None:
             notes.append(f"vector layer unavailable: {self._embedder_error}")
-            return None
+            return lambda deadline: None
 
         def work() -> list[tuple[int, float]]:
             # Its own connection: if the deadline passes, this thread may outlive the answer.
@@ -694,13 +700,17 @@ class CodeService:
                 fut.set_exception(e)
 
         threading.Thread(target=run, name="vector-ranking", daemon=True).start()
-        try:
-            return fut.result(timeout=max(0.05, deadline - time.monotonic()))
-        except cf.TimeoutError:
-            notes.append("vector layer did not answer within the search deadline; lexical only")
-        except (RecallError, OSError, ValueError) as e:
-            notes.append(f"vector layer failed: {e}; lexical only")
-        return None
+
+        def wait(deadline: float) -> list[tuple[int, float]] | None:
+            try:
+                return fut.result(timeout=max(0.05, deadline - time.monotonic()))
+            except cf.TimeoutError:
+                notes.append("vector layer did not answer within the search deadline; lexical only")
+            except (RecallError, OSError, ValueError) as e:
+                notes.append(f"vector layer failed: {e}; lexical only")
+            return None
+
+        return wait
 
     # -- status ---------------------------------------------------------------
     def status(self, probe: bool = True) -> dict[str, Any]:
