@@ -48,6 +48,19 @@ def rank_of(order: list[int], gold: int) -> int | None:
         return None
 
 
+def load_set(corpus: int, data: Path = EVAL) -> tuple[list[dict], list[str], dict[int, int]]:
+    """(queries, snippets, snippet id -> position): every gold snippet plus seeded random
+    others up to `corpus` snippets."""
+    queries = json.load(open(data / "cosqa-retrieval-dev-500.json"))
+    code_map = json.load(open(data / "code_idx_map.txt"))
+    by_id = {v: k for k, v in code_map.items()}
+    gold_ids = {q["retrieval_idx"] for q in queries}
+    others = sorted(set(by_id) - gold_ids)
+    random.Random(7).shuffle(others)
+    ids = sorted(gold_ids) + others[: max(0, corpus - len(gold_ids))]
+    return queries, [by_id[i] for i in ids], {i: n for n, i in enumerate(ids)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", type=int, default=2000)
@@ -59,15 +72,7 @@ def main() -> None:
     ap.add_argument("--no-cache", action="store_true",
                     help="embed afresh (and time it) even when vectors of this fingerprint are cached")
     args = ap.parse_args()
-    queries = json.load(open(EVAL / "cosqa-retrieval-dev-500.json"))
-    code_map = json.load(open(EVAL / "code_idx_map.txt"))
-    by_id = {v: k for k, v in code_map.items()}
-    gold_ids = {q["retrieval_idx"] for q in queries}
-    others = sorted(set(by_id) - gold_ids)
-    random.Random(7).shuffle(others)
-    ids = sorted(gold_ids) + others[: max(0, args.corpus - len(gold_ids))]
-    docs = [by_id[i] for i in ids]
-    pos = {i: n for n, i in enumerate(ids)}
+    queries, docs, pos = load_set(args.corpus)
 
     import bm25s
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -135,18 +134,10 @@ def cosqa(cfg, args, weights) -> None:
     from dsh_recall.embedders import create
     from dsh_recall.search.fuse import layer_weights, rrf
     from dsh_recall.search.lexical import STOPWORDS
-    from embedders_cosqa import metrics, rank_of
+    from embedders_cosqa import load_set, metrics, rank_of
 
-    d = EVAL / "cosqa-dev"
-    queries = json.load(open(d / "cosqa-retrieval-dev-500.json"))
-    code_map = json.load(open(d / "code_idx_map.txt"))
-    by_id = {v: k for k, v in code_map.items()}
-    gold_ids = {q["retrieval_idx"] for q in queries}
-    others = sorted(set(by_id) - gold_ids)
-    random.Random(7).shuffle(others)
-    ids = sorted(gold_ids) + others[: max(0, args.corpus - len(gold_ids))]
-    docs = [by_id[i] for i in ids]
-    pos = {i: n for n, i in enumerate(ids)}
+    all_queries, docs, pos = load_set(args.corpus, EVAL / "cosqa-dev")
+    queries = all_queries
     if args.limit_questions:
         queries = queries[: args.limit_questions]
     golds = [pos[q["retrieval_idx"]] for q in queries]
@@ -168,7 +159,7 @@ def cosqa(cfg, args, weights) -> None:
         dvec = z["d"]
     else:
         dvec = emb.embed(docs)
-        qv = emb.embed([q["doc"] for q in json.load(open(d / "cosqa-retrieval-dev-500.json"))], query=True)
+        qv = emb.embed([q["doc"] for q in all_queries], query=True)
         np.savez(cache, d=dvec, q=qv, rate=0.0)
     qvec = emb.embed([q["doc"] for q in queries], query=True)
     vec = [list(np.argsort(-(dvec @ qv))[:100]) for qv in qvec]
