@@ -42,6 +42,9 @@ from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_loc
 # search never waits on it: readers see the last commit) and a kill -9 loses at most the
 # batch in flight, never half of a file.
 INDEX_BATCH_CHUNKS = 400
+# Of a search's deadline, what a cold start's embedding leaves for the query's own embedding
+# (a cold process loads the model) and the ranking.
+VECTOR_RESERVE_S = 1.0
 
 
 def _sha(data: bytes) -> str:
@@ -482,7 +485,7 @@ class CodeService:
         # in a cold process) overlaps the lexical query, which releases the GIL in SQLite.
         vector_wait = None
         if "vector" in layers and query.strip() and cfg.vector_weight > 0:
-            vector_wait = self._start_vector_ranking(query, pool, prefix, notes)
+            vector_wait = self._start_vector_ranking(query, pool, prefix, notes, deadline)
         if "lexical" in layers and chosen:
             boost = lex.identifier_terms(query) if cfg.identifier_boost else frozenset()
             hits = self.store.lexical(lex.match_expression(chosen, boost), pool, prefix)
@@ -658,8 +661,8 @@ class CodeService:
         have = set(code_tokens(best["excerpt"] + " " + best["path"]))
         return sum(1 for t in terms if t in have) / len(terms) < self.cfg.weak_score
 
-    def _start_vector_ranking(self, query: str, pool: int, prefix: str | None,
-                              notes: list[str]) -> Callable[[float], list[tuple[int, float]] | None]:
+    def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
+                              deadline: float) -> Callable[[float], list[tuple[int, float]] | None]:
         """Start the vector ranking; the returned call waits for it until a deadline and
         gives None when the layer is unavailable, failed or late (with a note)."""
         emb = self.embedder()
@@ -675,7 +678,13 @@ class CodeService:
                     # First searches fill in vectors within a small budget; `index` does the rest.
                     with self._index_lock(0) as got:
                         if got:
-                            self.embed_pending(self.cfg.embed_budget_s, store=store)
+                            # ...within what the deadline leaves after the query's own
+                            # embedding and ranking: a first search answers with the vectors
+                            # it has (and says how many are pending), not lexical only.
+                            left = deadline - time.monotonic() - VECTOR_RESERVE_S
+                            budget = min(self.cfg.embed_budget_s, left)
+                            if budget > 0.2:
+                                self.embed_pending(budget, store=store)
                 elif self._vectors.delta_size(store) > DELTA_SYNC:
                     # Many vectors outside the memory-mapped file (an index written before
                     # it existed): build it once if no indexer is busy.

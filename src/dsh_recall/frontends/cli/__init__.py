@@ -66,10 +66,39 @@ def main() -> None:
     args = [cap_query(clean_text(a), QUERY_CHARS) for a in sys.argv[1:]]
     try:
         cli(args=args, prog_name="dsh-recall", standalone_mode=True)
-    except (SystemExit, KeyboardInterrupt):
+    except SystemExit as e:
+        _leave_workers(e.code)
+        raise
+    except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 - commands handle their own; this is the last net
         if os.environ.get("DSH_RECALL_DEBUG"):
             raise
         click.echo(one_line_error(e), err=True)
         sys.exit(1)
+
+
+# Daemon threads that may still be inside native code when a command has answered: the
+# vector ranking of a search whose deadline passed (embedding in onnxruntime). Letting the
+# interpreter finalize under them made onnxruntime abort the process (SIGABRT, exit 134)
+# after the answer was printed.
+_WORKER_THREADS = ("vector-ranking",)
+
+
+def _leave_workers(code: object) -> None:
+    """The answer is out; if a dropped worker is still running, leave without finalizing
+    (committed SQLite writes are durable; an open one rolls back on the next open)."""
+    import threading
+
+    if not any(t.is_alive() and t.daemon and t.name in _WORKER_THREADS
+               for t in threading.enumerate()):
+        return
+    status = code if isinstance(code, int) else (0 if code is None else 1)
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status)
+
