@@ -141,3 +141,36 @@ def test_a_text_gets_the_same_vector_alone_and_in_any_company(minilm):
         batch = minilm.embed(others + [target] + others)
         assert np.array_equal(batch[len(others)], alone)
     assert np.array_equal(minilm.embed_query(target), minilm.embed([target], query=True)[0])
+
+
+def test_the_optimized_graph_is_cached_and_gives_the_same_vectors(tmp_path, monkeypatch):
+    """A cold process loads the graph onnxruntime optimized once (kept under the recall home)
+    instead of optimizing it again; the vectors are the same bit for bit, and a damaged cache
+    file is rebuilt, never trusted."""
+    monkeypatch.setenv("DSH_RECALL_HOME", str(tmp_path / "home"))
+    texts = ["def retry(request): return request.send()", "class Cache:\n    def get(self, k): ..."]
+    plain = OnnxEmbedder(shipped_model_dir("minilm-l6-v2-int8"), EmbedderConfig(), name="minilm")
+    plain.optimized_cache = False
+    want = plain.embed(texts)
+    cache_dir = tmp_path / "home" / "cache" / "onnx"
+    assert not cache_dir.exists()
+
+    first = create(EmbedderConfig(name="minilm"))
+    assert np.array_equal(first.embed(texts), want)
+    files = list(cache_dir.glob("*.onnx"))
+    assert len(files) == 1 and not list(cache_dir.glob(".*.tmp"))
+    second = create(EmbedderConfig(name="minilm"))  # loads the cached graph
+    assert np.array_equal(second.embed(texts), want)
+
+    files[0].write_bytes(b"not an onnx graph")
+    third = create(EmbedderConfig(name="minilm"))
+    assert np.array_equal(third.embed(texts), want)
+    assert files[0].stat().st_size > 1000  # rebuilt
+
+
+def test_an_unwritable_home_only_skips_the_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    monkeypatch.setenv("DSH_RECALL_HOME", str(blocker / "home"))
+    emb = create(EmbedderConfig(name="minilm"))
+    assert emb.embed(["hello"]).shape == (1, 384)
