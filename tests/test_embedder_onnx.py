@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -174,3 +175,27 @@ def test_an_unwritable_home_only_skips_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DSH_RECALL_HOME", str(blocker / "home"))
     emb = create(EmbedderConfig(name="minilm"))
     assert emb.embed(["hello"]).shape == (1, 384)
+
+
+def test_a_verified_model_is_not_hashed_again_until_it_changes(tmp_path, monkeypatch):
+    from dsh_recall.embedders import onnx as onnx_mod
+
+    monkeypatch.setenv("DSH_RECALL_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "model"
+    shutil.copytree(SHIPPED, folder)
+    onnx_mod.verify_checksums(folder, True)  # hashes and stamps
+    hashed: list[str] = []
+    real = onnx_mod._sha256
+    monkeypatch.setattr(onnx_mod, "_sha256", lambda p: hashed.append(p.name) or real(p))
+    onnx_mod.verify_checksums(folder, True)
+    assert hashed == []  # every listed file matched its stamp
+    # same size, mtime put back: the byte change still shows (ctime moved), and is caught
+    model = folder / "model.onnx"
+    st = model.stat()
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(EmbedderError, match="does not match SHA256SUMS"):
+        onnx_mod.verify_checksums(folder, True)
+    assert "model.onnx" in hashed

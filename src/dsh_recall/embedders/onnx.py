@@ -90,13 +90,57 @@ def verify_checksums(model_dir: Path, required: bool) -> None:
                 f"model file {path} is missing (listed in SHA256SUMS); reinstall dsh-recall "
                 "or restore the folder"
             )
-        actual = _sha256(path)
+        actual = digest if _stamped(path, digest) else _sha256(path)
         if actual != digest:
             raise EmbedderError(
                 f"model file {path} does not match SHA256SUMS (expected {digest[:12]}..., "
                 f"got {actual[:12]}...); the file is damaged: reinstall dsh-recall or "
                 "restore the folder"
             )
+        _stamp(path, digest)
+
+
+def _stat_key(path: Path) -> str:
+    """What changes whenever a file's bytes could have: size, inode and both times (ctime
+    moves on every write and cannot be set back)."""
+    st = path.stat()
+    return f"{path.resolve()}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+
+
+def _stamp_file() -> Path:
+    from ..core.paths import recall_home
+
+    return recall_home() / "cache" / "verified.json"
+
+
+def _stamped(path: Path, digest: str) -> bool:
+    """Was this very file (same stat key) hashed to `digest` before? Hashing the 23 MB model
+    cost every cold process about 50 ms."""
+    try:
+        data = json.loads(_stamp_file().read_text(encoding="utf-8"))
+        return isinstance(data, dict) and data.get(_stat_key(path)) == digest
+    except (OSError, ValueError):
+        return False
+
+
+def _stamp(path: Path, digest: str) -> None:
+    try:
+        f = _stamp_file()
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+            data = data if isinstance(data, dict) and len(data) < 200 else {}
+        except (OSError, ValueError):
+            data = {}
+        key = _stat_key(path)
+        if data.get(key) == digest:
+            return
+        data[key] = digest
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, f)
+    except OSError:
+        pass  # no stamp: the next process hashes again
 
 
 class OnnxEmbedder(Embedder):
