@@ -147,7 +147,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--fp32-dir", type=Path, default=FP32_DIR)
-    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--max-tokens", type=int, default=128)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub
 
