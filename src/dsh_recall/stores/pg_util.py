@@ -18,7 +18,6 @@ same transaction as the rows.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import threading
@@ -27,9 +26,9 @@ from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from ..core.errors import StoreError
+from .fts5 import B, K1, fts5_terms, idf  # noqa: F401  (the PostgreSQL stores call them here)
 
 CATALOG = "dsh_recall"
-K1, B = 1.2, 0.75
 MAX_LEXEME_BYTES = 2000  # longer tokens (a pasted blob) are not indexed
 
 
@@ -212,21 +211,6 @@ def _hs(x: str) -> str:
 def hstore_literal(keys: Sequence[str], values: Sequence[str]) -> str:
     """hstore input text for these keys and values (any characters, quoted)."""
     return ", ".join(f"{_hs(k)}=>{_hs(v)}" for k, v in zip(keys, values))
-
-
-_FTS5_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
-
-
-def fts5_terms(match: str) -> list[str]:
-    """The quoted phrases of an FTS5 MATCH string built by our query code (`"a" OR "b"`),
-    in order, duplicates kept (a repeated phrase counts twice, as in FTS5's bm25)."""
-    return [m.replace('""', '"') for m in _FTS5_PHRASE.findall(match or "")]
-
-
-def idf(n: int, df: int) -> float:
-    """FTS5's idf: never zero or negative (a term in most rows still counts a little)."""
-    v = math.log((n - df + 0.5) / (df + 0.5)) if n else 0.0
-    return v if v > 0 else 1e-6
 
 
 def bm25_sql(table: str, col: str, dl: str, where: str = "", select: str = "t.id") -> str:

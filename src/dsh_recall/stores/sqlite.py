@@ -7,7 +7,6 @@ previous state or the new one, never half of a file.
 from __future__ import annotations
 
 import json
-import math
 import re
 import sqlite3
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..core.errors import StoreError
+from ..core.text import fts_quote
+from . import fts5
 from .base import ChunkRow, FileRow, IndexedChunk
 from .sqlite_util import connect
 from .vector_index import scan_vectors
@@ -56,7 +57,6 @@ INSERT INTO meta(key, value) VALUES('vec_seq', '1')
 
 # SQL is built here, apart from running it, so it can be read and tested on its own.
 BM25_WEIGHTS = (1.0, 4.0, 2.0)  # body, symbols, path
-_PHRASE = re.compile(r'"(?:[^"]|"")*"')
 # One unicode61 token (tokenchars '_'): letters, digits, '_' and non-ASCII word characters.
 _ONE_TOKEN = re.compile(r"[\w]+")
 
@@ -73,19 +73,13 @@ def lexical_sql(with_prefix: bool) -> str:
     )
 
 
-# FTS5's bm25 (fts5_aux.c): score = sum over the query's phrases of
-#   idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avglen)),  idf = log((N - n + .5) / (n + .5))
-# with f the column-weighted count of the phrase in the row. It grows with f towards
-# idf * (k1 + 1), so that is the most one phrase can add to any row's score.
-BM25_K1 = 1.2
+# FTS5's bm25 (fts5_aux.c; stores/fts5.py): a phrase adds
+#   idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avglen))
+# with f its column-weighted count in the row. That grows with f towards idf * (k1 + 1),
+# the most one phrase can add to any row's score.
 SPLIT_MIN_PHRASES = 2  # a one-term query has nothing to split
 SPLIT_MAX_PHRASES = 10  # longer queries rarely prove exact; one full query is cheaper then
 SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of the chunks
-
-
-def fts5_idf(n: int, df: int) -> float:
-    v = math.log((n - df + 0.5) / (df + 0.5)) if n else 0.0
-    return v if v > 0 else 1e-6
 
 
 def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
@@ -98,10 +92,9 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     ceilings (`bound`). When the `limit`-th best rare row scores above that, the answer is
     the full query's, at a fraction of the cost. Returns (rare MATCH, common MATCH, bound),
     or None to run the query as it is."""
-    phrases = _PHRASE.findall(match or "")
-    if not (SPLIT_MIN_PHRASES <= len(phrases) <= SPLIT_MAX_PHRASES):
+    words = fts5.fts5_terms(match)
+    if not (SPLIT_MIN_PHRASES <= len(words) <= SPLIT_MAX_PHRASES):
         return None
-    words = [p[1:-1].replace('""', '"') for p in phrases]
     if any(not _ONE_TOKEN.fullmatch(w) for w in words):
         return None  # a phrase of several tokens: its row count is not a term's
     keys = list(dict.fromkeys(w.lower() for w in words))
@@ -112,7 +105,7 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     ceiling: dict[str, float] = {}
     for w in words:  # a phrase written twice counts twice
         k = w.lower()
-        ceiling[k] = ceiling.get(k, 0.0) + fts5_idf(n, df.get(k, 0)) * (BM25_K1 + 1)
+        ceiling[k] = ceiling.get(k, 0.0) + fts5.idf(n, df.get(k, 0)) * (fts5.K1 + 1)
     order = sorted(keys, key=lambda k: (df.get(k, 0), k))
     rare: list[str] = []
     rows = 0
@@ -124,7 +117,7 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     common = [k for k in order if k not in rare]
     if not common:
         return None
-    pick = lambda group: " OR ".join(p for p, w in zip(phrases, words) if w.lower() in group)  # noqa: E731
+    pick = lambda group: " OR ".join(fts_quote(w) for w in words if w.lower() in group)  # noqa: E731
     return pick(set(rare)), pick(set(common)), sum(ceiling[k] for k in common)
 
 
