@@ -10,13 +10,14 @@ import textwrap
 
 from procs import env_for
 
-SCRIPT = textwrap.dedent('''
+# A registered "slow" embedder that writes `marker` only if it ever runs to its end.
+SLOW = textwrap.dedent('''
     import json, sys, time
     from pathlib import Path
     from dsh_recall.embedders import registry
     from dsh_recall.embedders.fake import FakeEmbedder
 
-    marker = Path(sys.argv[2])
+    marker = Path(sys.argv[MARKER_ARG])
 
     class Slow(FakeEmbedder):
         name = "slow"
@@ -27,6 +28,9 @@ SCRIPT = textwrap.dedent('''
             return super()._embed_batch(texts, query=query)
 
     registry.register("slow", lambda cfg: Slow())
+''')
+
+SCRIPT = SLOW.replace("MARKER_ARG", "2") + textwrap.dedent('''
     from dsh_recall.core.config import load_config
     from dsh_recall.services.code import CodeService
 
@@ -55,23 +59,7 @@ def test_process_exits_without_waiting_for_a_dropped_vector_worker(tmp_path):
     assert not marker.exists()
 
 
-CLI_SCRIPT = textwrap.dedent('''
-    import sys, time
-    from pathlib import Path
-    from dsh_recall.embedders import registry
-    from dsh_recall.embedders.fake import FakeEmbedder
-
-    marker = Path(sys.argv[1])
-
-    class Slow(FakeEmbedder):
-        name = "slow"
-
-        def _embed_batch(self, texts, *, query):
-            time.sleep(20)
-            marker.write_text("the dropped worker ran to its end")
-            return super()._embed_batch(texts, query=query)
-
-    registry.register("slow", lambda cfg: Slow())
+CLI_SCRIPT = SLOW.replace("MARKER_ARG", "1") + textwrap.dedent('''
     import atexit
     atexit.register(lambda: marker.with_name("finalized").write_text("interpreter finalized"))
     from dsh_recall.frontends.cli import main
