@@ -359,6 +359,9 @@ class Config(_Section):
     test_transfer: float = Field(0.5, ge=0, le=2)  # --files: a test's evidence passed to the file it tests
     transfer_top: int = Field(10, ge=0, le=100)  # --files: test files among the best N pass it on
     path_boost: float = Field(1.5, ge=1)  # --files: a file whose path the query writes (1 = off)
+    # Worker processes that read and cut files for the lexical index: 0 = one per usable
+    # core (at most 4) when 200 or more files need it, 1 = none. Not from a repository.
+    index_workers: int = Field(0, ge=0, le=64)
     embedder: EmbedderConfig = EmbedderConfig()
     history: HistoryConfig = HistoryConfig()
     objects: ObjectsConfig = ObjectsConfig()

@@ -6,7 +6,6 @@ dsh_recall.search.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import hashlib
 import json
 import os
 import threading
@@ -19,7 +18,7 @@ from .. import chunkers
 from ..core.config import Config
 from ..core.errors import InputError, RecallError
 from ..core.paths import ensure_dir, recall_home, workspace_dir
-from ..core.text import code_tokens, index_text, safe_decode
+from ..core.text import code_tokens
 from ..embedders import Embedder
 from ..search import excerpt as excerpt_mod
 from ..search import lexical as lex
@@ -27,12 +26,13 @@ from ..search import rerank
 from ..search import code_files
 from ..search.fuse import (intent_terms, is_test_path, layer_weights, names_symbol, path_prior,
                            rrf, wants_docs, wants_tests)
-from ..sources.workspace import (WalkReport, check_workspace_root, content_skip_reason,
-                                 iter_marker_dirs, parse_source_roots, read_regular, walk)
+from ..sources.workspace import (WalkReport, check_workspace_root, iter_marker_dirs,
+                                 parse_source_roots, read_regular, walk)
 from ..stores.base import FileRow, IndexedChunk
 from ..stores import registry
 from ..stores.sqlite import SqliteChunkStore
-from . import usage
+from . import code_prepare, usage
+from .code_prepare import embed_text
 from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_lock,
                       load_embedder, sync_fingerprint, sync_vector_file)
 
@@ -47,14 +47,7 @@ INDEX_BATCH_CHUNKS = 400
 VECTOR_RESERVE_S = 1.0
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def embed_text(path: str, symbols: tuple[str, ...], text: str) -> str:
-    """What the embedder sees for a chunk: where it lives, what it declares, then the code."""
-    head = path + (" :: " + ", ".join(symbols) if symbols else "")
-    return head + "\n" + text
+_sha = code_prepare.sha256
 
 
 _VCS_MARKERS = (".git", ".hg", ".svn", ".jj")
@@ -158,42 +151,34 @@ class CodeService:
         rep = IndexReport(files=0, skipped=dict(report.skipped), problems=list(report.problems),
                           notes=notes)
         total = len(report.files)
-        batch: list[tuple[FileRow, list[IndexedChunk]]] = []
-        batch_chunks = 0
-        for n, sf in enumerate(report.files, 1):
-            if progress and (n % 50 == 0 or n == total):
-                progress("scan", n, total)
+        jobs: list = []
+        for sf in report.files:
             old = known.get(sf.path)
             if old and old.size == sf.size and old.mtime_ns == sf.mtime_ns:
                 seen.add(sf.path)
                 rep.unchanged += 1
-                continue
-            try:
-                data = read_regular(sf.abs_path, self.cfg.max_file_bytes + 1)
-            except OSError:
-                rep.skipped["unreadable"] = rep.skipped.get("unreadable", 0) + 1
-                continue
-            reason = content_skip_reason(data)
-            if reason:
-                rep.skipped[reason] = rep.skipped.get(reason, 0) + 1
+            else:
+                jobs.append((sf, old.hash if old else None))
+        workers = code_prepare.worker_count(len(jobs), self.cfg.index_workers)
+        batch: list[tuple[FileRow, Sequence[IndexedChunk]]] = []
+        batch_chunks = 0
+        done = total - len(jobs)
+        for sf, got in code_prepare.prepare_many(jobs, self.cfg.max_file_bytes,
+                                                 self.cfg.excerpt_lines, workers):
+            done += 1
+            if progress and (done % 50 == 0 or done == total):
+                progress("scan", done, total)
+            if got.kind == "skip":
+                rep.skipped[got.reason] = rep.skipped.get(got.reason, 0) + 1
                 continue
             seen.add(sf.path)
-            digest = _sha(data)
-            if old and old.hash == digest:
+            if got.kind == "same":
                 self.store.update_stat(sf.path, sf.size, sf.mtime_ns)
                 rep.unchanged += 1
                 continue
-            text = safe_decode(data)
-            chunks = chunkers.chunk_file(sf.path, text, max_lines=self.cfg.excerpt_lines)
-            path_lex = index_text(sf.path.replace("/", " ").replace(".", " "))
-            items = []
-            for c in chunks:
-                et = embed_text(sf.path, c.symbols, c.text)
-                items.append(IndexedChunk(c, index_text(c.text), index_text(" ".join(c.symbols)),
-                                          path_lex, et, _sha(et.encode("utf-8", "surrogatepass"))[:32]))
-            batch.append((FileRow(sf.path, sf.abs_path, sf.root, digest, sf.size, sf.mtime_ns,
-                                  len(text)), items))
-            batch_chunks += len(items)
+            assert got.row is not None
+            batch.append((got.row, got.items))
+            batch_chunks += len(got.items)
             if batch_chunks >= INDEX_BATCH_CHUNKS:
                 self._write_batch(batch)
                 batch, batch_chunks = [], 0
@@ -211,7 +196,7 @@ class CodeService:
             "time": time.time(), "skipped": rep.skipped, "problems": rep.problems}))
         return rep
 
-    def _write_batch(self, batch: list[tuple[FileRow, list[IndexedChunk]]]) -> None:
+    def _write_batch(self, batch: list[tuple[FileRow, Sequence[IndexedChunk]]]) -> None:
         """Several files per transaction (see INDEX_BATCH_CHUNKS); a store without
         replace_files takes them one by one."""
         if not batch:

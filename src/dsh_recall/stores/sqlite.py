@@ -197,6 +197,8 @@ class SqliteChunkStore:
         return FileRow(*r) if r else None
 
     def _delete_file_rows(self, conn: sqlite3.Connection, path: str) -> None:
+        if conn.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
+            return  # a new file: the delete below would cost more than a first index's insert
         conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT c.id FROM chunks c "
                      "JOIN files f ON f.id = c.file_id WHERE f.path = ?)", (path,))
         conn.execute("DELETE FROM files WHERE path = ?", (path,))  # cascades to chunks

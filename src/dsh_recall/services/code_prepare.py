@@ -1,0 +1,126 @@
+"""Read and cut one file for the code index, apart from the store.
+
+What a first index spends its CPU on is here: the tree-sitter parse, the chunker and the
+code tokens of every chunk. Nothing here writes, so a large first index runs it in worker
+processes (`prepare_many`) while the parent alone writes SQLite, in the files' order: the
+index is the same, chunk for chunk, as one process would build.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import multiprocessing
+import os
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from .. import chunkers
+from ..core.text import index_text, safe_decode
+from ..core.types import SourceFile
+from ..sources.workspace import content_skip_reason, read_regular
+from ..stores.base import FileRow, IndexedChunk
+
+# Below this many files to read, worker processes cost more to start (each imports the
+# chunkers and tree-sitter, about 0.3 s) than they save.
+PARALLEL_MIN_FILES = 200
+# Files handed to a worker at a time: enough to amortise the round trip, few enough that
+# the parent's writer is never idle long.
+_WORKER_CHUNKSIZE = 8
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def embed_text(path: str, symbols: tuple[str, ...], text: str) -> str:
+    """What the embedder sees for a chunk: where it lives, what it declares, then the code."""
+    head = path + (" :: " + ", ".join(symbols) if symbols else "")
+    return head + "\n" + text
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One file's outcome: `skip` (reason), `same` (content unchanged: digest), or
+    `index` (row + chunks to write)."""
+
+    kind: str
+    reason: str = ""
+    digest: str = ""
+    row: FileRow | None = None
+    items: tuple[IndexedChunk, ...] = ()
+
+
+def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,
+            excerpt_lines: int) -> Prepared:
+    try:
+        data = read_regular(sf.abs_path, max_file_bytes + 1)
+    except OSError:
+        return Prepared("skip", reason="unreadable")
+    reason = content_skip_reason(data)
+    if reason:
+        return Prepared("skip", reason=reason)
+    digest = sha256(data)
+    if old_hash == digest:
+        return Prepared("same", digest=digest)
+    text = safe_decode(data)
+    chunks = chunkers.chunk_file(sf.path, text, max_lines=excerpt_lines)
+    path_lex = index_text(sf.path.replace("/", " ").replace(".", " "))
+    items = []
+    for c in chunks:
+        et = embed_text(sf.path, c.symbols, c.text)
+        items.append(IndexedChunk(c, index_text(c.text), index_text(" ".join(c.symbols)),
+                                  path_lex, et, sha256(et.encode("utf-8", "surrogatepass"))[:32]))
+    row = FileRow(sf.path, sf.abs_path, sf.root, digest, sf.size, sf.mtime_ns, len(text))
+    return Prepared("index", digest=digest, row=row, items=tuple(items))
+
+
+def _prepare_args(args: tuple[SourceFile, str | None, int, int]) -> Prepared:
+    return prepare(*args)
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_count(files: int, setting: int) -> int:
+    """Worker processes for `files` files to read: `setting` when the user fixed it
+    (1 = none), else one per usable core (at most 4) once there are enough files."""
+    if setting:
+        return setting if files > 1 else 1
+    if files < PARALLEL_MIN_FILES:
+        return 1
+    return max(1, min(4, usable_cores()))
+
+
+def prepare_many(jobs: Sequence[tuple[SourceFile, str | None]], max_file_bytes: int,
+                 excerpt_lines: int, workers: int) -> Iterator[tuple[SourceFile, Prepared]]:
+    """Each job's outcome, in the jobs' order. With `workers` > 1 the work runs in that
+    many fresh processes ("spawn": safe beside the threads of an MCP server); if they
+    cannot start, it runs here."""
+    args = [(sf, old, max_file_bytes, excerpt_lines) for sf, old in jobs]
+    if workers <= 1 or len(args) < 2:
+        for a in args:
+            yield a[0], prepare(*a)
+        return
+    try:
+        pool = cf.ProcessPoolExecutor(max_workers=workers,
+                                      mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ValueError):
+        yield from prepare_many(jobs, max_file_bytes, excerpt_lines, 1)
+        return
+    done = 0
+    try:
+        for res in pool.map(_prepare_args, args, chunksize=_WORKER_CHUNKSIZE):
+            yield args[done][0], res
+            done += 1
+    except cf.process.BrokenProcessPool:
+        # A worker died (killed, out of memory): finish here what it had not returned.
+        for a in args[done:]:
+            yield a[0], prepare(*a)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+

@@ -1,0 +1,78 @@
+"""A first index read by worker processes is the index one process builds, chunk for chunk,
+through the service and through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from dsh_recall.core.config import load_config
+from dsh_recall.services import code_prepare
+from dsh_recall.services.code import CodeService
+
+from procs import cli, env_for
+
+
+def make_tree(root: Path, files: int = 24) -> Path:
+    for i in range(files):
+        d = root / f"pkg{i % 3}"
+        d.mkdir(parents=True, exist_ok=True)
+        body = "\n\n".join(
+            f"def handler_{i}_{j}(request, retries={j}):\n"
+            f"    \"\"\"Handle request {j} of module {i}.\"\"\"\n"
+            + "".join(f"    step_{k} = request.get('k{k}') or {k}\n" for k in range(12))
+            + "    return request\n" for j in range(6))
+        (d / f"mod_{i}.py").write_text(body)
+    (root / "notes.md").write_text("# Notes\n\nThe retry budget of each handler.\n")
+    (root / "bad.py").write_bytes(b"def broken(:\n    \xff\xfe lone bytes\n")
+    (root / "blob.bin").write_bytes(bytes(range(256)) * 40)
+    return root
+
+
+def _rows(svc: CodeService) -> list[tuple]:
+    return svc.store.conn.execute(
+        "SELECT c.id, f.path, c.start_line, c.end_line, c.symbols, c.text, c.embed_hash, x.body, "
+        "x.symbols, x.path FROM chunks c JOIN files f ON f.id = c.file_id "
+        "JOIN chunks_fts x ON x.rowid = c.id ORDER BY c.id").fetchall()
+
+
+def _index(ws: Path, home: Path, workers: int) -> tuple[CodeService, object]:
+    cfg = load_config(workspace=ws, overrides={"embedder": {"name": "fake"}, "index_workers": workers})
+    svc = CodeService(ws, cfg, home)
+    with svc._index_lock(None):
+        rep = svc.index_lexical()
+    return svc, rep
+
+
+def test_workers_build_the_same_index_as_one_process(tmp_path):
+    ws = make_tree(tmp_path / "ws")
+    one, rep1 = _index(ws, tmp_path / "home1", 1)
+    two, rep2 = _index(ws, tmp_path / "home2", 2)
+    assert rep1.chunks == rep2.chunks > 24
+    assert rep1.skipped == rep2.skipped and rep1.skipped  # the binary file, said the same way
+    assert _rows(one) == _rows(two)
+    # An edit then goes through the same path: only that file is read again.
+    (ws / "pkg0" / "mod_0.py").write_text("def replaced_handler():\n    return 1\n")
+    with two._index_lock(None):
+        again = two.index_lexical()
+    assert again.indexed == 1 and again.unchanged == rep2.indexed - 1
+    assert two.search("replaced_handler", layers=("lexical",))["results"][0]["path"] == "pkg0/mod_0.py"
+
+
+def test_worker_count_follows_the_setting_and_the_size():
+    assert code_prepare.worker_count(10_000, 1) == 1
+    assert code_prepare.worker_count(10_000, 3) == 3
+    assert code_prepare.worker_count(code_prepare.PARALLEL_MIN_FILES - 1, 0) == 1
+    assert 1 <= code_prepare.worker_count(10_000, 0) <= 4
+
+
+def test_cli_index_with_workers(tmp_path):
+    ws = make_tree(tmp_path / "ws")
+    env = env_for(tmp_path / "home")
+    env["DSH_RECALL_INDEX_WORKERS"] = "2"
+    proc = subprocess.run(cli("index", "--wait", "--lexical-only", "--json"), cwd=ws, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["chunks"] > 24 and data["indexed"] == 26
