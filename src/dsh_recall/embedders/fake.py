@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-import numpy as np
+from ..core.lazy import np
 
 from ..core.text import code_tokens
 from .base import Embedder

@@ -10,7 +10,7 @@ blocks (about 100 ms per 100k rows).
 
 from __future__ import annotations
 
-import numpy as np
+from ..core.lazy import np
 
 from ..stores.vector_index import quantize
 

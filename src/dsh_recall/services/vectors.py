@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-import numpy as np
+from ..core.lazy import np
 
 from ..core.config import EmbedderConfig
 from ..core.errors import RecallError

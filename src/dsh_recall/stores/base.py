@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Protocol, Sequence
 
-import numpy as np
+from ..core.lazy import np
 
 from ..core.types import Chunk
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-import numpy as np
+from ..core.lazy import np
 
 from .sqlite_util import connect as sqlite_connect
 from .vector_index import scan_vectors

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-import numpy as np
+from ..core.lazy import np
 
 from ..core.errors import StoreError
 from ..core.text import fts_quote

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-import numpy as np
+from ..core.lazy import np
 
 MAGIC = b"DRVEC001"
 HEADER = 64  # bytes: magic, dim (u32), reserved

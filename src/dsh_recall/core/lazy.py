@@ -1,0 +1,31 @@
+"""numpy, imported on first use.
+
+numpy costs a cold process 0.1-0.2 s to import. A search's lexical layer never needs it, and
+its vector layer runs in a worker thread started first (services/code.py), so importing it
+there overlaps the FTS5 query (which releases the GIL) instead of preceding it. Modules on
+that path write `from ..core.lazy import np`; annotations stay strings (PEP 563).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+class _Lazy:
+    __slots__ = ("_name", "_module")
+
+    def __init__(self, name: str):
+        self._name, self._module = name, None
+
+    def __getattr__(self, attr: str) -> Any:
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}>"
+
+
+np: Any = _Lazy("numpy")
