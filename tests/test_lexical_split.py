@@ -142,3 +142,33 @@ def test_opening_an_index_for_search_needs_no_write_lock(tmp_path):
     writer.execute("ROLLBACK")
     writer.close()
     assert opened and len(opened[0]) == 3
+
+
+def test_long_query_is_answered_from_its_rarest_rows(tmp_path, monkeypatch):
+    """More than 10 terms: no bound proves the split, so past LONG_MIN_CHUNKS the answer is
+    the rows holding the rarest terms, each scored exactly as the full query scores it."""
+    from dsh_recall.stores import sqlite as sq
+
+    store = make_store(tmp_path)  # 480 chunks
+    terms = RARE + COMMON  # 16 terms
+    match = match_expression(terms)
+    assert split_match(match, store.doc_freqs, store.chunk_count) is None  # a small index: exact
+    monkeypatch.setattr(sq, "LONG_MIN_CHUNKS", 100)
+    monkeypatch.setattr(sq, "LONG_RARE_ROWS", 60)
+    monkeypatch.setattr(sq, "LONG_RARE_SHARE", 0.0)
+    rare, common, bound = split_match(match, store.doc_freqs, store.chunk_count)
+    assert bound is None and rare and common
+    df = store.doc_freqs(terms)
+    rare_terms = [t for t in terms if f'"{t}"' in rare.split(" OR ")]
+    assert sum(df.get(t, 0) for t in rare_terms) <= 60 or len(rare_terms) == 1
+    full = dict(store._bm25(match, 10_000, None))
+    holders = {i for i, _ in store._bm25(rare, 10_000, None)}
+    got = store.lexical(match, 5)
+    assert len(got) == 5 and {i for i, _ in got} <= holders
+    for i, s in got:  # scored on every term, as the full query scores the row
+        assert round(s, 9) == round(full[i], 9)
+    best_holders = sorted(holders, key=lambda i: (-full[i], i))[:5]
+    assert [i for i, _ in got] == best_holders
+    # Fewer rare rows than asked for: the full query answers.
+    assert store.lexical(match, 400) == store._bm25(match, 400, None)
+    store.close()

@@ -80,6 +80,13 @@ def lexical_sql(with_prefix: bool) -> str:
 SPLIT_MIN_PHRASES = 2  # a one-term query has nothing to split
 SPLIT_MAX_PHRASES = 10  # longer queries rarely prove exact; one full query is cheaper then
 SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of the chunks
+# A longer query (a pasted issue or log keeps up to 48 terms) proves nothing: its common
+# terms' ceilings add up past any score. It is answered from the rows holding its rarest
+# terms, up to 5,000 rows or 2% of the index, scored on every term. At 98k chunks that gave
+# the exact query's top 10 for 50 of 51 pasted SWE-bench issues at 0.4x the time (bench/scale.py).
+LONG_RARE_ROWS = 5_000
+LONG_RARE_SHARE = 0.02
+LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
 
 
 def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
@@ -91,16 +98,18 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     exact, and a row holding only common phrases can score at most the sum of their
     ceilings (`bound`). When the `limit`-th best rare row scores above that, the answer is
     the full query's, at a fraction of the cost. Returns (rare MATCH, common MATCH, bound),
-    or None to run the query as it is."""
+    or None to run the query as it is. For a query of more than SPLIT_MAX_PHRASES terms the
+    bound is None: the rare rows are the answer (see LONG_RARE_ROWS)."""
     words = fts5.fts5_terms(match)
-    if not (SPLIT_MIN_PHRASES <= len(words) <= SPLIT_MAX_PHRASES):
+    long = len(words) > SPLIT_MAX_PHRASES
+    if len(words) < SPLIT_MIN_PHRASES:
         return None
     if any(not _ONE_TOKEN.fullmatch(w) for w in words):
         return None  # a phrase of several tokens: its row count is not a term's
     keys = list(dict.fromkeys(w.lower() for w in words))
     df = doc_freqs(keys)
     n = total()
-    if not n:
+    if not n or (long and n < LONG_MIN_CHUNKS):
         return None
     ceiling: dict[str, float] = {}
     for w in words:  # a phrase written twice counts twice
@@ -109,8 +118,9 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     order = sorted(keys, key=lambda k: (df.get(k, 0), k))
     rare: list[str] = []
     rows = 0
+    most = max(LONG_RARE_ROWS, LONG_RARE_SHARE * n) if long else SPLIT_RARE_SHARE * n
     for k in order:
-        if rare and rows + df.get(k, 0) > SPLIT_RARE_SHARE * n:
+        if rare and rows + df.get(k, 0) > most:
             break
         rare.append(k)
         rows += df.get(k, 0)
@@ -118,7 +128,7 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     if not common:
         return None
     pick = lambda group: " OR ".join(fts_quote(w) for w in words if w.lower() in group)  # noqa: E731
-    return pick(set(rare)), pick(set(common)), sum(ceiling[k] for k in common)
+    return pick(set(rare)), pick(set(common)), (None if long else sum(ceiling[k] for k in common))
 
 
 def prefix_bounds(prefix: str) -> tuple[str, str]:
@@ -288,7 +298,7 @@ class SqliteChunkStore:
         both = self._bm25(f"({rare}) AND ({common})", limit, path_prefix)
         only = self._bm25(f"({rare}) NOT ({common})", limit, path_prefix)
         hits = sorted(both + only, key=lambda h: (-h[1], h[0]))[:limit]
-        if len(hits) == limit and hits[-1][1] > bound:
+        if len(hits) == limit and (bound is None or hits[-1][1] > bound):
             return hits  # a chunk holding only common terms scores at most `bound`: exact
         return self._bm25(match, limit, path_prefix)
 
