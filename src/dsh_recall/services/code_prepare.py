@@ -8,9 +8,7 @@ index is the same, chunk for chunk, as one process would build.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
-import multiprocessing
 import os
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -106,6 +104,8 @@ def prepare_many(jobs: Sequence[tuple[SourceFile, str | None]], max_file_bytes: 
         for a in args:
             yield a[0], prepare(*a)
         return
+    import concurrent.futures as cf  # imported here: a search never starts workers
+    import multiprocessing
     try:
         pool = cf.ProcessPoolExecutor(max_workers=workers,
                                       mp_context=multiprocessing.get_context("spawn"))

@@ -18,12 +18,13 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
-
-import pathspec
+from typing import TYPE_CHECKING, Iterator
 
 from ..core.errors import InputError
 from ..core.types import SourceFile
+
+if TYPE_CHECKING:
+    import pathspec
 
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", ".bzr", "node_modules", "bower_components", "__pycache__",
@@ -258,6 +259,8 @@ def parse_source_roots(entries: list[str], workspace: Path) -> tuple[list[RootSp
 
 
 def _load_ignore(dir_path: str) -> pathspec.PathSpec | None:
+    import pathspec  # only a walk needs it (a search of an index does not walk)
+
     gi = os.path.join(dir_path, ".gitignore")
     try:
         with open(gi, encoding="utf-8", errors="replace") as f:
@@ -284,6 +287,8 @@ def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
               report: WalkReport) -> None:
     """Add the indexable files under one root to `report` (never following symlinks)."""
     base = str(root.path)
+    import pathspec
+
     extra = pathspec.GitIgnoreSpec.from_lines(extra_ignore) if extra_ignore else None
     start_specs: list[tuple[str, pathspec.PathSpec]] = []
     if extra is not None:
