@@ -300,7 +300,9 @@ class SqliteChunkStore:
         hits = sorted(both + only, key=lambda h: (-h[1], h[0]))[:limit]
         if len(hits) == limit and (bound is None or hits[-1][1] > bound):
             return hits  # a chunk holding only common terms scores at most `bound`: exact
-        return self._bm25(match, limit, path_prefix)
+        # Not proven: the chunks holding only common terms are the rest of the full query.
+        rest = self._bm25(f"({common}) NOT ({rare})", limit, path_prefix)
+        return sorted(hits + rest, key=lambda h: (-h[1], h[0]))[:limit]
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """Rows holding each term (terms in no row are left out), remembered until the index
