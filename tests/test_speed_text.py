@@ -108,6 +108,7 @@ def test_same_tokens_as_the_reference_on_real_trees():
     assert len(texts) > 100
     for t in texts:
         assert T.code_tokens(t) == ref_code_tokens(t)
+        assert T.index_text(t) == " ".join(ref_code_tokens(t))
         assert T.cjk_bigrams(t) == ref_cjk_bigrams(t)
 
 
@@ -125,6 +126,8 @@ WORDY = st.lists(st.sampled_from(list("aAbBzZ09_. \n-éß中文日本語한ー")
 def test_same_tokens_as_the_reference_on_generated_text(s):
     assert T.code_tokens(s) == ref_code_tokens(s)
     assert T.code_tokens(s) == ref_code_tokens(s)  # again, from the memo
+    assert T.index_text(s) == " ".join(ref_code_tokens(s))
+    assert T.index_text(s) == " ".join(ref_code_tokens(s))  # again, from its memo
     assert T.cjk_bigrams(s) == ref_cjk_bigrams(s)
     assert T.code_identifiers(s) == REF_IDENT.findall(s)
     for w in s.split():
@@ -135,6 +138,7 @@ def test_same_tokens_as_the_reference_on_generated_text(s):
 @given(st.text(max_size=60))
 def test_same_tokens_on_any_unicode(s):
     assert T.code_tokens(s) == ref_code_tokens(s)
+    assert T.index_text(s) == " ".join(ref_code_tokens(s))
 
 
 def test_a_20k_character_query_is_answered(monkeypatch):

@@ -115,9 +115,32 @@ def code_identifiers(text: str) -> list[str]:
     return out
 
 
+# A word's tokens already joined, as index_text writes them (same bound as _TOKENS).
+_JOINED: dict[str, str] = {}
+
+
+def _joined(word: str) -> str:
+    out = " ".join(_memo(word))
+    if len(word) <= _CACHE_WORD_CHARS:
+        if len(_JOINED) >= _TOKENS_MAX:
+            _JOINED.clear()
+        _JOINED[word] = out
+    return out
+
+
 def index_text(text: str) -> str:
-    """The string stored in an FTS5 column: code tokens joined by spaces."""
-    return " ".join(code_tokens(text))
+    """The string stored in an FTS5 column: code tokens joined by spaces (the same string as
+    " ".join(code_tokens(text)), built from each word's joined tokens)."""
+    words = _WORD.findall(text)
+    parts = list(map(_JOINED.get, words))
+    i = -1
+    try:
+        while True:
+            i = parts.index(None, i + 1)
+            parts[i] = _joined(words[i])
+    except ValueError:
+        pass
+    return " ".join(filter(None, parts))  # a word with no token ("_") adds nothing
 
 
 def fts_quote(token: str) -> str:

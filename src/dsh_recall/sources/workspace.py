@@ -58,7 +58,7 @@ def content_skip_reason(data: bytes) -> str | None:
         return "generated"
     if data:
         lines = data.count(b"\n") + 1
-        longest = max((len(x) for x in data[:200_000].split(b"\n")), default=0)
+        longest = max(map(len, data[:200_000].split(b"\n")))
         if len(data) / lines > 300 or (longest > 5000 and len(data) > 20_000):
             return "minified"
     return None
