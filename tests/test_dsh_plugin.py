@@ -108,6 +108,12 @@ def test_reaper_offloads_a_big_bash_result_and_everything_gets_it_back(tmp_path)
     assert hist.returncode == 0, hist.stderr
     hits = json.loads(hist.stdout)["hits"]
     assert hits and any(MIDDLE in h["snippet"] for h in hits), hits
+    # The model's own recall call and its answer hold that line too: the tool result itself
+    # must be found, put back from its object when the session was imported.
+    detail = _cli("history", "search", MIDDLE, "--session", session.id, "--detail", "--json")
+    assert detail.returncode == 0, detail.stderr
+    found = json.loads(detail.stdout)["hits"]
+    assert any(f"offloaded:{obj}" in h.get("flags", []) for h in found), found
 
 
 def _blocks_in(standin, marker: str) -> list[str]:

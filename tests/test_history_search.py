@@ -120,6 +120,20 @@ def test_snippet_is_bounded(text, terms, n):
     assert len(snippet(text, terms, n)) <= max(n, 0)
 
 
+@pytest.mark.parametrize("n", [80, 200, 300, 400, 600])
+def test_snippet_shows_a_rare_term_a_common_one_surrounds(n):
+    # An object_recall answer: the line asked for first, then its neighbours, every one with
+    # "line" in it. The window must hold "01000", not just the most "line"s.
+    rows = [1000] + [1009 - k for k in range(9)] + list(range(1010, 1030))
+    text = "[mcp__recall__object_recall result] object 3dcd61d3 (112000 chars)\n" + "".join(
+        f"{i + 1}:{i * 56}: line {i:05d} {'abcdefghij' * 4} {i * 37 % 1000:03d}\n" for i in rows)
+    shown = snippet(text, ["line", "01000"], n)
+    assert "line 01000" in shown and len(shown) <= n
+    # The middle of a long result, far from both ends, is shown too.
+    middle = "".join(f"line {i:05d} {'abcdefghij' * 4}\n" for i in range(960, 1040))
+    assert "line 01000" in snippet(middle, ["line", "01000"], n)
+
+
 def test_coarse_answers_stay_within_budget_on_locomo(tmp_path, cfg):
     LOCOMO = eval_set("locomo-dev")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

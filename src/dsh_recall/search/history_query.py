@@ -131,33 +131,47 @@ def cjk_body(text: str) -> str:
 
 
 def snippet(text: str, query_terms: list[str], max_chars: int) -> str:
-    """A window of `text` around the densest query-term match, at most `max_chars` long."""
+    """A window of `text` around its best query-term matches, at most `max_chars` long.
+
+    The window chosen holds the most of the query: each term weighs 1, shared among its
+    matches, so a rare term ("01000") is not outvoted by a common one ("line" on every
+    line); only matches the window shows whole are counted."""
     flat = " ".join(text.split())
     if len(flat) <= max_chars:
         return flat
     if max_chars <= 1:
         return ""
     low = flat.lower()
-    positions: list[int] = []
+    per_term = max(1, 200 // max(1, len(query_terms)))
+    matches: list[tuple[int, int, float]] = []  # (position, length, weight)
     for t in query_terms:
+        found: list[int] = []
         start = 0
-        while (i := low.find(t, start)) >= 0 and len(positions) < 200:
-            positions.append(i)
+        while (i := low.find(t, start)) >= 0 and len(found) < per_term:
+            found.append(i)
             start = i + 1
+        matches += [(i, len(t), 1 / len(found)) for i in found]
+    lead = max_chars // 3  # shown before the window's first match
     center = 0
-    if positions:
-        positions.sort()
-        # The match whose window holds the most other matches.
-        best, best_n = positions[0], 0
-        for p in positions:
-            n = sum(1 for q in positions if p - max_chars // 2 <= q <= p + max_chars // 2)
-            if n > best_n:
-                best, best_n = p, n
-        center = best
-    start = max(0, min(center - max_chars // 3, len(flat) - max_chars))
+    if matches:
+        matches.sort()
+        # What a window starting at match p shows whole: up to p + reach (its last char
+        # becomes "…").
+        reach = max_chars - lead - 1
+        center, best_w = matches[0][0], 0.0
+        for k, (p, _, _) in enumerate(matches):
+            w = 0.0
+            for q, n, weight in matches[k:]:
+                if q > p + reach:
+                    break
+                if q + n <= p + reach:
+                    w += weight
+            if w > best_w + 1e-9:
+                center, best_w = p, w
+    start = max(0, min(center - lead, len(flat) - max_chars))
     end = min(len(flat), start + max_chars)
     if start > 0:
-        sp = flat.find(" ", start, start + 20)
+        sp = flat.find(" ", start, min(start + 20, center))  # a word cut, never the match
         start = sp + 1 if sp >= 0 else start
     out = flat[start:end]
     if start > 0:
