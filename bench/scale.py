@@ -6,6 +6,9 @@ SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
   (a new process per call, as an agent's shell runs it), interleaved with `rg -i -l` over
   the same terms; how often the CLI's vector layer answered within the deadline
 - RSS of the API process and of a CLI call; disk per chunk (SQLite + vector file)
+- pasted issues: the shipped long-query path against the exact full query (same top 10?)
+- `--first-index DIR`: a first lexical index of a real tree in one process and with
+  worker processes, in turn
 - embedding chunks/s of the shipped MiniLM on real chunks, idle and with two CPU hogs
 
 Query timing uses the deterministic fake embedder at MiniLM's 384 dimensions: it is fast,
@@ -13,6 +16,7 @@ so the figures show the index, not the model (a MiniLM query embedding adds a fe
 apart). Copies live under /tmp; each size gets a fresh recall home.
 
     python bench/scale.py [--sizes 10000,100000,300000] [--queries 20] [--no-embed-bench]
+                          [--reuse] [--first-index DIR]
 """
 
 from __future__ import annotations
@@ -265,6 +269,27 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
     return row
 
 
+def first_index(tree: Path, rounds: int = 2) -> list[tuple[str, int, float, float]]:
+    """A first lexical index of `tree` in one process and with worker processes, in turn:
+    (label, chunks, wall s, CPU ms per chunk incl. workers), the best of `rounds`."""
+    best: dict[str, tuple[int, float, float]] = {}
+    for _ in range(rounds):
+        for label, workers in (("one process", 1), ("worker processes", 0)):
+            home = TMP / "dsh-recall-scale" / "first-index-home"
+            shutil.rmtree(home, ignore_errors=True)
+            cfg = load_config(workspace=tree, overrides={"embedder": {"name": "fake"},
+                                                         "index_workers": workers})
+            svc = CodeService(tree, cfg, home)
+            c0, t0 = cpu(), time.perf_counter()
+            with svc._index_lock(None):
+                rep = svc.index_lexical()
+            wall, per = time.perf_counter() - t0, (cpu() - c0) * 1000 / max(1, rep.chunks)
+            svc.close()
+            if label not in best or wall < best[label][1]:
+                best[label] = (rep.chunks, wall, per)
+    return [(label, *v) for label, v in best.items()]
+
+
 def embed_rates(n_chunks: int) -> list[tuple[str, float]]:
     """MiniLM on real indexer chunks, idle then with two CPU hogs (bench/embedders.py)."""
     from embedders import default_tree, hogs, indexer_chunks, run as run_embed
@@ -276,7 +301,7 @@ def embed_rates(n_chunks: int) -> list[tuple[str, float]]:
     for when, n in (("idle", 0), ("2 CPU hogs", 2)):
         procs = hogs(n)
         try:
-            row, _ = run_embed("minilm", EmbedderConfig(name="minilm"), chunks, 1)
+            (row, _), = run_embed([("minilm", EmbedderConfig(name="minilm"))], chunks, 1, 32)
             out.append((when, row[3]))
         finally:
             for p in procs:
@@ -291,6 +316,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--embed-chunks", type=int, default=150)
     ap.add_argument("--no-embed-bench", action="store_true")
+    ap.add_argument("--first-index", default="", metavar="DIR",
+                    help="also time a first lexical index of DIR (e.g. sympy's source: "
+                         "pip download sympy==1.13.3 --no-deps, unzip the wheel)")
     ap.add_argument("--reuse", action="store_true",
                     help="query an index an earlier run left (no index timings then)")
     args = ap.parse_args()
@@ -306,7 +334,7 @@ def main() -> None:
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
 
     rows = []
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in (int(s) for s in args.sizes.split(",") if s):
         row = run_size(size, base_chunks, args.queries, args.reuse)
         rows.append(row)
         print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}),
@@ -337,6 +365,13 @@ def main() -> None:
         print(f"| {r['chunks']:,} | {r['paste_same']} | {f(r['paste_p50'])} ms "
               f"| {f(r['paste_exact_p50'])} ms |")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    if args.first_index:
+        print()
+        print(f"First lexical index of {args.first_index}, load average {os.getloadavg()[0]:.1f}:")
+        print("| | chunks | wall | CPU per chunk |")
+        print("|---|---|---|---|")
+        for label, chunks, wall, per in first_index(Path(args.first_index)):
+            print(f"| {label} | {chunks:,} | {wall:.1f} s | {per:.2f} ms |")
     if not args.no_embed_bench:
         for when, rate in embed_rates(args.embed_chunks):
             print(f"MiniLM int8 on real chunks ({when}): {rate:.1f} chunks/s")

@@ -82,10 +82,11 @@ SPLIT_MAX_PHRASES = 10  # longer queries rarely prove exact; one full query is c
 SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of the chunks
 # A longer query (a pasted issue or log keeps up to 48 terms) proves nothing: its common
 # terms' ceilings add up past any score. It is answered from the rows holding its rarest
-# terms, up to 5,000 rows or 2% of the index, scored on every term. At 98k chunks that gave
-# the exact query's top 10 for 50 of 51 pasted SWE-bench issues at 0.4x the time (bench/scale.py).
+# terms, up to 5,000 rows or 5% of the index, scored on every term. Against the exact query
+# on 51 pasted SWE-bench issues (bench/scale.py): the same top 10 for 49-50 of them at 98k
+# and 299k chunks, p50 160 -> 60 ms and 412 -> 118 ms (2% at 299k: 44 of 51).
 LONG_RARE_ROWS = 5_000
-LONG_RARE_SHARE = 0.02
+LONG_RARE_SHARE = 0.05
 LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
 
 
