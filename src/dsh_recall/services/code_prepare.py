@@ -84,14 +84,26 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def idle_cores() -> float:
+    """Usable cores minus the machine's 1-minute load average: what other work leaves."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return usable_cores() - load
+
+
 def worker_count(files: int, setting: int) -> int:
     """Worker processes for `files` files to read: `setting` when the user fixed it
-    (1 = none), else one per usable core (at most 4) once there are enough files."""
+    (1 = none), else one per idle core (at most 4) once there are enough files. Workers
+    cost CPU (each starts an interpreter, and chunks cross a pipe: about 0.1 ms a chunk
+    more), which only pays when cores are free: on a busy machine one process reads."""
     if setting:
         return setting if files > 1 else 1
     if files < PARALLEL_MIN_FILES:
         return 1
-    return max(1, min(4, usable_cores()))
+    n = min(4, usable_cores(), int(idle_cores() + 0.5))
+    return n if n >= 2 else 1
 
 
 def prepare_many(jobs: Sequence[tuple[SourceFile, str | None]], max_file_bytes: int,
