@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -84,8 +85,26 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def idle_cores() -> float:
-    """Usable cores minus the machine's 1-minute load average: what other work leaves."""
+def _cpu_times() -> tuple[int, int] | None:
+    """(idle, total) jiffies of all CPUs from /proc/stat, or None where there is none."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return fields[3] + (fields[4] if len(fields) > 4 else 0), sum(fields[:8])
+
+
+def idle_cores(sample_s: float = 0.1) -> float:
+    """Cores other work leaves free now: the idle share of all CPUs over `sample_s` (the
+    load average lags a minute, and counts this process's own work just before), times the
+    cores this process may use; the load average where /proc/stat is missing."""
+    first = _cpu_times()
+    if first is not None:
+        time.sleep(sample_s)
+        second = _cpu_times()
+        if second is not None and second[1] > first[1]:
+            return usable_cores() * (second[0] - first[0]) / (second[1] - first[1])
     try:
         load = os.getloadavg()[0]
     except OSError:
@@ -96,8 +115,8 @@ def idle_cores() -> float:
 def worker_count(files: int, setting: int) -> int:
     """Worker processes for `files` files to read: `setting` when the user fixed it
     (1 = none), else one per idle core (at most 4) once there are enough files. Workers
-    cost CPU (each starts an interpreter, and chunks cross a pipe: about 0.1 ms a chunk
-    more), which only pays when cores are free: on a busy machine one process reads."""
+    cost CPU (each starts an interpreter, and chunks cross a pipe), which only pays when
+    cores are free: on a busy machine one process reads."""
     if setting:
         return setting if files > 1 else 1
     if files < PARALLEL_MIN_FILES:
