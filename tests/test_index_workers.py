@@ -76,3 +76,24 @@ def test_cli_index_with_workers(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["chunks"] > 24 and data["indexed"] == 26
+
+
+def test_mcp_server_indexes_with_workers(tmp_path):
+    """`dsh-recall mcp` speaks on stdout; the index workers it starts share that stream, and
+    the session must stay intact through a first search that starts them."""
+    import asyncio
+
+    from test_mcp_server import _session_run, make_world
+
+    world = make_world(tmp_path, sources=False, many_files=40)
+    world["env"]["DSH_RECALL_INDEX_WORKERS"] = "2"
+
+    async def body(session):
+        first = await session.call_tool("code_search", {"query": "request_handler_7"})
+        again = await session.call_tool("status", {})
+        return first, again
+
+    first, again = asyncio.run(_session_run(world, body))
+    assert not first.is_error, first.content
+    assert first.structured_content["results"][0]["path"] == "pkg/mod7.py"
+    assert not again.is_error

@@ -74,6 +74,14 @@ def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,
     return Prepared("index", digest=digest, row=row, items=tuple(items))
 
 
+def _quiet_stdout() -> None:
+    """A worker's stdout is its parent's, which for `dsh-recall mcp` is the protocol
+    channel: nothing a worker (or a library in it) prints may land there."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
 def _prepare_args(args: tuple[SourceFile, str | None, int, int]) -> Prepared:
     return prepare(*args)
 
@@ -138,7 +146,7 @@ def prepare_many(jobs: Sequence[tuple[SourceFile, str | None]], max_file_bytes: 
     import concurrent.futures as cf  # imported here: a search never starts workers
     import multiprocessing
     try:
-        pool = cf.ProcessPoolExecutor(max_workers=workers,
+        pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=_quiet_stdout,
                                       mp_context=multiprocessing.get_context("spawn"))
     except (OSError, ValueError):
         yield from prepare_many(jobs, max_file_bytes, excerpt_lines, 1)
