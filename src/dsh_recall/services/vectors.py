@@ -135,8 +135,8 @@ class VectorIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._mapped: MappedVectors | None = None
-        self._delta_key: tuple | None = None
-        self._delta: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros((0, 0), np.float32))
+        self._delta_key: tuple | None = None  # set with _delta by the first _current()
+        self._delta: tuple[np.ndarray, np.ndarray] | None = None
 
     def _map(self, store: SqliteChunkStore, state: FileState) -> MappedVectors | None:
         m = self._mapped
