@@ -12,18 +12,13 @@ from dsh_recall.services import code_prepare
 from dsh_recall.services.code import CodeService
 
 from procs import cli, env_for
+from test_code_concurrency import make_tree as concurrency_tree
 
 
-def make_tree(root: Path, files: int = 24) -> Path:
-    for i in range(files):
-        d = root / f"pkg{i % 3}"
-        d.mkdir(parents=True, exist_ok=True)
-        body = "\n\n".join(
-            f"def handler_{i}_{j}(request, retries={j}):\n"
-            f"    \"\"\"Handle request {j} of module {i}.\"\"\"\n"
-            + "".join(f"    step_{k} = request.get('k{k}') or {k}\n" for k in range(12))
-            + "    return request\n" for j in range(6))
-        (d / f"mod_{i}.py").write_text(body)
+def make_tree(root: Path) -> Path:
+    """test_code_concurrency's tree of handlers, plus a prose file, a file that does not
+    parse (with invalid UTF-8) and a binary one."""
+    concurrency_tree(root, 24)
     (root / "notes.md").write_text("# Notes\n\nThe retry budget of each handler.\n")
     (root / "bad.py").write_bytes(b"def broken(:\n    \xff\xfe lone bytes\n")
     (root / "blob.bin").write_bytes(bytes(range(256)) * 40)
@@ -53,11 +48,11 @@ def test_workers_build_the_same_index_as_one_process(tmp_path):
     assert rep1.skipped == rep2.skipped and rep1.skipped  # the binary file, said the same way
     assert _rows(one) == _rows(two)
     # An edit then goes through the same path: only that file is read again.
-    (ws / "pkg0" / "mod_0.py").write_text("def replaced_handler():\n    return 1\n")
+    (ws / "pkg0" / "mod0.py").write_text("def replaced_handler():\n    return 1\n")
     with two._index_lock(None):
         again = two.index_lexical()
     assert again.indexed == 1 and again.unchanged == rep2.indexed - 1
-    assert two.search("replaced_handler", layers=("lexical",))["results"][0]["path"] == "pkg0/mod_0.py"
+    assert two.search("replaced_handler", layers=("lexical",))["results"][0]["path"] == "pkg0/mod0.py"
 
 
 def test_worker_count_follows_the_setting_and_the_size():

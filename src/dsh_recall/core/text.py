@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from itertools import chain
+from typing import Any, Callable
 
 _WORD = re.compile(r"[A-Za-z0-9_]+|[^\x00-\x7F\s]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -87,22 +88,27 @@ def _memo(word: str) -> tuple[str, ...]:
     return toks
 
 
+def _per_word(words: list[str], memo: dict, miss: Callable[[str], Any]) -> list:
+    """memo[word] for each word, miss(word) where memo has none. The loop over words runs
+    in C (map, list.index); after the first files nearly every word is a hit."""
+    out = list(map(memo.get, words))
+    i = -1
+    try:
+        while True:
+            i = out.index(None, i + 1)
+            out[i] = miss(words[i])
+    except ValueError:
+        pass
+    return out
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens for a code-aware lexical index.
 
     Every identifier is kept whole (lower-cased) and also split at camelCase and snake_case
     boundaries; CJK runs become overlapping bigrams. Order is preserved.
     """
-    words = _WORD.findall(text)
-    toks = list(map(_TOKENS.get, words))  # the loop over words runs in C; misses are rare
-    i = -1
-    try:
-        while True:
-            i = toks.index(None, i + 1)
-            toks[i] = _memo(words[i])
-    except ValueError:
-        pass
-    return list(chain.from_iterable(toks))
+    return list(chain.from_iterable(_per_word(_WORD.findall(text), _TOKENS, _memo)))
 
 
 def code_identifiers(text: str) -> list[str]:
@@ -131,15 +137,7 @@ def _joined(word: str) -> str:
 def index_text(text: str) -> str:
     """The string stored in an FTS5 column: code tokens joined by spaces (the same string as
     " ".join(code_tokens(text)), built from each word's joined tokens)."""
-    words = _WORD.findall(text)
-    parts = list(map(_JOINED.get, words))
-    i = -1
-    try:
-        while True:
-            i = parts.index(None, i + 1)
-            parts[i] = _joined(words[i])
-    except ValueError:
-        pass
+    parts = _per_word(_WORD.findall(text), _JOINED, _joined)
     return " ".join(filter(None, parts))  # a word with no token ("_") adds nothing
 
 
