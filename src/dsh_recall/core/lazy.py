@@ -13,15 +13,15 @@ from typing import Any
 
 
 class _Lazy:
-    __slots__ = ("_name", "_module")
+    """Stands for a module until first used; from then on holds the module's names in its
+    own __dict__, so a lookup costs what a module attribute costs (no __getattr__ call)."""
 
     def __init__(self, name: str):
-        self._name, self._module = name, None
+        self._name = name
 
-    def __getattr__(self, attr: str) -> Any:
-        module = self._module
-        if module is None:
-            module = self._module = importlib.import_module(self._name)
+    def __getattr__(self, attr: str) -> Any:  # only for names not copied in yet
+        module = importlib.import_module(self._name)
+        self.__dict__.update(vars(module))
         return getattr(module, attr)
 
     def __repr__(self) -> str:
