@@ -92,3 +92,57 @@ def test_mcp_server_indexes_with_workers(tmp_path):
     assert not first.is_error, first.content
     assert first.structured_content["results"][0]["path"] == "pkg/mod7.py"
     assert not again.is_error
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie its new parent has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_workers_end_when_the_indexer_is_killed(tmp_path):
+    import os
+    import signal
+    import time
+
+    import pytest
+
+    if not os.path.exists("/proc/self/task"):
+        pytest.skip("needs /proc to find the worker processes")
+    ws = concurrency_tree(tmp_path / "ws", 600)
+    env = env_for(tmp_path / "home")
+    env["DSH_RECALL_INDEX_WORKERS"] = "2"
+    proc = subprocess.Popen(cli("index", str(ws), "--wait", "--lexical-only", "--json"), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            # the pool's workers (and multiprocessing's resource tracker) are its children
+            workers = [c for c in _children(proc.pid)
+                       if b"spawn_main" in open(f"/proc/{c}/cmdline", "rb").read()]
+            if len(workers) >= 2:
+                break
+            time.sleep(0.02)
+        if proc.poll() is not None:
+            pytest.skip("the index finished before its workers could be seen")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not all(_gone(w) for w in workers):
+            time.sleep(0.1)
+        assert all(_gone(w) for w in workers), workers
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -74,12 +75,23 @@ def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,
     return Prepared("index", digest=digest, row=row, items=tuple(items))
 
 
-def _quiet_stdout() -> None:
+def _worker_init(parent: int) -> None:
     """A worker's stdout is its parent's, which for `dsh-recall mcp` is the protocol
-    channel: nothing a worker (or a library in it) prints may land there."""
+    channel: nothing a worker (or a library in it) prints may land there. And a worker
+    must not outlive its parent: killed with -9, the parent leaves the job queue open
+    (each worker holds a copy of its write end), so a watcher thread ends the worker
+    once it has been handed to another parent (`parent` is the pid that started it: the
+    parent may die before this runs)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _prepare_args(args: tuple[SourceFile, str | None, int, int]) -> Prepared:
@@ -146,7 +158,8 @@ def prepare_many(jobs: Sequence[tuple[SourceFile, str | None]], max_file_bytes: 
     import concurrent.futures as cf  # imported here: a search never starts workers
     import multiprocessing
     try:
-        pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=_quiet_stdout,
+        pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init,
+                                      initargs=(os.getpid(),),
                                       mp_context=multiprocessing.get_context("spawn"))
     except (OSError, ValueError):
         yield from prepare_many(jobs, max_file_bytes, excerpt_lines, 1)
