@@ -145,6 +145,9 @@ class CodeService:
         t0 = time.monotonic()
         notes: list[str] = []
         self._check_fingerprints(notes)
+        ensure = getattr(self.store, "ensure_term_df", None)
+        if ensure is not None:
+            ensure()  # an index made before the kept document frequencies: fill them once
         report = self._walk()
         known = self.store.files()
         seen: set[str] = set()

@@ -22,3 +22,23 @@ def idf(n: int, df: int) -> float:
     """FTS5's idf: never zero or negative (a term in most rows still counts a little)."""
     v = math.log((n - df + 0.5) / (df + 0.5)) if n else 0.0
     return v if v > 0 else 1e-6
+
+
+# -- FTS5's unicode61 tokenizer, in Python: the PostgreSQL stores index the terms SQLite's
+# would; the SQLite store counts the terms FTS5 makes of non-ASCII tokens (term_df) --------
+_WORDS_UNDERSCORE = re.compile(r"\w+")  # unicode61 with tokenchars '_'
+_WORDS = re.compile(r"[^\W_]+")  # plain unicode61
+
+
+def _fold(token: str) -> str:
+    if token.isascii():
+        return token
+    import unicodedata  # remove_diacritics 2: strip combining marks after decomposition
+
+    return "".join(c for c in unicodedata.normalize("NFKD", token) if not unicodedata.combining(c))
+
+
+def unicode61(text: str, underscore: bool = False) -> list[str]:
+    """FTS5's unicode61 tokenizer (case-folded, diacritics removed)."""
+    rx = _WORDS_UNDERSCORE if underscore else _WORDS
+    return [_fold(t) for t in rx.findall(text.lower())]

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from ..core.errors import StoreError
-from .fts5 import B, K1, fts5_terms, idf  # noqa: F401  (the PostgreSQL stores call them here)
+from .fts5 import B, K1, fts5_terms, idf, unicode61  # noqa: F401  (the PostgreSQL stores call them here)
 
 CATALOG = "dsh_recall"
 MAX_LEXEME_BYTES = 2000  # longer tokens (a pasted blob) are not indexed
@@ -281,23 +281,7 @@ def apply_term_deltas(conn, table: str, delta: Counter) -> None:
 
 
 # -- FTS5's tokenizers, in Python, so PostgreSQL rows hold the terms SQLite's would ----------
-_WORDS_UNDERSCORE = re.compile(r"\w+")  # unicode61 with tokenchars '_'
-_WORDS = re.compile(r"[^\W_]+")  # plain unicode61
-
-
-def _fold(token: str) -> str:
-    if token.isascii():
-        return token
-    import unicodedata  # remove_diacritics 2: strip combining marks after decomposition
-
-    return "".join(c for c in unicodedata.normalize("NFKD", token) if not unicodedata.combining(c))
-
-
-def unicode61(text: str, underscore: bool = False) -> list[str]:
-    """FTS5's unicode61 tokenizer (case-folded, diacritics removed)."""
-    rx = _WORDS_UNDERSCORE if underscore else _WORDS
-    return [_fold(t) for t in rx.findall(text.lower())]
-
+# unicode61 lives in fts5.py (the SQLite store's kept document frequencies use it too).
 
 _STEMS: dict[str, str] = {}
 
