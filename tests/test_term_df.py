@@ -77,3 +77,28 @@ def test_an_index_made_before_gets_them_filled(tmp_path):
     store.delete_files(["m2.py"])
     assert _kept(store) == _vocab(store)
     store.close()
+
+
+def test_indexer_refills_after_many_files_and_keeps_them_after_an_edit(tmp_path):
+    from dsh_recall.core.config import load_config
+    from dsh_recall.services.code import CodeService
+    from test_code_concurrency import make_tree
+
+    ws = make_tree(tmp_path / "ws", 220)  # past PARALLEL_MIN_FILES: counted once at the end
+    (ws / "pkg0" / "café.py").write_text("def naïve_handler():\n    return 'crème brûlée'\n")
+    cfg = load_config(workspace=ws, overrides={"embedder": {"name": "fake"}, "index_workers": 1})
+    svc = CodeService(ws, cfg, tmp_path / "home")
+    with svc._index_lock(None):
+        svc.index_lexical()
+    assert svc.store.get_meta("term_df") == "1"
+    assert _kept(svc.store) == _vocab(svc.store)
+    (ws / "pkg1" / "mod1.py").write_text("def brand_new_name(crème):\n    return crème\n")
+    with svc._index_lock(None):
+        rep = svc.index_lexical()
+    assert rep.indexed == 1
+    assert _kept(svc.store) == _vocab(svc.store)
+    vocab = _vocab(svc.store)
+    assert svc.store.doc_freqs(["brand", "handler", "me"]) == {
+        t: vocab[t] for t in ("brand", "handler", "me")}
+    assert vocab["brand"] == 1
+    svc.close()

@@ -163,6 +163,9 @@ class CodeService:
             else:
                 jobs.append((sf, old.hash if old else None))
         workers = code_prepare.worker_count(len(jobs), self.cfg.index_workers)
+        bulk = len(jobs) >= code_prepare.PARALLEL_MIN_FILES and ensure is not None
+        if bulk:
+            self.store.suspend_term_df()  # refilled at the end: cheaper than counting each write
         batch: list[tuple[FileRow, Sequence[IndexedChunk]]] = []
         batch_chunks = 0
         done = total - len(jobs)
@@ -190,6 +193,8 @@ class CodeService:
         gone = [p for p in known if p not in seen]
         if gone:
             self.store.delete_files(gone)
+        if bulk:
+            ensure()
         rep.deleted = len(gone)
         rep.files = self.store.file_count()
         rep.chunks = self.store.chunk_count()
