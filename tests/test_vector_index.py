@@ -15,7 +15,7 @@ from dsh_recall.core.types import Chunk
 from dsh_recall.search.vector import int8_scores, top_k
 from dsh_recall.services.vectors import (VECTOR_FILE_META, VectorIndex, sync_vector_file)
 from dsh_recall.stores.base import FileRow, IndexedChunk
-from dsh_recall.stores.sqlite import SqliteChunkStore
+from dsh_recall.stores.sqlite import SCHEMA_VERSION, SqliteChunkStore
 from dsh_recall.stores.vector_index import FileState, append_file, quantize
 
 DIM = 32
@@ -194,7 +194,7 @@ def test_schema_1_index_is_migrated(tmp_path):
     conn.commit()
     conn.close()
     s = SqliteChunkStore(db)
-    assert s.get_meta("schema") == "2"
+    assert s.get_meta("schema") == SCHEMA_VERSION  # schema 1 -> 2 (vec_seq) and on
     assert s.pending_count() == 2
     sync_vector_file(s)
     q = _vec(int(hashes[1][:8], 16))
