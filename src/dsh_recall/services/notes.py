@@ -170,6 +170,9 @@ class NotesService:
             self.store.set_meta("chunker", current)
             recorded = current
         self._check_embedder(notes)
+        ensure = getattr(self.store, "ensure_term_df", None)
+        if ensure is not None:
+            ensure()  # an index made before the kept document frequencies: fill them once
         walk = walk_notes(self.roots, self.ncfg.exclude)
         known = self.store.files()
         seen: set[str] = set()
