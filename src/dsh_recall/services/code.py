@@ -145,9 +145,6 @@ class CodeService:
         t0 = time.monotonic()
         notes: list[str] = []
         self._check_fingerprints(notes)
-        ensure = getattr(self.store, "ensure_term_df", None)
-        if ensure is not None:
-            ensure()  # an index made before the kept document frequencies: fill them once
         report = self._walk()
         known = self.store.files()
         seen: set[str] = set()
@@ -163,9 +160,15 @@ class CodeService:
             else:
                 jobs.append((sf, old.hash if old else None))
         workers = code_prepare.worker_count(len(jobs), self.cfg.index_workers)
-        bulk = len(jobs) >= code_prepare.PARALLEL_MIN_FILES and ensure is not None
+        # Kept document frequencies (SQLite): many files are counted once at the end, from
+        # FTS5 (cheaper than counting each write); a few are counted as they are written,
+        # on a table filled first if the index was made before it.
+        ensure = getattr(self.store, "ensure_term_df", None)
+        bulk = ensure is not None and len(jobs) >= code_prepare.PARALLEL_MIN_FILES
         if bulk:
-            self.store.suspend_term_df()  # refilled at the end: cheaper than counting each write
+            self.store.suspend_term_df()
+        elif ensure is not None:
+            ensure()
         batch: list[tuple[FileRow, Sequence[IndexedChunk]]] = []
         batch_chunks = 0
         done = total - len(jobs)

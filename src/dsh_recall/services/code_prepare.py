@@ -41,12 +41,11 @@ def embed_text(path: str, symbols: tuple[str, ...], text: str) -> str:
 
 @dataclass(frozen=True)
 class Prepared:
-    """One file's outcome: `skip` (reason), `same` (content unchanged: digest), or
-    `index` (row + chunks to write)."""
+    """One file's outcome: `skip` (reason), `same` (content unchanged), or `index`
+    (row + chunks to write)."""
 
     kind: str
     reason: str = ""
-    digest: str = ""
     row: FileRow | None = None
     items: tuple[IndexedChunk, ...] = ()
 
@@ -62,7 +61,7 @@ def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,
         return Prepared("skip", reason=reason)
     digest = sha256(data)
     if old_hash == digest:
-        return Prepared("same", digest=digest)
+        return Prepared("same")
     text = safe_decode(data)
     chunks = chunkers.chunk_file(sf.path, text, max_lines=excerpt_lines)
     path_lex = index_text(sf.path.replace("/", " ").replace(".", " "))
@@ -72,7 +71,7 @@ def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,
         items.append(IndexedChunk(c, index_text(c.text), index_text(" ".join(c.symbols)),
                                   path_lex, et, sha256(et.encode("utf-8", "surrogatepass"))[:32]))
     row = FileRow(sf.path, sf.abs_path, sf.root, digest, sf.size, sf.mtime_ns, len(text))
-    return Prepared("index", digest=digest, row=row, items=tuple(items))
+    return Prepared("index", row=row, items=tuple(items))
 
 
 def _worker_init(parent: int) -> None:

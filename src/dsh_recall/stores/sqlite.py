@@ -216,10 +216,10 @@ class SqliteChunkStore:
                               "FROM files WHERE path = ?", (path,)).fetchone()
         return FileRow(*r) if r else None
 
-    def _delete_file_rows(self, conn: sqlite3.Connection, path: str) -> None:
+    def _delete_file_rows(self, conn: sqlite3.Connection, path: str, keep_df: bool) -> None:
         if conn.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
             return  # a new file: the delete below would cost more than a first index's insert
-        if self._keeps_term_df(conn):
+        if keep_df:
             rows = conn.execute("SELECT body, symbols, path FROM chunks_fts WHERE rowid IN "
                                 "(SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id "
                                 "WHERE f.path = ?)", (path,)).fetchall()
@@ -238,12 +238,14 @@ class SqliteChunkStore:
         if not batch:
             return
         with self._tx() as conn:
+            keep_df = self._keeps_term_df(conn)
             for row, chunks in batch:
-                self._replace_in(conn, row, chunks)
+                self._replace_in(conn, row, chunks, keep_df)
             self._bump(conn)
 
-    def _replace_in(self, conn: sqlite3.Connection, row: FileRow, chunks: Sequence[IndexedChunk]) -> None:
-        self._delete_file_rows(conn, row.path)
+    def _replace_in(self, conn: sqlite3.Connection, row: FileRow, chunks: Sequence[IndexedChunk],
+                    keep_df: bool) -> None:
+        self._delete_file_rows(conn, row.path, keep_df)
         cur = conn.execute(
             "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
             "VALUES(?,?,?,?,?,?,?)",
@@ -260,7 +262,7 @@ class SqliteChunkStore:
         conn.executemany("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
                          [(first + n, ic.lexical, ic.symbols_lexical, ic.path_lexical)
                           for n, ic in enumerate(chunks)])
-        if self._keeps_term_df(conn):
+        if keep_df:
             self._add_term_df(conn, [f"{ic.lexical} {ic.symbols_lexical} {ic.path_lexical}"
                                      for ic in chunks], 1)
         # Chunks whose text was embedded before carry its vector at once.
@@ -275,8 +277,9 @@ class SqliteChunkStore:
 
     def delete_files(self, paths: Iterable[str]) -> None:
         with self._tx() as conn:
+            keep_df = self._keeps_term_df(conn)
             for p in paths:
-                self._delete_file_rows(conn, p)
+                self._delete_file_rows(conn, p, keep_df)
             self._bump(conn)
 
     def clear(self) -> None:
@@ -290,7 +293,8 @@ class SqliteChunkStore:
 
     # -- document frequencies ----------------------------------------------
     def _keeps_term_df(self, conn: sqlite3.Connection) -> bool:
-        """Read inside each write: another process may have completed the table since."""
+        """Read inside each write transaction: another process may have completed the
+        table since this one opened the index."""
         row = conn.execute("SELECT value FROM meta WHERE key = 'term_df'").fetchone()
         return bool(row and row[0] == "1")
 
@@ -372,8 +376,7 @@ class SqliteChunkStore:
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """Rows holding each term (terms in no row are left out), remembered until the index
-        changes: fts5vocab counts a term's rows by walking its whole posting list, so a
-        common term costs as much as a search, and a search asks twice."""
+        changes: a search asks twice (see `_vocab_doc_freqs` for where they come from)."""
         gen = self.get_meta("generation")
         if self._df_cache_gen != gen:
             self._df_cache, self._df_cache_gen = {}, gen
@@ -387,6 +390,8 @@ class SqliteChunkStore:
         return {t: self._df_cache[t] for t in terms if self._df_cache[t]}
 
     def _vocab_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """From term_df when it is complete (ASCII terms); else from fts5vocab, which walks
+        a term's whole posting list, so a common term costs as much as a search."""
         if not terms:
             return {}
         out: dict[str, int] = {}
