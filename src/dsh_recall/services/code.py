@@ -45,6 +45,8 @@ INDEX_BATCH_CHUNKS = 400
 # Of a search's deadline, what a cold start's embedding leaves for the query's own embedding
 # (a cold process loads the model) and the ranking.
 VECTOR_RESERVE_S = 1.0
+# The search's vector-ranking thread: the CLI leaves without finalizing while it runs.
+VECTOR_THREAD = "vector-ranking"
 
 
 _sha = code_prepare.sha256
@@ -704,7 +706,7 @@ class CodeService:
             except BaseException as e:  # handed to the waiting caller
                 fut.set_exception(e)
 
-        threading.Thread(target=run, name="vector-ranking", daemon=True).start()
+        threading.Thread(target=run, name=VECTOR_THREAD, daemon=True).start()
 
         def wait(deadline: float) -> list[tuple[int, float]] | None:
             try:

@@ -78,19 +78,19 @@ def main() -> None:
         sys.exit(1)
 
 
-# Daemon threads that may still be inside native code when a command has answered: the
-# vector ranking of a search whose deadline passed (embedding in onnxruntime). Letting the
-# interpreter finalize under them made onnxruntime abort the process (SIGABRT, exit 134)
-# after the answer was printed.
-_WORKER_THREADS = ("vector-ranking",)
-
-
 def _leave_workers(code: object) -> None:
     """The answer is out; if a dropped worker is still running, leave without finalizing
-    (committed SQLite writes are durable; an open one rolls back on the next open)."""
+    (committed SQLite writes are durable; an open one rolls back on the next open).
+
+    The worker is the vector ranking of a search whose deadline passed, possibly still
+    inside onnxruntime: letting the interpreter finalize under it made onnxruntime abort
+    the process (SIGABRT, exit 134) after the answer was printed."""
     import threading
 
-    if not any(t.is_alive() and t.daemon and t.name in _WORKER_THREADS
+    service = sys.modules.get("dsh_recall.services.code")
+    if service is None:  # no search ran: no such thread
+        return
+    if not any(t.is_alive() and t.daemon and t.name == service.VECTOR_THREAD
                for t in threading.enumerate()):
         return
     status = code if isinstance(code, int) else (0 if code is None else 1)
