@@ -206,7 +206,9 @@ def search(
         fused = _feedback(store, cfg, query, scope["sessions"], rankings, fused)
         rows = store.blocks([i for i, _, _ in fused])
         fused, evidence = apply_rules(store, cfg.history, query, fused, rows)
-        rows.update(store.blocks([i for i, _, _ in fused if i not in rows]))
+        missing = [i for i, _, _ in fused if i not in rows]  # none when the rules kept rows
+        if missing:
+            rows.update(store.blocks(missing))
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))
                 for i, s, r in fused if i in rows]
         hits, reranked = rerank.apply(cfg, "history", query, hits, lambda h: rows[h.block].text)

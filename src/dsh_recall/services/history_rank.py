@@ -56,8 +56,10 @@ def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused,
         # The block right after each candidate (its answer when the candidate asks).
         nb = store.neighbours([i for i in order if i in turns and "?" in turns[i].text])
         nxt: dict[int, int] = {}
-        new = {n for ns in nb.values() for n in ns if n not in turns}
-        turns.update(_turns(store, sorted(new)))
+        new = sorted({n for ns in nb.values() for n in ns if n not in turns})
+        if rows is not None and new:
+            rows.update(store.blocks(new))  # the caller's rows then hold the partners too
+        turns.update(_turns(store, new, rows))
         for i, ns in nb.items():
             for n in ns:
                 if i in turns and n in turns and turns[n].ord == turns[i].ord + 1 \
