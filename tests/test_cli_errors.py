@@ -102,3 +102,16 @@ def test_config_show_hides_secrets(monkeypatch) -> None:
     monkeypatch.setenv("DSH_RECALL_MCP__TOKEN", "tok-123")
     out = CliRunner().invoke(cli, ["config", "show", "--json"]).output
     assert "s3cret" not in out and "tok-123" not in out and "bob:***@db.internal" in out
+
+
+def test_debug_and_usage_switches_are_not_config_keys(tmp_path: Path, monkeypatch) -> None:
+    """The error message says to set DSH_RECALL_DEBUG=1; doing so must not turn every
+    command into an "unknown config key" error (nor may DSH_RECALL_USAGE=0)."""
+    monkeypatch.setenv("DSH_RECALL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DSH_RECALL_DEBUG", "1")
+    monkeypatch.setenv("DSH_RECALL_USAGE", "0")
+    res = CliRunner().invoke(cli, ["config", "show", "--json"])
+    assert res.exit_code == 0, res.output
+    monkeypatch.setenv("DSH_RECALL_NO_SUCH_KEY", "1")  # a real unknown key is still refused
+    res = CliRunner().invoke(cli, ["config", "show", "--json"])
+    assert res.exit_code != 0 and "unknown config key" in res.output

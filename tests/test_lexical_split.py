@@ -53,9 +53,13 @@ QUERIES = [
 ]
 
 
+@pytest.mark.parametrize("impacts", [False, True])
 @pytest.mark.parametrize("limit", [5, 20, 200])
-def test_split_equals_full_query(tmp_path, limit):
+def test_split_equals_full_query(tmp_path, limit, impacts):
+    """Both ways a store answers without running the full query: the split, and the sum
+    of cached single-term scores (stores/impacts.py)."""
     store = make_store(tmp_path)
+    store.use_impacts = impacts
     took_split = 0
     for terms in QUERIES:
         for boost in (frozenset(), frozenset(terms[:1])):
@@ -112,6 +116,7 @@ def test_common_only_chunk_that_outscores_rare_hits_is_kept(tmp_path):
         ch = Chunk(path, 1, 1, text, "python", ())
         store.replace_file(FileRow(path, "/abs/" + path, "", f"h{n}", 1, 1, 1),
                            [IndexedChunk(ch, index_text(text), "", "", text, f"h{n}")])
+    store.use_impacts = False  # the split itself is under test
     match = match_expression(["zebra", "alpha", "beta"])
     assert split_match(match, store.doc_freqs, store.chunk_count) is not None
     full = store._bm25(match, 3, None)
@@ -150,6 +155,7 @@ def test_long_query_is_answered_from_its_rarest_rows(tmp_path, monkeypatch):
     from dsh_recall.stores import sqlite as sq
 
     store = make_store(tmp_path)  # 480 chunks
+    store.use_impacts = False  # the long-query path itself is under test
     terms = RARE + COMMON  # 16 terms
     match = match_expression(terms)
     assert split_match(match, store.doc_freqs, store.chunk_count) is None  # a small index: exact

@@ -377,9 +377,10 @@ class Config(_Section):
 
 
 _SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank"}
-# Not settings: where data lives, which config file, which session the caller is in.
+# Not settings: where data lives, which config file, which session the caller is in, and
+# the switches for tracebacks (the CLI's own error message names it) and the usage log.
 _RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION",
-                 "DSH_RECALL_CHANNEL"}
+                 "DSH_RECALL_CHANNEL", "DSH_RECALL_DEBUG", "DSH_RECALL_USAGE"}
 
 # What a repository's own `.dsh-recall.toml` may set without the user trusting the file:
 # ranking and walking inside that workspace. Everything else chooses where data goes or

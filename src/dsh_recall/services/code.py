@@ -6,6 +6,7 @@ dsh_recall.search.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import heapq
 import json
 import os
 import threading
@@ -502,9 +503,9 @@ class CodeService:
         weights = layer_weights(query, cfg.lexical_weight, cfg.vector_weight)
         fused = rrf(rankings, k=cfg.rrf_k, weights=weights) if rankings else []
         norm = (cfg.rrf_k + 1) / max(1e-9, sum(weights[n] for n in rankings))
-        rows = self.store.chunks_by_id([i for i, _, _ in fused[: pool * 2]], with_text=False)
         intent = intent_terms(query, terms, cfg.long_query_words)
-        fused = self._apply_priors(query, intent, fused, rows)
+        fused, rows = self._apply_priors(query, intent, fused[: pool * 2],
+                                         None if files else limit)
         if files:
             fused = self._rank_files(query, fused, rows, intent, chosen or terms, limit, prefix)
         picked: list[tuple[int, float, dict]] = []
@@ -542,29 +543,54 @@ class CodeService:
             results.append(res)
         return results, used
 
-    def _apply_priors(self, query: str, terms: Sequence[str], fused: list, rows: dict) -> list:
+    def _apply_priors(self, query: str, terms: Sequence[str], fused: list,
+                      limit: int | None) -> tuple[list, dict]:
         """Re-weigh fused chunks by where they live (tests, docs, build files) and by whether
-        they declare a name the query writes; returns them best first. `terms`: the query's
-        intent terms (none for a long paste)."""
+        they declare a name the query writes; returns them best first, with the rows read.
+        `terms`: the query's intent terms (none for a long paste).
+
+        With a `limit`, only the head that can still reach the best `limit` is read: a prior
+        never raises a score past `symbol_boost` times its fused score, so once the next
+        fused score times that falls below the `limit`-th reweighed one, nothing after it
+        can enter (the order is the one reading every candidate gives)."""
         cfg = self.cfg
         named = lex.named_symbols(query) if cfg.symbol_boost > 1 else set()
         if named and wants_tests(terms):  # "tests for parse_args" names test_parse_args too
             named |= {f"{p}{n}{s}" for n in named if "." not in n
                       for p, s in (("test_", ""), ("", "_test"), ("test", ""))}
-
+        most = cfg.symbol_boost if named else 1.0
         by_path: dict[str, float] = {}  # many chunks share a file: its prior once
 
-        def prior(i: int) -> float:
-            row = rows.get(i)
-            if row is None:
-                return 1.0
+        def prior(row: Any) -> float:
             p = by_path.get(row.path)
             if p is None:
                 p = by_path[row.path] = path_prior(row.path, terms, cfg.test_weight,
                                                    cfg.doc_weight, cfg.config_weight)
             return p * (cfg.symbol_boost if named and names_symbol(row.symbols, named) else 1.0)
 
-        return sorted(((i, s * prior(i), r) for i, s, r in fused), key=lambda x: -x[1])
+        rows: dict = {}
+        out: list = []
+        best: list[float] = []  # min-heap of the `limit` best reweighed scores so far
+        start, block = 0, 32 if limit else len(fused)
+        while start < len(fused):
+            if limit and len(best) >= limit and fused[start][1] * most < best[0]:
+                break
+            part = fused[start:start + block]
+            rows.update(self.store.chunks_by_id([i for i, _, _ in part], with_text=False))
+            for i, s, r in part:
+                row = rows.get(i)
+                if row is None:
+                    continue  # gone since it was ranked
+                final = s * prior(row)
+                out.append((i, final, r))
+                if limit:
+                    if len(best) < limit:
+                        heapq.heappush(best, final)
+                    elif final > best[0]:
+                        heapq.heapreplace(best, final)
+            start += block
+            block *= 2
+        return sorted(out, key=lambda x: -x[1]), rows
 
     def _rank_files(self, query: str, fused: list, rows: dict, intent: Sequence[str],
                     terms: Sequence[str], limit: int, prefix: str | None = None) -> list:
@@ -753,6 +779,15 @@ class CodeService:
         else:
             out["embedder"]["fingerprint"] = emb.fingerprint
         return out
+
+    def keep_warm(self) -> "CodeService":
+        """For a long-lived process (the MCP server, the web viewer): a query whose common
+        terms have no cached score list yet is answered by FTS5 and the lists are computed
+        behind it, so the next query with those terms is summed from them
+        (stores/impacts.py). A one-shot CLI would only pay for lists it never uses."""
+        if hasattr(self.store, "warm_behind"):
+            self.store.warm_behind = True
+        return self
 
     def close(self) -> None:
         self.store.close()

@@ -7,6 +7,7 @@ previous state or the new one, never half of a file.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 from collections import Counter
@@ -18,12 +19,13 @@ from ..core.lazy import np
 from ..core.errors import StoreError
 from ..core.text import fts_quote
 from . import fts5
+from . import impacts as impacts_mod
 from .base import ChunkRow, FileRow, IndexedChunk
 from .sqlite_util import connect
 from .vector_index import scan_vectors
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
-SCHEMA_VERSION = "3"  # 2: chunks.vec_seq; 3: term_df
+SCHEMA_VERSION = "4"  # 2: chunks.vec_seq; 3: term_df; 4: term_df.gen
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,13 +43,17 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
   body, symbols, path, tokenize = "unicode61 remove_diacritics 2 tokenchars '_'");
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row);
 CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL,
+  gen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 """
 # term_df: the chunks holding each ASCII term (what fts5vocab counts by walking the term's
 # whole posting list: 15-25 ms for a pasted issue's terms at 100k chunks), kept by every
 # write in the same transaction. Meta 'term_df' = '1' once it is complete: an index made
 # before it has the table filled by its next indexer (`ensure_term_df`); until then, and
 # for non-ASCII terms (FTS5 folds their diacritics), fts5vocab answers.
+# term_df.gen: the index generation of the last write that added or removed a row holding
+# the term. A cached single-term score list (stores/impacts.py) computed at that generation
+# or later is still that term's, row for row.
 
 # chunks.vec_seq: NULL while the chunk has no vector, else the sequence number of the write
 # that gave it one. It makes `pending` an index lookup instead of a join over every chunk,
@@ -95,6 +101,9 @@ SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of th
 LONG_RARE_ROWS = 5_000
 LONG_RARE_SHARE = 0.05
 LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
+# Terms without a cached score list are computed before answering while they hold this many
+# rows between them (about 5 ms); past that FTS5 answers (stores/impacts.py).
+IMPACT_SYNC_ROWS = 5_000
 
 
 def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
@@ -154,6 +163,12 @@ class SqliteChunkStore:
         self._df_cache: dict[str, int] = {}
         self._df_cache_gen: str | None = None
         self._count, self._count_gen = 0, None
+        self._avg, self._avg_gen = (0, 0.0), None
+        self._impacts: impacts_mod.ImpactCache | None = None
+        # A long-lived process (the MCP server) computes missing score lists behind the
+        # answer; a one-shot CLI leaves them (its process ends with the answer).
+        self.warm_behind = False
+        self.use_impacts = True  # False: FTS5 answers every query (tests of that path)
         self._init_schema()
 
     def _init_schema(self) -> None:
@@ -172,6 +187,14 @@ class SqliteChunkStore:
                         self.conn.execute(stmt)
             else:
                 self.conn.execute(VEC_SEQ_SCHEMA.strip().rstrip(";"))
+            if "gen" not in {r[1] for r in self.conn.execute("PRAGMA table_info(term_df)")}:
+                self.conn.execute("ALTER TABLE term_df ADD COLUMN gen INTEGER NOT NULL DEFAULT 0")
+            # Any other schema wrote here last (an older release keeps no term generations):
+            # every term counts as changed now, so no cached score list outlives it.
+            self.conn.execute("UPDATE term_df SET gen = ?", (self._write_generation(self.conn),))
+            if self.get_meta("uid") is None:  # tells this index's cached scores from another's
+                self.set_meta("uid", os.urandom(8).hex())
+            self._bump(self.conn)
             if self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0:
                 self.set_meta("term_df", "1")  # empty: the table is complete as it is
             self.conn.execute("COMMIT")
@@ -216,14 +239,14 @@ class SqliteChunkStore:
                               "FROM files WHERE path = ?", (path,)).fetchone()
         return FileRow(*r) if r else None
 
-    def _delete_file_rows(self, conn: sqlite3.Connection, path: str, keep_df: bool) -> None:
+    def _delete_file_rows(self, conn: sqlite3.Connection, path: str, df_gen: int | None) -> None:
         if conn.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
             return  # a new file: the delete below would cost more than a first index's insert
-        if keep_df:
+        if df_gen is not None:
             rows = conn.execute("SELECT body, symbols, path FROM chunks_fts WHERE rowid IN "
                                 "(SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id "
                                 "WHERE f.path = ?)", (path,)).fetchall()
-            self._add_term_df(conn, [" ".join(r) for r in rows], -1)
+            self._add_term_df(conn, [" ".join(r) for r in rows], -1, df_gen)
         conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT c.id FROM chunks c "
                      "JOIN files f ON f.id = c.file_id WHERE f.path = ?)", (path,))
         conn.execute("DELETE FROM files WHERE path = ?", (path,))  # cascades to chunks
@@ -238,14 +261,14 @@ class SqliteChunkStore:
         if not batch:
             return
         with self._tx() as conn:
-            keep_df = self._keeps_term_df(conn)
+            df_gen = self._term_df_gen(conn)
             for row, chunks in batch:
-                self._replace_in(conn, row, chunks, keep_df)
+                self._replace_in(conn, row, chunks, df_gen)
             self._bump(conn)
 
     def _replace_in(self, conn: sqlite3.Connection, row: FileRow, chunks: Sequence[IndexedChunk],
-                    keep_df: bool) -> None:
-        self._delete_file_rows(conn, row.path, keep_df)
+                    df_gen: int | None) -> None:
+        self._delete_file_rows(conn, row.path, df_gen)
         cur = conn.execute(
             "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
             "VALUES(?,?,?,?,?,?,?)",
@@ -262,9 +285,9 @@ class SqliteChunkStore:
         conn.executemany("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
                          [(first + n, ic.lexical, ic.symbols_lexical, ic.path_lexical)
                           for n, ic in enumerate(chunks)])
-        if keep_df:
+        if df_gen is not None:
             self._add_term_df(conn, [f"{ic.lexical} {ic.symbols_lexical} {ic.path_lexical}"
-                                     for ic in chunks], 1)
+                                     for ic in chunks], 1, df_gen)
         # Chunks whose text was embedded before carry its vector at once.
         if chunks and conn.execute("SELECT 1 FROM chunks c JOIN vectors v ON v.hash = "
                                    "c.embed_hash WHERE c.file_id = ? LIMIT 1", (file_id,)).fetchone():
@@ -277,9 +300,9 @@ class SqliteChunkStore:
 
     def delete_files(self, paths: Iterable[str]) -> None:
         with self._tx() as conn:
-            keep_df = self._keeps_term_df(conn)
+            df_gen = self._term_df_gen(conn)
             for p in paths:
-                self._delete_file_rows(conn, p, keep_df)
+                self._delete_file_rows(conn, p, df_gen)
             self._bump(conn)
 
     def clear(self) -> None:
@@ -292,16 +315,23 @@ class SqliteChunkStore:
             self._bump(conn)
 
     # -- document frequencies ----------------------------------------------
-    def _keeps_term_df(self, conn: sqlite3.Connection) -> bool:
-        """Read inside each write transaction: another process may have completed the
-        table since this one opened the index."""
+    def _term_df_gen(self, conn: sqlite3.Connection) -> int | None:
+        """The generation this write transaction stamps on the terms it counts, or None
+        while term_df is not kept. Read inside each write transaction: another process may
+        have completed the table since this one opened the index."""
         row = conn.execute("SELECT value FROM meta WHERE key = 'term_df'").fetchone()
-        return bool(row and row[0] == "1")
+        return self._write_generation(conn) if row and row[0] == "1" else None
 
     @staticmethod
-    def _add_term_df(conn: sqlite3.Connection, texts: Sequence[str], sign: int) -> None:
+    def _write_generation(conn: sqlite3.Connection) -> int:
+        """The generation the current write transaction ends at (`_bump` runs last)."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) + 1 if row else 1
+
+    @staticmethod
+    def _add_term_df(conn: sqlite3.Connection, texts: Sequence[str], sign: int, gen: int) -> None:
         """Count each ASCII term once per chunk text (all its columns, space-separated),
-        as FTS5's unicode61 makes terms of it."""
+        as FTS5's unicode61 makes terms of it, and stamp it with this write's generation."""
         counts: Counter[str] = Counter()
         for text in texts:
             terms = set(text.split())
@@ -311,9 +341,9 @@ class SqliteChunkStore:
             counts.update(t for t in terms if t.isascii())
         if not counts:
             return
-        conn.executemany("INSERT INTO term_df(term, df) VALUES(?, ?) ON CONFLICT(term) "
-                         "DO UPDATE SET df = df + excluded.df",
-                         [(t, sign * n) for t, n in counts.items()])
+        conn.executemany("INSERT INTO term_df(term, df, gen) VALUES(?, ?, ?) ON CONFLICT(term) "
+                         "DO UPDATE SET df = df + excluded.df, gen = excluded.gen",
+                         [(t, sign * n, gen) for t, n in counts.items()])
         if sign < 0:
             conn.executemany("DELETE FROM term_df WHERE term = ? AND df <= 0",
                              [(t,) for t in counts])
@@ -333,9 +363,11 @@ class SqliteChunkStore:
         with self._tx() as conn:
             conn.execute("DELETE FROM term_df")
             rows = conn.execute("SELECT term, doc FROM chunks_vocab").fetchall()
-            conn.executemany("INSERT INTO term_df(term, df) VALUES(?, ?)",
-                             [(t, d) for t, d in rows if t.isascii()])
+            gen = self._write_generation(conn)  # writes went uncounted: every term changed
+            conn.executemany("INSERT INTO term_df(term, df, gen) VALUES(?, ?, ?)",
+                             [(t, d, gen) for t, d in rows if t.isascii()])
             self.set_meta("term_df", "1")
+            self._bump(conn)
         return True
 
     def _next_vec_seq(self, conn: sqlite3.Connection) -> int:
@@ -357,8 +389,13 @@ class SqliteChunkStore:
         return [(r[0], -r[1]) for r in rows]  # bm25() is lower-is-better; flip it
 
     def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]:
-        """The `limit` best chunks by FTS5 bm25 for `match`, exactly as one full query ranks
-        them, but cheaper when the query mixes rare and common terms (see `split_match`)."""
+        """The `limit` best chunks by FTS5 bm25 for `match`, as one full query ranks them:
+        summed from cached single-term scores when every term has one (stores/impacts.py),
+        else from FTS5, cheaper when the query mixes rare and common terms (`split_match`)."""
+        if not path_prefix and self.use_impacts:
+            hits = self._lexical_impacts(match, limit)
+            if hits is not None:
+                return hits
         plan = split_match(match, self.doc_freqs, self.chunk_count)
         if plan is None:
             return self._bm25(match, limit, path_prefix)
@@ -373,6 +410,86 @@ class SqliteChunkStore:
         # Not proven: the chunks holding only common terms are the rest of the full query.
         rest = self._bm25(f"({common}) NOT ({rare})", limit, path_prefix)
         return sorted(hits + rest, key=lambda h: (-h[1], h[0]))[:limit]
+
+    # -- cached single-term scores (stores/impacts.py) ------------------------------
+    @property
+    def impacts(self) -> impacts_mod.ImpactCache:
+        if self._impacts is None:
+            self._impacts = impacts_mod.ImpactCache(self.impacts_path, self.get_meta("uid") or "")
+        return self._impacts
+
+    @property
+    def impacts_path(self) -> Path:
+        # Not "*.sqlite": the notes folder is listed by that pattern.
+        return self.path.with_name(self.path.name + "-impacts")
+
+    def _term_stats(self, terms: Sequence[str]) -> dict[str, tuple[int, int]] | None:
+        """{term: (rows holding it, generation of its last change)} for the terms in some
+        row, or None while term_df is incomplete."""
+        if self.get_meta("term_df") != "1":
+            return None
+        out: dict[str, tuple[int, int]] = {}
+        for i in range(0, len(terms), 500):
+            part = list(terms[i:i + 500])
+            q = ",".join("?" * len(part))
+            for t, df, gen in self.conn.execute(
+                    f"SELECT term, df, gen FROM term_df WHERE term IN ({q})", part):
+                if df > 0:
+                    out[t] = (df, gen)
+        return out
+
+    def _averages(self) -> tuple[int, float]:
+        gen = self.get_meta("generation")
+        if self._avg_gen != gen or gen is None:
+            self._avg = impacts_mod.averages(self.conn, "chunks_fts")
+            self._avg_gen = gen
+        return self._avg
+
+    def _compute_impact(self, conn: sqlite3.Connection, term: str) -> impacts_mod.Entry | None:
+        w = ", ".join(str(x) for x in BM25_WEIGHTS)
+        return impacts_mod.compute(
+            conn, term, f"SELECT rowid, bm25(chunks_fts, {w}) FROM chunks_fts WHERE chunks_fts MATCH ?",
+            "SELECT value FROM meta WHERE key = 'generation'", "chunks_fts")
+
+    def _warm_conn(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+
+    def _lexical_impacts(self, match: str, limit: int) -> list[tuple[int, float]] | None:
+        """The answer from cached single-term scores, or None for FTS5 to answer: a phrase
+        of several tokens or a non-ASCII one, term_df incomplete, or terms without a valid
+        entry holding more than IMPACT_SYNC_ROWS rows between them (a long-lived process
+        computes those behind the answer, when `warm_behind` is set)."""
+        words = fts5.fts5_terms(match)
+        if not words or not all(w.isascii() and _ONE_TOKEN.fullmatch(w) for w in words):
+            return None
+        weights = Counter(w.lower() for w in words)
+        stats = self._term_stats(list(weights))
+        if stats is None:
+            return None
+        if not stats:
+            return []  # no row holds any of the terms
+        nrow, avgdl = self._averages()
+        if not nrow:
+            return None
+        found, missing = self.impacts.lookup(stats, avgdl)
+        if missing:
+            if sum(stats[t][0] for t in missing) > IMPACT_SYNC_ROWS:
+                if self.warm_behind:
+                    self.impacts.warm(missing, self._warm_conn, self._compute_impact)
+                return None
+            fresh = []
+            for t in missing:
+                e = self._compute_impact(self.conn, t)
+                if e is None:
+                    return None
+                found[t] = e
+                fresh.append((t, e))
+            self.impacts.store(fresh)
+        return impacts_mod.top([(found[t], float(w)) for t, w in weights.items() if t in found],
+                               nrow, limit)
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """Rows holding each term (terms in no row are left out), remembered until the index
@@ -567,8 +684,7 @@ class SqliteChunkStore:
 
     def size_bytes(self) -> int:
         total = 0
-        for suffix in ("", "-wal"):
-            p = Path(str(self.path) + suffix)
+        for p in (self.path, Path(str(self.path) + "-wal"), self.impacts_path):
             if p.exists():
                 total += p.stat().st_size
         if self.vector_dir.is_dir():
@@ -576,6 +692,8 @@ class SqliteChunkStore:
         return total
 
     def close(self) -> None:
+        if self._impacts is not None:
+            self._impacts.close()
         self.conn.close()
 
 

@@ -198,7 +198,7 @@ class Client(SourceHandlers):
     # -- services ------------------------------------------------------------------------
     def code(self) -> CodeService:
         if self._code is None:
-            self._code = CodeService(self.workspace, self.cfg)
+            self._code = CodeService(self.workspace, self.cfg).keep_warm()
         return self._code
 
     def viewer(self) -> Viewer:

@@ -116,7 +116,7 @@ class Dashboard:
             if ws not in self._code:
                 cfg = self.cfg if ws == self.workspace else load_config(
                     workspace=ws, config_file=self.config_file)
-                self._code[ws] = (CodeService(ws, cfg), threading.Lock())
+                self._code[ws] = (CodeService(ws, cfg).keep_warm(), threading.Lock())
             return self._code[ws]
 
     def search(self, query: str, sources: str | None, workspace: str | None,

@@ -1,0 +1,226 @@
+"""Cached single-term scores (stores/impacts.py): a query summed from them ranks and scores
+as one full FTS5 query does, before and after writes that touch or leave its terms, across
+processes sharing the cache file, and with a damaged or foreign cache file."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dsh_recall.core.text import index_text
+from dsh_recall.core.types import Chunk
+from dsh_recall.search.lexical import match_expression
+from dsh_recall.stores import impacts, sqlite as sq
+from dsh_recall.stores.base import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite import SqliteChunkStore
+
+WORDS = ["request", "session", "value", "data", "config", "item", "cookiejar", "backoff",
+         "teardown", "blueprint", "rewrite", "monkeypatch", "tmpdir", "adapter", "redirect"]
+
+
+def write(store: SqliteChunkStore, rng: random.Random, path: str, n_chunks: int = 3,
+          extra: str = "") -> None:
+    chunks = []
+    for c in range(n_chunks):
+        words = [rng.choice(WORDS[: rng.randint(3, len(WORDS))]) for _ in range(rng.randint(2, 50))]
+        text = " ".join(words + ([extra] if extra else []))
+        ch = Chunk(path, 1 + 10 * c, 9 + 10 * c, text, "python", ())
+        chunks.append(IndexedChunk(ch, index_text(text), "", index_text(path.replace("/", " ")),
+                                   text, f"{path}-{c}-{rng.random()}"))
+    store.replace_file(FileRow(path, "/abs/" + path, "", f"h{rng.random()}", 1, 1, 1), chunks)
+
+
+def make(tmp_path, n_files: int = 60, seed: int = 3) -> tuple[SqliteChunkStore, random.Random]:
+    rng = random.Random(seed)
+    store = SqliteChunkStore(tmp_path / "index.sqlite")
+    for f in range(n_files):
+        write(store, rng, f"pkg/m{f:03d}.py")
+    return store, rng
+
+
+QUERIES = [["request", "cookiejar"], ["session", "value", "data", "teardown"], ["blueprint"],
+           WORDS, ["redirect", "adapter", "tmpdir"], ["nowhere", "item"]]
+
+
+def close(got: list, full: list, rel: float) -> None:
+    """Same rows (as a set when scores may drift) and scores within `rel`."""
+    assert len(got) == len(full)
+    if rel <= 1e-9:
+        assert [i for i, _ in got] == [i for i, _ in full]
+    want = dict(full)
+    for i, s in got:
+        assert s == pytest.approx(want.get(i, -1.0), rel=rel), i
+
+
+def same_as_fts5(store: SqliteChunkStore, limit: int = 25, exact: bool = True) -> int:
+    """Every query through the cache equals the full FTS5 query; returns how many the cache
+    answered (the rest fell back to FTS5)."""
+    answered = 0
+    for terms in QUERIES:
+        for boost in (frozenset(), frozenset(terms[:1])):
+            match = match_expression(terms, boost)
+            full = store._bm25(match, limit, None)
+            got = store._lexical_impacts(match, limit)
+            if got is None:
+                continue
+            answered += 1
+            if exact:
+                assert [i for i, _ in got] == [i for i, _ in full], terms
+            close(got, full, 1e-9 if exact else 2e-3)
+    return answered
+
+
+def test_sum_of_single_terms_equals_the_full_query(tmp_path):
+    store, _ = make(tmp_path)
+    assert same_as_fts5(store) == 2 * len(QUERIES)
+    assert store.lexical(match_expression(["nowhere"]), 5) == []
+    store.close()
+
+
+def test_writes_invalidate_the_terms_they_touch(tmp_path, monkeypatch):
+    """Edits, new files and deletions, with entries cached before each: every answer stays
+    the full query's. No drift tolerance, so an entry is used only when exact."""
+    monkeypatch.setattr(impacts, "AVGDL_TOLERANCE", 0.0)
+    store, rng = make(tmp_path)
+    same_as_fts5(store)
+    for step in range(12):
+        kind = step % 3
+        if kind == 0:
+            write(store, rng, f"pkg/m{rng.randrange(60):03d}.py")
+        elif kind == 1:
+            write(store, rng, f"new/n{step}.py", extra="cookiejar")
+        else:
+            store.delete_files([f"pkg/m{rng.randrange(60):03d}.py"])
+        same_as_fts5(store)
+    store.close()
+
+
+def test_unrelated_writes_keep_entries_and_rescale_idf(tmp_path):
+    """A write that leaves a term alone keeps its entry: the idf follows the new row count
+    exactly, the average length within the tolerance."""
+    store, rng = make(tmp_path)
+    match = match_expression(["teardown", "cookiejar"])
+    store.lexical(match, 10)
+    before = store.impacts._mem["teardown"]
+    for n in range(3):  # rows without either term
+        text = " ".join(["zzz", "yyy"] * 15)[:-4]  # 29 tokens and the path's 1: the average
+        ch = Chunk(f"o{n}.py", 1, 2, text, "python", ())
+        store.replace_file(FileRow(f"o{n}.py", f"/abs/o{n}.py", "", f"o{n}", 1, 1, 1),
+                           [IndexedChunk(ch, text, "", "o", text, f"o{n}")])
+    assert store._averages()[0] == before.nrow + 3
+    stats = store._term_stats(["teardown"])
+    assert store.impacts._mem["teardown"].valid(stats["teardown"][1], stats["teardown"][0],
+                                                store._averages()[1])
+    got = store._lexical_impacts(match, 10)
+    assert store.impacts._mem["teardown"] is before  # not computed again
+    close(got, store._bm25(match, 10, None), 2e-3)
+    store.close()
+
+
+def test_a_second_process_reads_the_cache_file(tmp_path, monkeypatch):
+    store, _ = make(tmp_path)
+    same_as_fts5(store)
+    store.close()
+    other = SqliteChunkStore(tmp_path / "index.sqlite")
+
+    def refuse(*a, **k):
+        raise AssertionError("computed again although the cache file holds it")
+
+    monkeypatch.setattr(other, "_compute_impact", refuse)
+    assert same_as_fts5(other) == 2 * len(QUERIES)
+    other.close()
+
+
+def test_an_index_made_anew_does_not_reuse_old_entries(tmp_path):
+    """Generations count from 1 again in a new index at the same path: its own id tells
+    the cache file's entries are another index's."""
+    store, _ = make(tmp_path, seed=3)
+    same_as_fts5(store)
+    store.close()
+    for p in tmp_path.glob("index.sqlite*"):
+        if "impacts" not in p.name:
+            p.unlink()
+    again, _ = make(tmp_path, seed=4)
+    assert again.impacts_path.exists()
+    assert same_as_fts5(again) == 2 * len(QUERIES)
+    again.close()
+
+
+@pytest.mark.parametrize("content", [b"not a database at all" * 100, None])
+def test_a_damaged_or_foreign_cache_file_is_not_fatal(tmp_path, content):
+    import sqlite3
+
+    store, _ = make(tmp_path)
+    path = store.impacts_path
+    if content is None:  # someone else's SQLite file
+        c = sqlite3.connect(path)
+        c.execute("PRAGMA application_id = 12345")
+        c.execute("CREATE TABLE mine (x)")
+        c.commit()
+        c.close()
+    else:
+        path.write_bytes(content)
+    assert same_as_fts5(store) == 2 * len(QUERIES)
+    if content is None:  # left as it was
+        c = sqlite3.connect(path)
+        assert c.execute("SELECT name FROM sqlite_master").fetchall() == [("mine",)]
+        c.close()
+    store.close()
+
+
+def test_long_lived_process_computes_common_terms_behind_the_answer(tmp_path, monkeypatch):
+    monkeypatch.setattr(sq, "IMPACT_SYNC_ROWS", 0)
+    store, _ = make(tmp_path)
+    match = match_expression(["session", "value", "cookiejar"])
+    assert store._lexical_impacts(match, 10) is None  # a one-shot process: FTS5 answers
+    assert not store.impacts._queue and store.impacts._warmer is None
+    store.warm_behind = True
+    close(store.lexical(match, 10), store._bm25(match, 10, None), 1e-9)  # FTS5 answers now
+    store.impacts.wait_idle()
+    got = store._lexical_impacts(match, 10)
+    assert got is not None
+    close(got, store._bm25(match, 10, None), 1e-9)
+    store.close()
+
+
+def test_terms_get_the_generation_of_the_write_that_changed_them(tmp_path):
+    store, rng = make(tmp_path, n_files=5)
+    gen = int(store.get_meta("generation"))
+    before = store._term_stats(["cookiejar", "request"])
+    ch = Chunk("x.py", 1, 1, "cookiejar", "python", ())
+    store.replace_file(FileRow("x.py", "/abs/x.py", "", "hx", 1, 1, 1),
+                       [IndexedChunk(ch, "cookiejar", "", "x py", "cookiejar", "hx")])
+    after = store._term_stats(["cookiejar", "request"])
+    assert after["cookiejar"][1] == gen + 1 == int(store.get_meta("generation"))
+    assert after["request"] == before["request"]
+    store.close()
+
+
+def test_phrases_and_non_ascii_terms_are_left_to_fts5(tmp_path):
+    store, _ = make(tmp_path, n_files=5)
+    assert store._lexical_impacts('"request session"', 5) is None
+    assert store._lexical_impacts('"naïve" OR "request"', 5) is None
+    store.close()
+
+
+def test_an_edit_that_keeps_row_count_and_length_still_invalidates(tmp_path):
+    """Same rows holding the term, same total length, a different count in one row: only
+    the term's generation tells the cached list is stale."""
+    store = SqliteChunkStore(tmp_path / "index.sqlite")
+
+    def put(path: str, text: str) -> None:
+        ch = Chunk(path, 1, 1, text, "python", ())
+        store.replace_file(FileRow(path, "/abs/" + path, "", text, 1, 1, 1),
+                           [IndexedChunk(ch, text, "", "", text, text)])
+
+    for n in range(30):
+        put(f"f{n}.py", f"filler{n} other words here")
+    put("a.py", "cookiejar pad pad pad")
+    put("b.py", "cookiejar cookiejar pad pad")
+    match = match_expression(["cookiejar"])
+    first = store.lexical(match, 5)
+    assert [i for i, _ in first][0] == store._bm25(match, 1, None)[0][0]
+    put("a.py", "cookiejar cookiejar cookiejar pad")  # now a.py leads
+    close(store.lexical(match, 5), store._bm25(match, 5, None), 1e-9)
+    store.close()
