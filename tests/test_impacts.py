@@ -53,9 +53,12 @@ def close(got: list, full: list, rel: float) -> None:
         assert s == pytest.approx(want.get(i, -1.0), rel=rel), i
 
 
-def same_as_fts5(store: SqliteChunkStore, limit: int = 25, exact: bool = True) -> int:
+def same_as_fts5(store: SqliteChunkStore, limit: int = 25, exact: bool = True,
+                 warm: bool = True) -> int:
     """Every query through the cache equals the full FTS5 query; returns how many the cache
-    answered (the rest fell back to FTS5)."""
+    answered (the rest fell back to FTS5). `warm`: bring every list up to date first."""
+    if warm:
+        store.warm_terms(WORDS)
     answered = 0
     for terms in QUERIES:
         for boost in (frozenset(), frozenset(terms[:1])):
@@ -101,7 +104,7 @@ def test_unrelated_writes_keep_entries_and_rescale_idf(tmp_path):
     exactly, the average length within the tolerance."""
     store, rng = make(tmp_path)
     match = match_expression(["teardown", "cookiejar"])
-    store.lexical(match, 10)
+    assert store.warm_terms(["teardown", "cookiejar"]) == 2
     before = store.impacts._mem["teardown"]
     for n in range(3):  # rows without either term
         text = " ".join(["zzz", "yyy"] * 15)[:-4]  # 29 tokens and the path's 1: the average
@@ -219,8 +222,62 @@ def test_an_edit_that_keeps_row_count_and_length_still_invalidates(tmp_path):
     put("a.py", "cookiejar pad pad pad")
     put("b.py", "cookiejar cookiejar pad pad")
     match = match_expression(["cookiejar"])
+    store.warm_terms(["cookiejar"])
     first = store.lexical(match, 5)
     assert [i for i, _ in first][0] == store._bm25(match, 1, None)[0][0]
     put("a.py", "cookiejar cookiejar cookiejar pad")  # now a.py leads
-    close(store.lexical(match, 5), store._bm25(match, 5, None), 1e-9)
+    store.warm_terms(["cookiejar"])
+    close(store._lexical_impacts(match, 5), store._bm25(match, 5, None), 1e-9)
+    store.close()
+
+
+def test_edits_patch_lists_from_the_change_log(tmp_path, monkeypatch):
+    """Rows of one length, so the average never moves and a patched list must equal FTS5
+    exactly: edits, new files and deletions patch every stale list (no list is scored
+    anew), and every query still ranks and scores as the full query."""
+    monkeypatch.setattr(impacts, "AVGDL_TOLERANCE", 0.0)
+    rng = random.Random(11)
+    store = SqliteChunkStore(tmp_path / "index.sqlite")
+
+    def put(path: str) -> None:
+        chunks = []
+        for c in range(rng.randint(1, 4)):
+            text = " ".join(rng.choice(WORDS[: rng.randint(4, len(WORDS))]) for _ in range(20))
+            ch = Chunk(path, 1 + c, 1 + c, text, "python", ())
+            chunks.append(IndexedChunk(ch, text, "", "p", text, f"{path}{c}{rng.random()}"))
+        store.replace_file(FileRow(path, "/abs/" + path, "", str(rng.random()), 1, 1, 1), chunks)
+
+    for f in range(40):
+        put(f"m{f}.py")
+    assert store.warm_terms(WORDS) == len(WORDS)
+    computed = []
+    real = impacts.compute
+    monkeypatch.setattr(impacts, "compute", lambda *a, **k: computed.append(a[1]) or real(*a, **k))
+    for step in range(15):
+        kind = step % 3
+        if kind == 0:
+            put(f"m{rng.randrange(40)}.py")
+        elif kind == 1:
+            put(f"n{step}.py")
+        else:
+            store.delete_files([f"m{rng.randrange(40)}.py"])
+        stats = store._term_stats(WORDS)
+        assert store.warm_terms(WORDS) == len(stats)
+        assert computed == [], "a stale list was scored anew instead of patched"
+        assert same_as_fts5(store, warm=False) == 2 * len(QUERIES)
+    store.close()
+
+
+def test_a_log_that_does_not_reach_back_means_scoring_anew(tmp_path, monkeypatch):
+    """A list older than the log (a bulk index suspended it) is not patched."""
+    store, rng = make(tmp_path)
+    store.warm_terms(WORDS)
+    store.suspend_term_df()
+    write(store, rng, "pkg/m001.py", extra="cookiejar")
+    store.ensure_term_df()
+    computed = []
+    real = impacts.compute
+    monkeypatch.setattr(impacts, "compute", lambda *a, **k: computed.append(a[1]) or real(*a, **k))
+    assert same_as_fts5(store) == 2 * len(QUERIES)
+    assert "cookiejar" in computed
     store.close()

@@ -6,7 +6,8 @@ score depends only on that phrase, the row, the row count and the average row le
     idf(N, n_t) * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avglen))
 
 So the single-term query `"t"` gives, for every row holding t, exactly what t adds to that
-row's score in any query. FTS5 pays bm25() on every row a query matches, plus a walk of each
+row's score in any query. An entry keeps that score over the idf (the row's weight for t),
+and a query multiplies it by the idf of today's row count. FTS5 pays bm25() on every row a query matches, plus a walk of each
 phrase's whole posting list for its idf: 25-100 ms at 100k chunks for a query with a common
 word, hundreds for a pasted issue. The cached scores of a term are summed with numpy in
 about 1 ms per 50k rows, for the same ranking (scores agree to about 1e-12).
@@ -14,8 +15,10 @@ about 1 ms per 50k rows, for the same ranking (scores agree to about 1e-12).
 An entry is valid while no write has touched its term since it was computed: term_df keeps,
 per term, the index generation of the last write that added or removed a row holding it
 (stores/sqlite.py). Writes that leave the term alone change only the row count and average
-length; the idf part is rescaled exactly for the row count, and an entry whose average
-length has moved by more than AVGDL_TOLERANCE is computed again.
+length: the idf follows the row count exactly, and an entry whose average length has moved
+by more than AVGDL_TOLERANCE is computed again. An entry older than a write that touched its
+term is patched from the index's change log (`patch`): the changed rows dropped, the added
+ones scored, which costs a few rows instead of every row holding the term.
 
 Entries live in memory (bounded) and in a cache file beside the index, so a cold CLI reads
 what the server computed. The file is only a cache: any failure to open, read or write it
@@ -37,14 +40,15 @@ AVGDL_TOLERANCE = 1e-3  # relative drift of the average row length an entry tole
 MEMORY_POSTINGS = 2_000_000  # rows held in memory over all terms (12 bytes each)
 FILE_BYTES = 1 << 30  # past this the cache file is emptied (checked every 32 writes)
 CACHE_APPLICATION_ID = 0x44524349  # "DRCI"
+FORMAT = 2  # entries hold weights (bm25 over idf); 1 held scores
 
 
 class Entry(NamedTuple):
-    gen: int  # index generation it was computed at
+    gen: int  # index generation it is up to date with
     nrow: int  # FTS5 row count then
-    avgdl: float  # FTS5 average row length then
+    avgdl: float  # FTS5 average row length its oldest rows were scored at
     ids: "np.ndarray"  # int32 rowids holding the term
-    scores: "np.ndarray"  # float64 single-term bm25 (higher is better)
+    weights: "np.ndarray"  # float64 single-term bm25 over its idf (higher is better)
 
     @property
     def n(self) -> int:
@@ -99,13 +103,72 @@ def compute(conn: sqlite3.Connection, term: str, score_sql: str, gen_sql: str,
     finally:
         if own_tx:
             conn.execute("COMMIT")
+    ids, weights = _rows(rows, fts5.idf(nrow, len(rows)))
+    if ids is None:
+        return None
+    return Entry(gen, nrow, avgdl, ids, weights)
+
+
+def _rows(rows: list, idf: float) -> tuple["np.ndarray | None", "np.ndarray"]:
+    """(int32 ids, weights) of (rowid, bm25()) rows; None ids when a rowid does not fit."""
     if not rows:
-        return Entry(gen, nrow, avgdl, np.zeros(0, np.int32), np.zeros(0, np.float64))
+        return np.zeros(0, np.int32), np.zeros(0, np.float64)
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     if ids.max() >= 2**31 or ids.min() < 0:
+        return None, np.zeros(0)
+    weights = -np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows)) / idf
+    return ids.astype(np.int32), weights
+
+
+PATCH_ROWS = 2_000  # a log longer than this (or than half the list) since the entry: compute
+
+
+def patch(conn: sqlite3.Connection, term: str, e: Entry, score_sql: str, fts: str) -> Entry | None:
+    """Bring `e` up to date from the change log (stores/sqlite.py chunk_log), or None when
+    it cannot be: the log does not reach back to it, it is long, or the average row length
+    has moved past the tolerance."""
+    own_tx = not conn.in_transaction
+    if own_tx:
+        conn.execute("BEGIN")
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN "
+                                 "('generation', 'log_from')").fetchall())
+        gen = int(meta.get("generation") or 0)
+        if meta.get("log_from") is None or e.gen < int(meta["log_from"]):
+            return None
+        nrow, avgdl = averages(conn, fts)
+        if abs(e.avgdl - avgdl) > AVGDL_TOLERANCE * avgdl:
+            return None
+        log = conn.execute("SELECT id, inserted FROM chunk_log WHERE gen > ? LIMIT ?",
+                           (e.gen, max(PATCH_ROWS, e.n // 2) + 1)).fetchall()
+        if len(log) > max(PATCH_ROWS, e.n // 2):
+            return None
+        added = sorted({i for i, ins in log if ins})
+        rows: list = []
+        if added:
+            lo, hi = added[0], added[-1]
+            if hi - lo < 4 * len(added) + 1_000:  # new rows sit together at the end: a range
+                got = conn.execute(score_sql + " AND rowid BETWEEN ? AND ?",
+                                   (fts5_quote(term), lo, hi)).fetchall()
+            else:
+                q = ",".join("?" * len(added[:500]))
+                if len(added) > 500:
+                    return None
+                got = conn.execute(score_sql + f" AND rowid IN ({q})",
+                                   (fts5_quote(term), *added)).fetchall()
+            keep_added = set(added)
+            rows = [r for r in got if r[0] in keep_added]
+    finally:
+        if own_tx:
+            conn.execute("COMMIT")
+    changed = np.fromiter((i for i, _ in log), dtype=np.int64, count=len(log))
+    kept = ~np.isin(e.ids, changed) if len(changed) else np.ones(e.n, dtype=bool)
+    n = int(kept.sum()) + len(rows)
+    ids, weights = _rows(rows, fts5.idf(nrow, n))
+    if ids is None:
         return None
-    scores = -np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
-    return Entry(gen, nrow, avgdl, ids.astype(np.int32), scores)
+    return Entry(gen, nrow, e.avgdl, np.concatenate([e.ids[kept], ids]),
+                 np.concatenate([e.weights[kept], weights]))
 
 
 def fts5_quote(term: str) -> str:
@@ -114,24 +177,18 @@ def fts5_quote(term: str) -> str:
 
 def top(entries: Iterable[tuple[Entry, float]], nrow: int, limit: int) -> list[tuple[int, float]]:
     """The `limit` best rows of the sum of these entries, each weighted (a phrase written
-    twice counts twice) and its idf rescaled to today's row count; best first, ties by id."""
-    parts = []
-    for e, weight in entries:
-        if e.n:
-            scale = weight
-            if e.nrow != nrow:
-                scale *= fts5.idf(nrow, e.n) / fts5.idf(e.nrow, e.n)
-            parts.append((e, scale))
+    twice counts twice) times its idf at today's row count; best first, ties by id."""
+    parts = [(e, weight * fts5.idf(nrow, e.n)) for e, weight in entries if e.n]
     if not parts or limit <= 0:
         return []
     if len(parts) == 1:
         e, scale = parts[0]
-        ids, total = e.ids, e.scores * scale
+        ids, total = e.ids, e.weights * scale
     else:
         # A row appears once per entry, so fancy-index += adds without losing repeats.
         dense = np.zeros(max(int(e.ids.max()) for e, _ in parts) + 1)
         for e, scale in parts:
-            dense[e.ids] += e.scores if scale == 1.0 else e.scores * scale
+            dense[e.ids] += e.weights * scale
         ids = np.flatnonzero(dense)
         total = dense[ids]
     if len(total) > limit:
@@ -185,12 +242,12 @@ class ImpactCache:
                          "ids BLOB NOT NULL, scores BLOB NOT NULL)")
             conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             row = conn.execute("SELECT value FROM meta WHERE key = 'index'").fetchone()
-            if row is None or row[0] != self.index_uid:
+            if row is None or row[0] != f"{self.index_uid}:{FORMAT}":
                 # Generations count from 1 again in an index made anew at the same path.
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DELETE FROM impact")
                 conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('index', ?)",
-                             (self.index_uid,))
+                             (f"{self.index_uid}:{FORMAT}",))
                 conn.execute("COMMIT")
         except (sqlite3.Error, OSError):
             self._file_ok = False  # memory only for this process
@@ -232,7 +289,7 @@ class ImpactCache:
             conn.executemany(
                 "INSERT OR REPLACE INTO impact(term, gen, nrow, avgdl, ids, scores) "
                 "VALUES(?,?,?,?,?,?)",
-                [(t, e.gen, e.nrow, e.avgdl, e.ids.tobytes(), e.scores.tobytes())
+                [(t, e.gen, e.nrow, e.avgdl, e.ids.tobytes(), e.weights.tobytes())
                  for t, e in items])
             conn.execute("COMMIT")
         except sqlite3.Error:  # busy, full, read-only: the entries stay in memory
@@ -243,24 +300,30 @@ class ImpactCache:
                 pass
 
     # -- lookups --------------------------------------------------------------
-    def lookup(self, stats: dict[str, tuple[int, int]], avgdl: float) -> tuple[dict[str, Entry], list[str]]:
-        """Valid entries for these terms ({term: (df, term generation)}), and the terms
-        without one."""
+    def lookup(self, stats: dict[str, tuple[int, int]],
+               avgdl: float) -> tuple[dict[str, Entry], dict[str, Entry], list[str]]:
+        """For these terms ({term: (df, term generation)}): the valid entries, the stale
+        ones (a write touched the term since; `patch` may bring them up to date), and the
+        terms with none."""
         found: dict[str, Entry] = {}
+        stale: dict[str, Entry] = {}
         with self._lock:
             for t, (df, tgen) in stats.items():
                 e = self._mem.get(t)
-                if e is not None and e.valid(tgen, df, avgdl):
+                if e is not None:
                     self._mem.move_to_end(t)
-                    found[t] = e
-        rest = [t for t in stats if t not in found]
+                    (found if e.valid(tgen, df, avgdl) else stale)[t] = e
+        rest = [t for t in stats if t not in found and t not in stale]
         if rest:
-            from_file = self._read_file(rest)
-            for t, e in from_file.items():
-                if e.valid(stats[t][1], stats[t][0], avgdl):
-                    found[t] = e
-                    self._remember(t, e)
-        return found, [t for t in stats if t not in found]
+            for t, e in self._read_file(rest).items():
+                self._remember(t, e)
+                (found if e.valid(stats[t][1], stats[t][0], avgdl) else stale)[t] = e
+        return found, stale, [t for t in stats if t not in found and t not in stale]
+
+    def peek(self, term: str) -> Entry | None:
+        """The entry held in memory for a term, valid or not."""
+        with self._lock:
+            return self._mem.get(term)
 
     def _remember(self, term: str, e: Entry) -> None:
         with self._lock:

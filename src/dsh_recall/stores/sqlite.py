@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -25,7 +26,7 @@ from .sqlite_util import connect
 from .vector_index import scan_vectors
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
-SCHEMA_VERSION = "4"  # 2: chunks.vec_seq; 3: term_df; 4: term_df.gen
+SCHEMA_VERSION = "5"  # 2: chunks.vec_seq; 3: term_df; 4: term_df.gen; 5: chunk_log
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -45,6 +46,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row)
 CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL,
   gen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunk_log (gen INTEGER NOT NULL, id INTEGER NOT NULL,
+  inserted INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen);
 """
 # term_df: the chunks holding each ASCII term (what fts5vocab counts by walking the term's
 # whole posting list: 15-25 ms for a pasted issue's terms at 100k chunks), kept by every
@@ -54,6 +58,12 @@ CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL,
 # term_df.gen: the index generation of the last write that added or removed a row holding
 # the term. A cached single-term score list (stores/impacts.py) computed at that generation
 # or later is still that term's, row for row.
+# chunk_log: the chunk ids each write removed or added, by generation, from meta 'log_from'
+# on (writes while term_df is suspended are not logged). A score list older than a write
+# that touched its term is brought up to date from it (`_patch_impact`): drop the changed
+# rows, score the added ones, instead of scoring every row holding the term again. Kept to
+# about LOG_ROWS rows.
+LOG_ROWS = 200_000
 
 # chunks.vec_seq: NULL while the chunk has no vector, else the sequence number of the write
 # that gave it one. It makes `pending` an index lookup instead of a join over every chunk,
@@ -101,9 +111,11 @@ SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of th
 LONG_RARE_ROWS = 5_000
 LONG_RARE_SHARE = 0.05
 LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
-# Terms without a cached score list are computed before answering while they hold this many
-# rows between them (about 5 ms); past that FTS5 answers (stores/impacts.py).
+# Score lists missing or stale are computed before answering while they cost about this
+# many rows between them (about 5 ms) and less than FTS5 would; else FTS5 answers
+# (stores/impacts.py). IMPACT_TERM_ROWS: what one more statement costs, in rows.
 IMPACT_SYNC_ROWS = 5_000
+IMPACT_TERM_ROWS = 100
 
 
 def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
@@ -192,6 +204,8 @@ class SqliteChunkStore:
             # Any other schema wrote here last (an older release keeps no term generations):
             # every term counts as changed now, so no cached score list outlives it.
             self.conn.execute("UPDATE term_df SET gen = ?", (self._write_generation(self.conn),))
+            self.conn.execute("DELETE FROM chunk_log")
+            self.set_meta("log_from", str(self._write_generation(self.conn)))
             if self.get_meta("uid") is None:  # tells this index's cached scores from another's
                 self.set_meta("uid", os.urandom(8).hex())
             self._bump(self.conn)
@@ -243,10 +257,12 @@ class SqliteChunkStore:
         if conn.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
             return  # a new file: the delete below would cost more than a first index's insert
         if df_gen is not None:
-            rows = conn.execute("SELECT body, symbols, path FROM chunks_fts WHERE rowid IN "
+            rows = conn.execute("SELECT rowid, body, symbols, path FROM chunks_fts WHERE rowid IN "
                                 "(SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id "
                                 "WHERE f.path = ?)", (path,)).fetchall()
-            self._add_term_df(conn, [" ".join(r) for r in rows], -1, df_gen)
+            self._add_term_df(conn, [" ".join(r[1:]) for r in rows], -1, df_gen)
+            conn.executemany("INSERT INTO chunk_log(gen, id, inserted) VALUES(?, ?, 0)",
+                             [(df_gen, r[0]) for r in rows])
         conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT c.id FROM chunks c "
                      "JOIN files f ON f.id = c.file_id WHERE f.path = ?)", (path,))
         conn.execute("DELETE FROM files WHERE path = ?", (path,))  # cascades to chunks
@@ -264,6 +280,7 @@ class SqliteChunkStore:
             df_gen = self._term_df_gen(conn)
             for row, chunks in batch:
                 self._replace_in(conn, row, chunks, df_gen)
+            self._trim_log(conn, df_gen)
             self._bump(conn)
 
     def _replace_in(self, conn: sqlite3.Connection, row: FileRow, chunks: Sequence[IndexedChunk],
@@ -288,6 +305,8 @@ class SqliteChunkStore:
         if df_gen is not None:
             self._add_term_df(conn, [f"{ic.lexical} {ic.symbols_lexical} {ic.path_lexical}"
                                      for ic in chunks], 1, df_gen)
+            conn.executemany("INSERT INTO chunk_log(gen, id, inserted) VALUES(?, ?, 1)",
+                             [(df_gen, first + n) for n in range(len(chunks))])
         # Chunks whose text was embedded before carry its vector at once.
         if chunks and conn.execute("SELECT 1 FROM chunks c JOIN vectors v ON v.hash = "
                                    "c.embed_hash WHERE c.file_id = ? LIMIT 1", (file_id,)).fetchone():
@@ -303,6 +322,7 @@ class SqliteChunkStore:
             df_gen = self._term_df_gen(conn)
             for p in paths:
                 self._delete_file_rows(conn, p, df_gen)
+            self._trim_log(conn, df_gen)
             self._bump(conn)
 
     def clear(self) -> None:
@@ -312,6 +332,8 @@ class SqliteChunkStore:
             conn.execute("DELETE FROM files")
             conn.execute("DELETE FROM term_df")
             self.set_meta("term_df", "1")
+            conn.execute("DELETE FROM chunk_log")  # every row went: no list is patched across
+            self.set_meta("log_from", str(self._write_generation(conn)))
             self._bump(conn)
 
     # -- document frequencies ----------------------------------------------
@@ -321,6 +343,17 @@ class SqliteChunkStore:
         have completed the table since this one opened the index."""
         row = conn.execute("SELECT value FROM meta WHERE key = 'term_df'").fetchone()
         return self._write_generation(conn) if row and row[0] == "1" else None
+
+    def _trim_log(self, conn: sqlite3.Connection, gen: int | None) -> None:
+        """Every 64 writes, keep the newest half of the log once it passes LOG_ROWS rows."""
+        if gen is None or gen % 64:
+            return
+        if conn.execute("SELECT count(*) FROM chunk_log").fetchone()[0] <= LOG_ROWS:
+            return
+        cut = conn.execute("SELECT gen FROM chunk_log ORDER BY gen DESC LIMIT 1 OFFSET ?",
+                           (LOG_ROWS // 2,)).fetchone()[0]
+        conn.execute("DELETE FROM chunk_log WHERE gen <= ?", (cut,))
+        self.set_meta("log_from", str(cut))
 
     @staticmethod
     def _write_generation(conn: sqlite3.Connection) -> int:
@@ -367,6 +400,8 @@ class SqliteChunkStore:
             conn.executemany("INSERT INTO term_df(term, df, gen) VALUES(?, ?, ?)",
                              [(t, d, gen) for t, d in rows if t.isascii()])
             self.set_meta("term_df", "1")
+            conn.execute("DELETE FROM chunk_log")  # the writes since were not logged
+            self.set_meta("log_from", str(gen))
             self._bump(conn)
         return True
 
@@ -445,11 +480,20 @@ class SqliteChunkStore:
             self._avg_gen = gen
         return self._avg
 
-    def _compute_impact(self, conn: sqlite3.Connection, term: str) -> impacts_mod.Entry | None:
+    def _score_sql(self) -> str:
         w = ", ".join(str(x) for x in BM25_WEIGHTS)
-        return impacts_mod.compute(
-            conn, term, f"SELECT rowid, bm25(chunks_fts, {w}) FROM chunks_fts WHERE chunks_fts MATCH ?",
-            "SELECT value FROM meta WHERE key = 'generation'", "chunks_fts")
+        return f"SELECT rowid, bm25(chunks_fts, {w}) FROM chunks_fts WHERE chunks_fts MATCH ?"
+
+    def _compute_impact(self, conn: sqlite3.Connection, term: str,
+                        stale: impacts_mod.Entry | None = None) -> impacts_mod.Entry | None:
+        """A term's entry: `stale` patched from the change log when it can be, else scored
+        anew from every row holding the term."""
+        if stale is not None:
+            e = impacts_mod.patch(conn, term, stale, self._score_sql(), "chunks_fts")
+            if e is not None:
+                return e
+        return impacts_mod.compute(conn, term, self._score_sql(),
+                                   "SELECT value FROM meta WHERE key = 'generation'", "chunks_fts")
 
     def _warm_conn(self) -> sqlite3.Connection:
         conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
@@ -459,9 +503,9 @@ class SqliteChunkStore:
 
     def _lexical_impacts(self, match: str, limit: int) -> list[tuple[int, float]] | None:
         """The answer from cached single-term scores, or None for FTS5 to answer: a phrase
-        of several tokens or a non-ASCII one, term_df incomplete, or terms without a valid
-        entry holding more than IMPACT_SYNC_ROWS rows between them (a long-lived process
-        computes those behind the answer, when `warm_behind` is set)."""
+        of several tokens or a non-ASCII one, term_df incomplete, or lists to compute or
+        patch first that would cost more than IMPACT_SYNC_ROWS rows or than FTS5 itself (a
+        long-lived process computes those behind the answer, when `warm_behind` is set)."""
         words = fts5.fts5_terms(match)
         if not words or not all(w.isascii() and _ONE_TOKEN.fullmatch(w) for w in words):
             return None
@@ -474,15 +518,20 @@ class SqliteChunkStore:
         nrow, avgdl = self._averages()
         if not nrow:
             return None
-        found, missing = self.impacts.lookup(stats, avgdl)
-        if missing:
-            if sum(stats[t][0] for t in missing) > IMPACT_SYNC_ROWS:
+        found, stale, missing = self.impacts.lookup(stats, avgdl)
+        todo = list(stale) + missing
+        if todo:
+            # Rows to read before answering: every row of a missing term, a tenth of a stale
+            # one's (the log's rows and FTS5's count of the term), and a little per query.
+            cost = (sum(stats[t][0] for t in missing) + sum(stats[t][0] // 10 for t in stale)
+                    + IMPACT_TERM_ROWS * len(todo))
+            if cost > IMPACT_SYNC_ROWS or 1.5 * cost > sum(df for df, _ in stats.values()):
                 if self.warm_behind:
-                    self.impacts.warm(missing, self._warm_conn, self._compute_impact)
+                    self.impacts.warm(todo, self._warm_conn, self._warm_one)
                 return None
             fresh = []
-            for t in missing:
-                e = self._compute_impact(self.conn, t)
+            for t in todo:
+                e = self._compute_impact(self.conn, t, stale.get(t))
                 if e is None:
                     return None
                 found[t] = e
@@ -490,6 +539,30 @@ class SqliteChunkStore:
             self.impacts.store(fresh)
         return impacts_mod.top([(found[t], float(w)) for t, w in weights.items() if t in found],
                                nrow, limit)
+
+    def warm_terms(self, terms: Sequence[str], budget_s: float | None = None) -> int:
+        """Compute (or patch) the score lists of these terms now, in order, until the budget
+        runs out; returns how many are up to date. An indexer warms the commonest terms, the
+        ones FTS5 is slowest on (`services/code.py`)."""
+        stats = self._term_stats([t for t in dict.fromkeys(terms)
+                                  if t.isascii() and _ONE_TOKEN.fullmatch(t)])
+        if not stats:
+            return 0
+        nrow, avgdl = self._averages()
+        found, stale, missing = self.impacts.lookup(stats, avgdl)
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        done = len(found)
+        for t in [t for t in stats if t not in found]:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            e = self._compute_impact(self.conn, t, stale.get(t))
+            if e is not None:
+                self.impacts.store([(t, e)])
+                done += 1
+        return done
+
+    def _warm_one(self, conn: sqlite3.Connection, term: str) -> impacts_mod.Entry | None:
+        return self._compute_impact(conn, term, self.impacts.peek(term))
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
         """Rows holding each term (terms in no row are left out), remembered until the index
