@@ -155,13 +155,20 @@ class CodeService:
                           notes=notes)
         total = len(report.files)
         jobs: list = []
+        skips = self._load_skips()
+        kept_skips: dict[str, list] = {}
         for sf in report.files:
             old = known.get(sf.path)
             if old and old.size == sf.size and old.mtime_ns == sf.mtime_ns:
                 seen.add(sf.path)
                 rep.unchanged += 1
-            else:
-                jobs.append((sf, old.hash if old else None))
+                continue
+            sk = skips.get(sf.path)
+            if sk and sk[0] == sf.size and sk[1] == sf.mtime_ns:  # skipped before, unchanged
+                rep.skipped[sk[2]] = rep.skipped.get(sk[2], 0) + 1
+                kept_skips[sf.path] = sk
+                continue
+            jobs.append((sf, old.hash if old else None))
         workers = code_prepare.worker_count(len(jobs), self.cfg.index_workers)
         # Kept document frequencies (SQLite): many files are counted once at the end, from
         # FTS5 (cheaper than counting each write); a few are counted as they are written,
@@ -182,6 +189,7 @@ class CodeService:
                 progress("scan", done, total)
             if got.kind == "skip":
                 rep.skipped[got.reason] = rep.skipped.get(got.reason, 0) + 1
+                kept_skips[sf.path] = [sf.size, sf.mtime_ns, got.reason]
                 continue
             seen.add(sf.path)
             if got.kind == "same":
@@ -201,6 +209,8 @@ class CodeService:
             self.store.delete_files(gone)
         if bulk:
             ensure()
+        if kept_skips != skips:
+            self._save_skips(kept_skips)
         rep.deleted = len(gone)
         rep.files = self.store.file_count()
         rep.chunks = self.store.chunk_count()
@@ -209,6 +219,30 @@ class CodeService:
         self.store.set_meta("last_index", json.dumps({
             "time": time.time(), "skipped": rep.skipped, "problems": rep.problems}))
         return rep
+
+    # Files read and then skipped (minified, generated, binary...) keep no row, so without a
+    # memory they were read again by every index run, and 200 of them made every run a bulk
+    # one (term_df suspended and refilled: seconds at 100k chunks).
+    def _skip_key(self) -> str:
+        return f"{chunkers.CHUNKER_VERSION}:{self.cfg.max_file_bytes}:{self.cfg.excerpt_lines}"
+
+    def _load_skips(self) -> dict[str, list]:
+        try:
+            data = json.loads((self.dir / "skipped.json").read_text())
+            if data.get("key") != self._skip_key():
+                return {}
+            return {p: v for p, v in data["files"].items()
+                    if isinstance(v, list) and len(v) == 3}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}  # none yet, or unreadable: read the files again
+
+    def _save_skips(self, files: dict[str, list]) -> None:
+        tmp = self.dir / f"skipped.json.{os.getpid()}.tmp"
+        try:
+            tmp.write_text(json.dumps({"key": self._skip_key(), "files": files}))
+            os.replace(tmp, self.dir / "skipped.json")
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
     def _write_batch(self, batch: list[tuple[FileRow, Sequence[IndexedChunk]]]) -> None:
         """Several files per transaction (see INDEX_BATCH_CHUNKS); a store without

@@ -111,10 +111,13 @@ SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of th
 LONG_RARE_ROWS = 5_000
 LONG_RARE_SHARE = 0.05
 LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
-# Score lists missing or stale are computed before answering while they cost about this
-# many rows between them (about 5 ms) and less than FTS5 would; else FTS5 answers
+# Score lists missing or stale are computed (or patched) before answering while that costs
+# at most about this many rows (about 5-10 ms), or less than FTS5 would: scoring a list
+# costs about 2.5 us a row, FTS5 about 0.3-1 us for each row of each of its terms (its
+# long-query path less), so an eighth of the query's rows; else FTS5 answers
 # (stores/impacts.py). IMPACT_TERM_ROWS: what one more statement costs, in rows.
 IMPACT_SYNC_ROWS = 5_000
+IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
 
 
@@ -504,8 +507,8 @@ class SqliteChunkStore:
     def _lexical_impacts(self, match: str, limit: int) -> list[tuple[int, float]] | None:
         """The answer from cached single-term scores, or None for FTS5 to answer: a phrase
         of several tokens or a non-ASCII one, term_df incomplete, or lists to compute or
-        patch first that would cost more than IMPACT_SYNC_ROWS rows or than FTS5 itself (a
-        long-lived process computes those behind the answer, when `warm_behind` is set)."""
+        patch first that would cost more than FTS5 itself (a long-lived process computes
+        those behind the answer, when `warm_behind` is set)."""
         words = fts5.fts5_terms(match)
         if not words or not all(w.isascii() and _ONE_TOKEN.fullmatch(w) for w in words):
             return None
@@ -525,7 +528,7 @@ class SqliteChunkStore:
             # one's (the log's rows and FTS5's count of the term), and a little per query.
             cost = (sum(stats[t][0] for t in missing) + sum(stats[t][0] // 10 for t in stale)
                     + IMPACT_TERM_ROWS * len(todo))
-            if cost > IMPACT_SYNC_ROWS or 1.5 * cost > sum(df for df, _ in stats.values()):
+            if cost > max(IMPACT_SYNC_ROWS, IMPACT_FTS5_SHARE * sum(df for df, _ in stats.values())):
                 if self.warm_behind:
                     self.impacts.warm(todo, self._warm_conn, self._warm_one)
                 return None
