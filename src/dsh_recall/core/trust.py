@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from .errors import InputError
@@ -47,6 +46,8 @@ def _load(home: Path | None = None) -> dict[str, str]:
 def _save(data: dict[str, str], home: Path | None = None) -> None:
     target = _record_path(home)
     target.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # only when writing
+
     fd, tmp = tempfile.mkstemp(prefix=".trusted-", dir=str(target.parent))
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1, sort_keys=True)

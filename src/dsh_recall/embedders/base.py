@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 from ..core.lazy import np
@@ -76,6 +75,8 @@ class Embedder(ABC):
             for batch in rest:
                 collect(batch, self._embed_batch(batch, query=query))
         else:
+            from concurrent.futures import ThreadPoolExecutor  # remote batches only
+
             with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
                 futures = [pool.submit(self._embed_batch, b, query=query) for b in rest]
                 try:

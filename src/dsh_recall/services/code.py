@@ -5,7 +5,6 @@ dsh_recall.search.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import heapq
 import json
 import os
@@ -15,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .. import chunkers
 from ..core.config import Config
 from ..core.errors import InputError, RecallError
 from ..core.paths import ensure_dir, recall_home, workspace_dir
@@ -125,6 +123,8 @@ class CodeService:
 
     # -- indexing -------------------------------------------------------------
     def _check_fingerprints(self, notes: list[str]) -> None:
+        from .. import chunkers  # not at import: a search never chunks
+
         if self.store.get_meta("chunker") != chunkers.CHUNKER_VERSION:
             if self.store.get_meta("chunker") is not None:
                 notes.append(f"chunker changed ({self.store.get_meta('chunker')} -> "
@@ -224,6 +224,8 @@ class CodeService:
     # memory they were read again by every index run, and 200 of them made every run a bulk
     # one (term_df suspended and refilled: seconds at 100k chunks).
     def _skip_key(self) -> str:
+        from .. import chunkers
+
         return f"{chunkers.CHUNKER_VERSION}:{self.cfg.max_file_bytes}:{self.cfg.excerpt_lines}"
 
     def _load_skips(self) -> dict[str, list]:
@@ -755,27 +757,31 @@ class CodeService:
                 store.close()
 
         # A daemon thread, not an executor: concurrent.futures joins its workers at
-        # interpreter exit, so a CLI search would wait for an answer it already dropped.
-        fut: cf.Future = cf.Future()
+        # interpreter exit, so a CLI search would wait for an answer it already dropped
+        # (and importing it costs a cold CLI about 8 ms).
+        done = threading.Event()
+        box: list = []
 
         def run() -> None:
-            if not fut.set_running_or_notify_cancel():
-                return
             try:
-                fut.set_result(work())
+                box.append((True, work()))
             except BaseException as e:  # handed to the waiting caller
-                fut.set_exception(e)
+                box.append((False, e))
+            done.set()
 
         threading.Thread(target=run, name=VECTOR_THREAD, daemon=True).start()
 
         def wait(deadline: float) -> list[tuple[int, float]] | None:
-            try:
-                return fut.result(timeout=max(0.05, deadline - time.monotonic()))
-            except cf.TimeoutError:
+            if not done.wait(max(0.05, deadline - time.monotonic())):
                 notes.append("vector layer did not answer within the search deadline; lexical only")
-            except (RecallError, OSError, ValueError) as e:
-                notes.append(f"vector layer failed: {e}; lexical only")
-            return None
+                return None
+            ok, value = box[0]
+            if ok:
+                return value
+            if isinstance(value, (RecallError, OSError, ValueError)):
+                notes.append(f"vector layer failed: {value}; lexical only")
+                return None
+            raise value
 
         return wait
 

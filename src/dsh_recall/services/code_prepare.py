@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from .. import chunkers
 from ..core.text import index_text, safe_decode
 from ..core.types import SourceFile
 from ..sources.workspace import content_skip_reason, read_regular
@@ -63,6 +62,8 @@ def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,
     if old_hash == digest:
         return Prepared("same")
     text = safe_decode(data)
+    from .. import chunkers  # not at import: a search never chunks
+
     chunks = chunkers.chunk_file(sf.path, text, max_lines=excerpt_lines)
     path_lex = index_text(sf.path.replace("/", " ").replace(".", " "))
     items = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -128,6 +127,8 @@ def index(ctx: click.Context, directory: str | None, wait: bool, lexical_only: b
         if lexical_only:
             cmd.append("--lexical-only")
         with open(log, "ab") as out:
+            import subprocess  # only for a background job
+
             proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         svc.record_job({"state": "starting", "pid": proc.pid, "started": time.time(),

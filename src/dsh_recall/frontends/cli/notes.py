@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -64,6 +63,8 @@ def index_cmd(ctx: click.Context, roots: tuple[str, ...], wait: bool, accept_spe
         if lexical_only:
             cmd.append("--lexical-only")
         with open(log, "ab") as out:
+            import subprocess  # only for a background job
+
             proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         emit({"background": True, "pid": proc.pid, "log": str(log),
