@@ -112,11 +112,11 @@ LONG_RARE_ROWS = 5_000
 LONG_RARE_SHARE = 0.05
 LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
 # Score lists missing or stale are computed (or patched) before answering while that costs
-# at most about this many rows (about 5-10 ms), or less than FTS5 would: scoring a list
+# at most about this many rows (about 5 ms), or less than FTS5 would: scoring a list
 # costs about 2.5 us a row, FTS5 about 0.3-1 us for each row of each of its terms (its
 # long-query path less), so an eighth of the query's rows; else FTS5 answers
 # (stores/impacts.py). IMPACT_TERM_ROWS: what one more statement costs, in rows.
-IMPACT_SYNC_ROWS = 5_000
+IMPACT_SYNC_ROWS = 2_000
 IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
 
