@@ -225,6 +225,7 @@ class ImpactCache:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
+        conn = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(self.path), timeout=0.2, isolation_level=None,
@@ -251,6 +252,11 @@ class ImpactCache:
                 conn.execute("COMMIT")
         except (sqlite3.Error, OSError):
             self._file_ok = False  # memory only for this process
+            if conn is not None:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
             return None
         self._local.conn = conn
         return conn
