@@ -2,11 +2,14 @@
 SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
 
 - index time: first (lexical, then vectors), unchanged, one file edited; CPU per chunk
-- warm query p50 / p95 through the API (one process, as the MCP server runs) and the CLI
-  (a new process per call, as an agent's shell runs it), interleaved with `rg -i -l` over
-  the same terms; how often the CLI's vector layer answered within the deadline
+- warm query p50 / p95 through the API (one process, as the MCP server runs), an MCP call
+  and the CLI (a new process per call, as an agent's shell runs it), interleaved with
+  `rg -i -l` over the same terms; how often the CLI's vector layer answered within the
+  deadline. "Warm" means the query's per-term score lists exist (stores/impacts.py); the
+  API's first-sight column is each query with every list emptied before the run
 - RSS of the API process and of a CLI call; disk per chunk (SQLite + vector file)
-- pasted issues: the shipped long-query path against the exact full query (same top 10?)
+- pasted issues: the shipped path on first sight and with score lists, against the exact
+  full FTS5 query (same top 10?)
 - `--first-index DIR`: a first lexical index of a real tree in one process and with
   worker processes, in turn
 - embedding chunks/s of the shipped MiniLM on real chunks, idle and with two CPU hogs
