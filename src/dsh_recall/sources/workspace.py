@@ -286,9 +286,9 @@ def _ignored(specs: list[tuple[str, pathspec.PathSpec]], abs_path: str, is_dir: 
 def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
               report: WalkReport) -> None:
     """Add the indexable files under one root to `report` (never following symlinks)."""
-    base = str(root.path)
-    import pathspec
+    import pathspec  # only a walk needs it (a search of an index does not walk)
 
+    base = str(root.path)
     extra = pathspec.GitIgnoreSpec.from_lines(extra_ignore) if extra_ignore else None
     start_specs: list[tuple[str, pathspec.PathSpec]] = []
     if extra is not None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from ..core.lazy import np
+from ..core.text import fts_quote
 from . import fts5
 
 AVGDL_TOLERANCE = 1e-3  # relative drift of the average row length an entry tolerates
@@ -89,17 +90,16 @@ def _varints(b: bytes) -> list[int]:
     return out
 
 
-def compute(conn: sqlite3.Connection, term: str, score_sql: str, gen_sql: str,
-            fts: str) -> Entry | None:
+def compute(conn: sqlite3.Connection, term: str, score_sql: str, fts: str) -> Entry | None:
     """One term's entry, read in one snapshot: the generation first, so an entry never
     claims a newer generation than the rows it holds. None if the rows do not fit."""
     own_tx = not conn.in_transaction
     if own_tx:
         conn.execute("BEGIN")
     try:
-        gen = int(conn.execute(gen_sql).fetchone()[0] or 0)
+        gen = int(_meta(conn).get("generation") or 0)
         nrow, avgdl = averages(conn, fts)
-        rows = conn.execute(score_sql, (fts5_quote(term),)).fetchall()
+        rows = conn.execute(score_sql, (fts_quote(term),)).fetchall()
     finally:
         if own_tx:
             conn.execute("COMMIT")
@@ -131,8 +131,7 @@ def patch(conn: sqlite3.Connection, term: str, e: Entry, score_sql: str, fts: st
     if own_tx:
         conn.execute("BEGIN")
     try:
-        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN "
-                                 "('generation', 'log_from')").fetchall())
+        meta = _meta(conn)
         gen = int(meta.get("generation") or 0)
         if meta.get("log_from") is None or e.gen < int(meta["log_from"]):
             return None
@@ -149,13 +148,13 @@ def patch(conn: sqlite3.Connection, term: str, e: Entry, score_sql: str, fts: st
             lo, hi = added[0], added[-1]
             if hi - lo < 4 * len(added) + 1_000:  # new rows sit together at the end: a range
                 got = conn.execute(score_sql + " AND rowid BETWEEN ? AND ?",
-                                   (fts5_quote(term), lo, hi)).fetchall()
+                                   (fts_quote(term), lo, hi)).fetchall()
             else:
                 q = ",".join("?" * len(added[:500]))
                 if len(added) > 500:
                     return None
                 got = conn.execute(score_sql + f" AND rowid IN ({q})",
-                                   (fts5_quote(term), *added)).fetchall()
+                                   (fts_quote(term), *added)).fetchall()
             keep_added = set(added)
             rows = [r for r in got if r[0] in keep_added]
     finally:
@@ -171,8 +170,10 @@ def patch(conn: sqlite3.Connection, term: str, e: Entry, score_sql: str, fts: st
                  np.concatenate([e.weights[kept], weights]))
 
 
-def fts5_quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
+def _meta(conn: sqlite3.Connection) -> dict[str, str]:
+    """The index's generation and the generation its change log starts after."""
+    return dict(conn.execute("SELECT key, value FROM meta WHERE key IN "
+                             "('generation', 'log_from')").fetchall())
 
 
 def top(entries: Iterable[tuple[Entry, float]], nrow: int, limit: int) -> list[tuple[int, float]]:

@@ -179,6 +179,9 @@ class SqliteChunkStore:
         self._df_cache_gen: str | None = None
         self._count, self._count_gen = 0, None
         self._avg, self._avg_gen = (0, 0.0), None
+        self._stats: dict[str, tuple[int, int]] = {}
+        self._stats_gen: str | None = None
+        self._stats_complete = False
         self._impacts: impacts_mod.ImpactCache | None = None
         # A long-lived process (the MCP server) computes missing score lists behind the
         # answer; a one-shot CLI leaves them (its process ends with the answer).
@@ -388,8 +391,9 @@ class SqliteChunkStore:
         """Before many files are written: counting every chunk's terms costs a first index
         about a third more than refilling the table from fts5vocab once at the end
         (`ensure_term_df`); fts5vocab answers meanwhile, and after a kill."""
-        with self._tx():
+        with self._tx() as conn:
             self.set_meta("term_df", "0")
+            self._bump(conn)  # a new generation: no process keeps reading the table
 
     def ensure_term_df(self) -> bool:
         """Fill term_df from fts5vocab once, for an index made before it. The caller holds
@@ -463,18 +467,25 @@ class SqliteChunkStore:
 
     def _term_stats(self, terms: Sequence[str]) -> dict[str, tuple[int, int]] | None:
         """{term: (rows holding it, generation of its last change)} for the terms in some
-        row, or None while term_df is incomplete."""
-        if self.get_meta("term_df") != "1":
+        row, from term_df, or None while it is incomplete. Remembered until the index
+        changes: a search asks for its document frequencies, then for its score lists."""
+        gen = self.get_meta("generation")
+        if self._stats_gen != gen or gen is None:
+            self._stats, self._stats_gen = {}, gen
+            self._stats_complete = self.get_meta("term_df") == "1"
+        if not self._stats_complete:
             return None
-        out: dict[str, tuple[int, int]] = {}
-        for i in range(0, len(terms), 500):
-            part = list(terms[i:i + 500])
+        missing = [t for t in dict.fromkeys(terms) if t not in self._stats]
+        if len(self._stats) + len(missing) > 50_000:
+            self._stats = {}
+        for i in range(0, len(missing), 500):
+            part = missing[i:i + 500]
             q = ",".join("?" * len(part))
-            for t, df, gen in self.conn.execute(
-                    f"SELECT term, df, gen FROM term_df WHERE term IN ({q})", part):
-                if df > 0:
-                    out[t] = (df, gen)
-        return out
+            found = {t: (df, g) for t, df, g in self.conn.execute(
+                f"SELECT term, df, gen FROM term_df WHERE term IN ({q})", part)}
+            for t in part:
+                self._stats[t] = found.get(t, (0, 0))
+        return {t: v for t in terms if (v := self._stats.get(t, (0, 0)))[0] > 0}
 
     def _averages(self) -> tuple[int, float]:
         gen = self.get_meta("generation")
@@ -495,8 +506,7 @@ class SqliteChunkStore:
             e = impacts_mod.patch(conn, term, stale, self._score_sql(), "chunks_fts")
             if e is not None:
                 return e
-        return impacts_mod.compute(conn, term, self._score_sql(),
-                                   "SELECT value FROM meta WHERE key = 'generation'", "chunks_fts")
+        return impacts_mod.compute(conn, term, self._score_sql(), "chunks_fts")
 
     def _warm_conn(self) -> sqlite3.Connection:
         conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
@@ -532,37 +542,39 @@ class SqliteChunkStore:
                 if self.warm_behind:
                     self.impacts.warm(todo, self._warm_conn, self._warm_one)
                 return None
-            fresh = []
-            for t in todo:
-                e = self._compute_impact(self.conn, t, stale.get(t))
-                if e is None:
-                    return None
-                found[t] = e
-                fresh.append((t, e))
-            self.impacts.store(fresh)
+            fresh = self._refresh_lists(todo, stale)
+            if len(fresh) < len(todo):
+                return None
+            found.update(fresh)
         return impacts_mod.top([(found[t], float(w)) for t, w in weights.items() if t in found],
                                nrow, limit)
 
+    def _refresh_lists(self, terms: Sequence[str], stale: Mapping[str, impacts_mod.Entry],
+                       deadline: float | None = None) -> dict[str, impacts_mod.Entry]:
+        """Compute (or patch, from `stale`) these terms' lists in order, until one cannot
+        be made or the deadline passes; keep them and return them."""
+        fresh: dict[str, impacts_mod.Entry] = {}
+        for t in terms:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            e = self._compute_impact(self.conn, t, stale.get(t))
+            if e is None:
+                break
+            fresh[t] = e
+        self.impacts.store(list(fresh.items()))
+        return fresh
+
     def warm_terms(self, terms: Sequence[str], budget_s: float | None = None) -> int:
-        """Compute (or patch) the score lists of these terms now, in order, until the budget
-        runs out; returns how many are up to date. An indexer warms the commonest terms, the
-        ones FTS5 is slowest on (`services/code.py`)."""
+        """Bring the score lists of these terms up to date now, in order, until the budget
+        runs out; returns how many are up to date (tests and benches call it)."""
         stats = self._term_stats([t for t in dict.fromkeys(terms)
                                   if t.isascii() and _ONE_TOKEN.fullmatch(t)])
         if not stats:
             return 0
-        nrow, avgdl = self._averages()
-        found, stale, missing = self.impacts.lookup(stats, avgdl)
+        found, stale, missing = self.impacts.lookup(stats, self._averages()[1])
         deadline = None if budget_s is None else time.monotonic() + budget_s
-        done = len(found)
-        for t in [t for t in stats if t not in found]:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            e = self._compute_impact(self.conn, t, stale.get(t))
-            if e is not None:
-                self.impacts.store([(t, e)])
-                done += 1
-        return done
+        fresh = self._refresh_lists([t for t in stats if t not in found], stale, deadline)
+        return len(found) + len(fresh)
 
     def _warm_one(self, conn: sqlite3.Connection, term: str) -> impacts_mod.Entry | None:
         return self._compute_impact(conn, term, self.impacts.peek(term))
@@ -588,13 +600,9 @@ class SqliteChunkStore:
         if not terms:
             return {}
         out: dict[str, int] = {}
-        if self.get_meta("term_df") == "1":  # ASCII terms from the kept table: index lookups
-            ascii_terms = [t for t in terms if t.isascii()]
-            for i in range(0, len(ascii_terms), 500):
-                part = ascii_terms[i:i + 500]
-                q = ",".join("?" * len(part))
-                out.update(self.conn.execute(
-                    f"SELECT term, df FROM term_df WHERE term IN ({q})", part).fetchall())
+        kept = self._term_stats([t for t in terms if t.isascii()])
+        if kept is not None:  # ASCII terms from the kept table: index lookups
+            out = {t: df for t, (df, _) in kept.items()}
             terms = [t for t in terms if not t.isascii()]
             if not terms:
                 return out
