@@ -38,8 +38,47 @@ def test_onnx_session_sleeps_instead_of_spinning():
     emb.embed(["def f(): pass"])
     opts = emb._session.get_session_options()
     assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    assert opts.intra_op_num_threads == available_cores()
+    # Texts run side by side, one core each (one text per run), not one text over all cores.
+    assert emb._workers == available_cores()
+    assert opts.intra_op_num_threads == (1 if emb._workers > 1 else available_cores())
     long_first = emb.embed(["x " * 300, "def f(): pass"])
     alone = emb.embed(["def f(): pass"])
     # int8 activations are quantized per batch, so company shifts a vector a little.
     assert float(long_first[1] @ alone[0]) > 0.98
+
+
+def test_texts_run_side_by_side_give_the_same_vectors_in_order():
+    texts = [f"def handler_{i}(request):\n    return route(request, {i})\n" * (1 + i % 5)
+             for i in range(37)]
+    one = create(EmbedderConfig(name="minilm", threads=1))
+    three = create(EmbedderConfig(name="minilm", threads=3))
+    a, b = one.embed(texts), three.embed(texts)
+    assert one._workers == 1 and three._workers == 3
+    assert np.array_equal(a, b)  # bit for bit: one text per run, whatever thread runs it
+    assert np.array_equal(b[5], three.embed([texts[5]])[0])
+
+
+def test_a_failing_run_on_a_worker_thread_reaches_the_caller():
+    emb = create(EmbedderConfig(name="minilm", threads=2))
+    emb.embed(["warm"])
+    real = emb._session
+
+    class Broken:
+        def __init__(self):
+            self.calls = 0
+
+        def get_inputs(self):
+            return real.get_inputs()
+
+        def run(self, names, feeds):
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("boom")
+            return real.run(names, feeds)
+
+    emb._session = Broken()
+    import pytest
+
+    from dsh_recall.core.errors import EmbedderError
+    with pytest.raises(EmbedderError, match="boom"):
+        emb.embed([f"text {i}" for i in range(8)])

@@ -205,7 +205,7 @@ class EmbedderConfig(_Section):
     batch_size: int = Field(32, ge=1, le=1024)
     concurrency: int = Field(2, ge=1, le=16)
     dim: int = Field(64, ge=2, le=8192)  # for name = "fake"
-    threads: int = Field(0, ge=0, le=64)  # onnxruntime intra-op threads; 0 = runtime default
+    threads: int = Field(0, ge=0, le=64)  # cores the local model may use; 0 = all this process may run on
 
 
 class HistoryConfig(_Section):

@@ -170,6 +170,7 @@ class OnnxEmbedder(Embedder):
         self._session: Any = None
         self._tokenizer: Any = None
         self._input_names: list[str] = []
+        self._workers = 1  # threads running texts side by side, set by _load
         self._lock = threading.Lock()
 
     # -- metadata (cheap, no model load) ------------------------------------------------
@@ -284,7 +285,11 @@ class OnnxEmbedder(Embedder):
             # On a shared machine spinning worker threads burn the cores other work needs
             # (and that our own next batch needs): idle threads sleep instead. One pool, as
             # many threads as cores this process may run on.
-            opts.intra_op_num_threads = self.cfg.threads or available_cores()
+            # With one text per run, texts run side by side (self._workers threads, one core
+            # each: _run_all); otherwise one run spreads over the cores.
+            cores = self.cfg.threads or available_cores()
+            self._workers = cores if self.one_text_per_run else 1
+            opts.intra_op_num_threads = 1 if self._workers > 1 else cores
             opts.inter_op_num_threads = 1
             opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -383,7 +388,7 @@ class OnnxEmbedder(Embedder):
         encs = tokenizer.encode_batch(texts)
         lengths = [max(1, len(e.ids)) for e in encs]
         order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        out: np.ndarray | None = None
+        groups: list[list[int]] = []
         start = 0
         while start < len(order):
             # Ascending lengths: grow the sub-batch while rows x longest fits the cap.
@@ -391,7 +396,12 @@ class OnnxEmbedder(Embedder):
             while (not self.one_text_per_run and end < len(order)
                    and (end + 1 - start) * lengths[order[end]] <= MAX_BATCH_TOKENS):
                 end += 1
-            idx = order[start:end]
+            groups.append(order[start:end])
+            start = end
+        pooled: list[np.ndarray | None] = [None] * len(groups)
+
+        def run_group(g: int) -> None:
+            idx = groups[g]
             width = lengths[idx[-1]]
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
@@ -407,13 +417,48 @@ class OnnxEmbedder(Embedder):
                 hidden = session.run(None, feeds)[0]
             except Exception as e:  # onnxruntime raises its own untyped errors
                 raise EmbedderError(f"model {self.name} failed on a batch: {e}") from e
-            pooled = self._pool(np.asarray(hidden, dtype=np.float32), mask)
-            if out is None:
-                out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
-            out[idx] = pooled
-            start = end
-        assert out is not None
+            pooled[g] = self._pool(np.asarray(hidden, dtype=np.float32), mask)
+
+        self._run_all(run_group, len(groups))
+        out = np.zeros((len(texts), pooled[0].shape[1]), dtype=np.float32)  # type: ignore[union-attr]
+        for idx, vecs in zip(groups, pooled):
+            out[idx] = vecs
         return out
+
+    def _run_all(self, run_group: Any, count: int) -> None:
+        """Run groups 0..count-1: in this thread, or on `self._workers` threads that each take
+        the next group (onnxruntime releases the GIL and a session may be run from several
+        threads at once). Texts run side by side on one thread each go 1.6-2x faster than one
+        text at a time spread over the cores: a text's matrices are too small to split well."""
+        workers = min(self._workers, count)
+        if workers <= 1:
+            for g in range(count):
+                run_group(g)
+            return
+        tickets = iter(range(count))
+        take = threading.Lock()
+        failed: list[BaseException] = []
+
+        def worker() -> None:
+            while not failed:
+                with take:
+                    g = next(tickets, None)
+                if g is None:
+                    return
+                try:
+                    run_group(g)
+                except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                    failed.append(e)
+
+        threads = [threading.Thread(target=worker, name="dsh-recall-embed", daemon=True)
+                   for _ in range(workers - 1)]
+        for t in threads:
+            t.start()
+        worker()
+        for t in threads:
+            t.join()
+        if failed:
+            raise failed[0]
 
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if hidden.ndim == 2:  # the model pooled already
