@@ -430,3 +430,26 @@ def test_files_skipped_after_reading_are_not_read_again_until_they_change(repo, 
     assert "bundle.js" in read
     svc.close()
     svc2.close()
+
+
+def test_a_large_index_run_warms_common_term_lists_and_a_small_one_does_not(tmp_path, monkeypatch):
+    from dsh_recall.services import code_prepare
+    from dsh_recall.stores import sqlite as sq
+
+    monkeypatch.setattr(code_prepare, "PARALLEL_MIN_FILES", 10)
+    monkeypatch.setattr(sq, "IMPACT_SYNC_ROWS", 5)
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    for i in range(30):
+        (repo / "pkg" / f"m{i:02d}.py").write_text(
+            f"def handler_{i}(request):\n    return dispatch(request, {i})\n")
+    cfg = load_config(workspace=repo, overrides={"embedder": {"name": "fake"}, "index_workers": 1})
+    svc = CodeService(repo, cfg, tmp_path / "home")
+    rep = svc.index(embed=False)
+    assert rep.indexed == 30 and rep.lists > 0
+    stats = svc.store._term_stats(["dispatch", "request"])
+    found, _, _ = svc.store.impacts.lookup(stats, svc.store._averages()[1])
+    assert set(found) == {"dispatch", "request"}
+    (repo / "pkg" / "m00.py").write_text("def handler_0(request):\n    return dispatch(request)\n")
+    assert svc.index(embed=False).lists == 0  # one file: queries patch what they need
+    assert svc.search("dispatch request")["results"]

@@ -281,3 +281,34 @@ def test_a_log_that_does_not_reach_back_means_scoring_anew(tmp_path, monkeypatch
     assert same_as_fts5(store) == 2 * len(QUERIES)
     assert "cookiejar" in computed
     store.close()
+
+
+def test_warm_common_brings_the_commonest_terms_up_to_date(tmp_path, monkeypatch):
+    """After a large index run the indexer computes the lists of terms too common for a
+    one-shot CLI to compute itself, commonest first, leaving out the terms it is told to."""
+    store, _ = make(tmp_path)
+    dfs = store.doc_freqs(WORDS)
+    cut = sorted(dfs.values())[len(dfs) // 2]  # "common": above the median row count
+    monkeypatch.setattr(sq, "IMPACT_SYNC_ROWS", cut)
+    common = {t for t, df in dfs.items() if df > cut}
+    rare = set(dfs) - common
+    assert common and rare  # the corpus has both, or the test proves nothing
+    # Before: a one-term query on a common term is answered by FTS5 (list too dear).
+    probe = max(common - {"data"}, key=dfs.get)
+    assert store._lexical_impacts(match_expression([probe]), 10) is None
+    assert store.warm_common(0.0) == 0  # no budget: nothing computed
+    assert "data" in common
+    warmed = store.warm_common(30.0, frozenset({"data"}))
+    found, stale, missing = store.impacts.lookup(store._term_stats(list(dfs)), store._averages()[1])
+    assert set(found) == common - {"data"} and not stale
+    assert "data" in missing and rare <= set(missing)
+    # Path tokens ("pkg", "py") are common terms too; each list warmed is a common term's.
+    everything = [t for (t,) in store.conn.execute("SELECT term FROM term_df")]
+    kept, _, _ = store.impacts.lookup(store._term_stats(everything), store._averages()[1])
+    assert warmed == len(kept) >= len(common) - 1
+    assert all(store.doc_freqs([t])[t] > cut for t in kept)
+    # After: the same query is summed from the list, and equals FTS5's answer.
+    got = store._lexical_impacts(match_expression([probe]), 10)
+    assert got is not None
+    close(got, store._bm25(match_expression([probe]), 10, None), 1e-9)
+    assert store.warm_common(30.0, frozenset({"data"})) == 0  # all current: nothing to do

@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ INDEX_BATCH_CHUNKS = 400
 VECTOR_RESERVE_S = 1.0
 # The search's vector-ranking thread: the CLI leaves without finalizing while it runs.
 VECTOR_THREAD = "vector-ranking"
+# After a large index run, the commonest terms' score lists are computed for this share of
+# the run's time, at most WARM_MAX_S (see _warm_common).
+WARM_SHARE = 0.1
+WARM_MAX_S = 10.0
 
 
 _sha = code_prepare.sha256
@@ -84,6 +89,7 @@ class IndexReport:
     problems: list[str] | None = None
     notes: list[str] | None = None
     seconds: float = 0.0
+    lists: int = 0  # score lists of common terms brought up to date (stores/impacts.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -107,6 +113,7 @@ class CodeService:
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
         self._vectors = VectorIndex()
+        self._bulk_run = False  # the last index_lexical wrote many files (see _warm_common)
         if self.store.get_meta("workspace") is None:
             self.store.set_meta("workspace", str(self.workspace))
 
@@ -175,6 +182,7 @@ class CodeService:
         # on a table filled first if the index was made before it.
         ensure = getattr(self.store, "ensure_term_df", None)
         bulk = ensure is not None and len(jobs) >= code_prepare.PARALLEL_MIN_FILES
+        self._bulk_run = bulk
         if bulk:
             self.store.suspend_term_df()
         elif ensure is not None:
@@ -219,6 +227,19 @@ class CodeService:
         self.store.set_meta("last_index", json.dumps({
             "time": time.time(), "skipped": rep.skipped, "problems": rep.problems}))
         return rep
+
+    def _warm_common(self, lexical_s: float) -> int:
+        """After a large run (a first index, a branch switch), the score lists of the
+        commonest terms, for a tenth of the run's time (at most WARM_MAX_S): the run lost or
+        outdated them, and a one-shot CLI never computes those itself. A failure costs only
+        the lists (a search answers without them)."""
+        warm = getattr(self.store, "warm_common", None)
+        if warm is None:
+            return 0
+        try:
+            return warm(min(WARM_MAX_S, WARM_SHARE * lexical_s), lex.STOPWORDS)
+        except (sqlite3.Error, OSError):
+            return 0
 
     # Files read and then skipped (minified, generated, binary...) keep no row, so without a
     # memory they were read again by every index run, and 200 of them made every run a bulk
@@ -282,6 +303,8 @@ class CodeService:
             progress = self._job_progress(job, progress)
             try:
                 rep = self.index_lexical(progress)
+                if self._bulk_run:
+                    rep.lists = self._warm_common(rep.seconds)
                 if embed:
                     t0 = time.monotonic()
                     try:

@@ -119,6 +119,8 @@ LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it 
 IMPACT_SYNC_ROWS = 2_000
 IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
+# warm_common looks at most at this many of the commonest terms.
+WARM_COMMON_TERMS = 2_000
 
 
 def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
@@ -575,6 +577,28 @@ class SqliteChunkStore:
         deadline = None if budget_s is None else time.monotonic() + budget_s
         fresh = self._refresh_lists([t for t in stats if t not in found], stale, deadline)
         return len(found) + len(fresh)
+
+    def warm_common(self, budget_s: float, skip: frozenset[str] = frozenset()) -> int:
+        """After a large index run: bring the score lists of the commonest terms up to date,
+        commonest first, until the budget runs out; returns how many were brought up to date.
+
+        Those are the terms a one-shot CLI never computes a list for (a list costs more than
+        its row share of one FTS5 query), so without this every CLI query holding one was
+        answered by FTS5 in full. Terms in `skip` (stopwords a query drops) are left out."""
+        if self.get_meta("term_df") != "1":
+            return 0
+        terms = [t for (t,) in self.conn.execute(
+            "SELECT term FROM term_df WHERE df > ? ORDER BY df DESC LIMIT ?",
+            (IMPACT_SYNC_ROWS, WARM_COMMON_TERMS)) if t not in skip]
+        if not terms:
+            return 0
+        stats = self._term_stats([t for t in terms if t.isascii() and _ONE_TOKEN.fullmatch(t)])
+        if not stats:
+            return 0
+        found, stale, missing = self.impacts.lookup(stats, self._averages()[1])
+        todo = [t for t in stats if t not in found]
+        fresh = self._refresh_lists(todo, stale, time.monotonic() + budget_s)
+        return len(fresh)
 
     def _warm_one(self, conn: sqlite3.Connection, term: str) -> impacts_mod.Entry | None:
         return self._compute_impact(conn, term, self.impacts.peek(term))
