@@ -5,7 +5,7 @@ SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
 - warm query p50 / p95 through the API (one process, as the MCP server runs), an MCP call
   and the CLI (a new process per call, as an agent's shell runs it), interleaved with
   `rg -i -l` over the same terms; how often the CLI's vector layer answered within the
-  deadline. "Warm" means the query's per-term score lists exist (stores/impacts.py); the
+  deadline; and the CLI again with `dsh-recall daemon` running (frontends/warm.py). "Warm" means the query's per-term score lists exist (stores/impacts.py); the
   API's first-sight column is each query with every list emptied before the run
 - RSS of the API process and of a CLI call; disk per chunk (SQLite + vector file)
 - pasted issues: the shipped path on first sight and with score lists, against the exact
@@ -13,13 +13,14 @@ SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
 - `--first-index DIR`: a first lexical index of a real tree in one process and with
   worker processes, in turn
 - embedding chunks/s of the shipped MiniLM on real chunks, idle and with two CPU hogs
+- `--hogs N`: the whole run with N CPU-bound processes beside it (a shared machine)
 
 Query timing uses the deterministic fake embedder at MiniLM's 384 dimensions: it is fast,
 so the figures show the index, not the model (a MiniLM query embedding adds a few ms, shown
 apart). Copies live under /tmp; each size gets a fresh recall home.
 
     python bench/scale.py [--sizes 10000,100000,300000] [--queries 20] [--no-embed-bench]
-                          [--reuse] [--first-index DIR]
+                          [--reuse] [--first-index DIR] [--hogs N]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -252,10 +254,16 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
         first.append((time.perf_counter() - t0) * 1000)
         svc.store.impacts.wait_idle(300)
     row.update(api_first_p50=pct(first, 50), api_first_p95=pct(first, 95))
-    api, cli, cli_cpu, rg, mcp_ms, vec_ok = [], [], [], [], [], 0
+    api, cli, cli_cpu, rg, mcp_ms, vec_ok, warm_cli = [], [], [], [], [], 0, []
     cli_rss = 0.0
     cmd = [sys.executable, "-m", "dsh_recall", "search", "--json", "--workspace", str(ws)]
+    alone_env = dict(env, DSH_RECALL_DAEMON="0")  # the cold CLI column never uses the daemon
     mcp = McpClient(env, ws)
+    daemon = subprocess.Popen([sys.executable, "-m", "dsh_recall", "daemon"], env=env,
+                              stderr=subprocess.PIPE, text=True)
+    assert "listening on" in daemon.stderr.readline()
+    for q in qs[:3]:
+        timed_child(cmd + ["--", q], env, ws)  # warm the daemon as the server was warmed
     for q in qs[:3]:
         mcp.search(q)  # warm the server as the API process was warmed
     for q in qs:  # interleaved, so a noisy neighbour hits every column alike
@@ -265,7 +273,7 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
         t0 = time.perf_counter()
         mcp.search(q)
         mcp_ms.append((time.perf_counter() - t0) * 1000)
-        wall, c, r, out = timed_child(cmd + ["--", q], env, ws)
+        wall, c, r, out = timed_child(cmd + ["--", q], alone_env, ws)
         cli.append(wall * 1000)
         cli_cpu.append(c * 1000)
         cli_rss = max(cli_rss, r)
@@ -273,12 +281,16 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
             vec_ok += "vector" in json.loads(out)["layers"]
         except (ValueError, KeyError):
             pass
+        warm_cli.append(timed_child(cmd + ["--", q], env, ws)[0] * 1000)
         terms = query_terms(q)[:48]
         if shutil.which("rg") and terms:
             rg_cmd = ["rg", "-i", "-l", "-F"] + [a for t in terms for a in ("-e", t)] + [str(ws)]
             wall, _, _, _ = timed_child(rg_cmd, env, ws)
             rg.append(wall * 1000)
     mcp.close()
+    daemon.send_signal(signal.SIGINT)
+    daemon.communicate(timeout=60)
+    row.update(daemon_p50=pct(warm_cli, 50), daemon_p95=pct(warm_cli, 95))
     row.update(long_query_check(svc))
     row.update(mcp_p50=pct(mcp_ms, 50), mcp_p95=pct(mcp_ms, 95))
     row.update(api_p50=pct(api, 50), api_p95=pct(api, 95), cli_p50=pct(cli, 50),
@@ -343,7 +355,19 @@ def main() -> None:
                          "pip download sympy==1.13.3 --no-deps, unzip the wheel)")
     ap.add_argument("--reuse", action="store_true",
                     help="query an index an earlier run left (no index timings then)")
+    ap.add_argument("--hogs", type=int, default=0,
+                    help="CPU-bound processes running through the whole run (a shared machine)")
     args = ap.parse_args()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    try:
+        run_all(args)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def run_all(args: argparse.Namespace) -> None:
 
     probe_home = TMP / "dsh-recall-scale" / "probe-home"
     shutil.rmtree(probe_home, ignore_errors=True)
@@ -353,7 +377,8 @@ def main() -> None:
     base_chunks = svc.index(embed=False).chunks
     svc.close()
     print(f"base: pytest + flask + requests = {base_chunks} chunks; "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
+          f"{os.cpu_count()} cores, {args.hogs} CPU hogs running, load average "
+          f"{os.getloadavg()[0]:.1f} at start", flush=True)
 
     rows = []
     for size in (int(s) for s in args.sizes.split(",") if s):
@@ -368,9 +393,9 @@ def main() -> None:
     print()
     print("| chunks | first index: lexical / + vectors (fake) | lexical CPU per chunk | unchanged "
           "| one file edited | API p50 / p95 (first sight) | MCP call p50 / p95 "
-          "| CLI p50 / p95 (CPU p50) | vector layer in CLI | `rg -i -l` p50 / p95 | RSS API / CLI "
-          "| disk per chunk |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| CLI p50 / p95 (CPU p50) | CLI with `dsh-recall daemon` p50 / p95 | vector layer in CLI "
+          "| `rg -i -l` p50 / p95 | RSS API / CLI | disk per chunk |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['chunks']:,} | {f(r['lex_s'], 1)} s / {f(r['embed_s'], 1)} s "
               f"| {f(r['lex_cpu_ms_chunk'], 2)} ms | {f(r['unchanged_s'], 2)} s | {f(r['edit_s'], 2)} s "
@@ -378,7 +403,7 @@ def main() -> None:
               f"({f(r['api_first_p50'])} / {f(r['api_first_p95'])} ms) "
               f"| {f(r['mcp_p50'])} / {f(r['mcp_p95'])} ms "
               f"| {f(r['cli_p50'])} / {f(r['cli_p95'])} ms ({f(r['cli_cpu_p50'])} ms) "
-              f"| {r['vec_ok']} | {f(r['rg_p50'])} / {f(r['rg_p95'])} ms "
+              f"| {f(r['daemon_p50'])} / {f(r['daemon_p95'])} ms | {r['vec_ok']} | {f(r['rg_p50'])} / {f(r['rg_p95'])} ms "
               f"| {f(r['api_rss'])} / {f(r['cli_rss'])} MB | {f(r['disk_b_chunk'])} B |")
     print()
     print("Pasted issues (51 SWE-bench dev texts, API, limit 10): the shipped path on first "

@@ -12,7 +12,10 @@ The handful of names a library user needs (imported lazily, so `import dsh_recal
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself costs a cold CLI about 10 ms to import
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

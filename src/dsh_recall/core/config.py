@@ -378,9 +378,11 @@ class Config(_Section):
 
 _SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank"}
 # Not settings: where data lives, which config file, which session the caller is in, and
-# the switches for tracebacks (the CLI's own error message names it) and the usage log.
+# the switches for tracebacks (the CLI's own error message names it), the usage log and
+# handing searches to a running daemon (DSH_RECALL_DAEMON=0: never).
 _RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION",
-                 "DSH_RECALL_CHANNEL", "DSH_RECALL_DEBUG", "DSH_RECALL_USAGE"}
+                 "DSH_RECALL_CHANNEL", "DSH_RECALL_DEBUG", "DSH_RECALL_USAGE",
+                 "DSH_RECALL_DAEMON"}
 
 # What a repository's own `.dsh-recall.toml` may set without the user trusting the file:
 # ranking and walking inside that workspace. Everything else chooses where data goes or

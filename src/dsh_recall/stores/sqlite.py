@@ -119,6 +119,10 @@ LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it 
 IMPACT_SYNC_ROWS = 2_000
 IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
+# Every store opened in this process computes missing score lists behind its answers (see
+# _lexical_impacts): set by a long-lived process that opens a store per request (the CLI
+# daemon); the MCP server and the web viewer set it per service (CodeService.keep_warm).
+WARM_BEHIND = False
 # warm_common looks at most at this many of the commonest terms.
 WARM_COMMON_TERMS = 2_000
 
@@ -187,7 +191,7 @@ class SqliteChunkStore:
         self._impacts: impacts_mod.ImpactCache | None = None
         # A long-lived process (the MCP server) computes missing score lists behind the
         # answer; a one-shot CLI leaves them (its process ends with the answer).
-        self.warm_behind = False
+        self.warm_behind = WARM_BEHIND
         self.use_impacts = True  # False: FTS5 answers every query (tests of that path)
         self._init_schema()
 

@@ -33,6 +33,7 @@ _COMMANDS = {
     "watch": ("watch", "watch"),
     "eval": ("eval", "eval_cmd"),
     "store": ("store", "store_group"),
+    "daemon": ("daemon", "daemon"),
 }
 
 

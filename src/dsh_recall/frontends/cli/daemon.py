@@ -1,0 +1,26 @@
+"""`dsh-recall daemon`: keep the CLI warm (frontends/warm.py)."""
+
+from __future__ import annotations
+
+import click
+
+from .common import handle_errors
+
+
+@click.command()
+@click.option("--idle-minutes", type=click.FloatRange(0.01, 24 * 60), default=30.0, show_default=True,
+              help="Exit after this long without a request.")
+@handle_errors
+def daemon(idle_minutes: float) -> None:
+    """Answer `dsh-recall search` from one warm process (same answers, a fraction of the
+    start-up) until idle; runs in the foreground, stop it with Ctrl-C."""
+    from ..warm import Daemon
+
+    d = Daemon(idle_minutes * 60, log=lambda msg: click.echo(f"dsh-recall daemon: {msg}", err=True))
+    sock = d.bind()
+    click.echo(f"dsh-recall daemon: listening on {d.path}", err=True)
+    try:
+        why = d.serve(sock)
+    except KeyboardInterrupt:
+        why = "interrupted"
+    click.echo(f"dsh-recall daemon: stopped ({why}) after {d.served} searches", err=True)

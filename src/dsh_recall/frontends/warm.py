@@ -1,0 +1,304 @@
+"""The warm CLI server (`dsh-recall daemon`) and the client side of it.
+
+A cold `dsh-recall search` spends most of its time before the search: starting Python,
+importing click, numpy and the services, opening the index. While a user runs
+`dsh-recall daemon`, a search is handed to that process instead, over a Unix socket in the
+recall home, and answered from already-loaded modules: the CLI prints exactly what it would
+have printed itself and exits with the same code. Without a daemon, or when it cannot serve
+this caller exactly as a local run would, the CLI runs the search itself.
+
+What keeps it exact and private:
+- Only `search` is handed over. The daemon runs it through the same click command, in the
+  caller's working directory, one request at a time.
+- The caller's environment must match the daemon's where it can change an answer (every
+  DSH_* variable, HOME) and both must run the same interpreter and package folder; else the
+  daemon declines and the CLI runs locally. The daemon also declines, and exits, once the
+  package's files change under it (an upgrade or an edit).
+- The socket lives in `<recall home>/run/` (mode 0700), is itself 0600, and the daemon
+  answers only connections from its own user id (SO_PEERCRED where the OS has it).
+- It exits after `idle_s` without a request.
+
+This module imports nothing heavy: the client runs it before click is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+PROTOCOL = 1
+MAX_REQUEST = 1 << 20  # bytes: argv is capped per argument (core.clean.QUERY_CHARS) anyway
+CONNECT_TIMEOUT_S = 0.5
+ANSWER_TIMEOUT_S = 120.0  # a first search of a big tree indexes it first
+FORWARDED = frozenset({"search"})
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _home() -> Path:
+    from ..core.paths import recall_home
+
+    return recall_home()
+
+
+def socket_path(home: Path | None = None) -> Path:
+    """The daemon's socket for this interpreter and package, under the recall home."""
+    ident = f"{sys.executable}\0{_PACKAGE}\0{os.getuid()}"
+    name = "cli-" + hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:12] + ".sock"
+    return (home or _home()) / "run" / name
+
+
+def env_key(environ: dict[str, str] | None = None) -> str:
+    """What, in an environment, can change a CLI answer: every DSH_* variable and HOME."""
+    env = os.environ if environ is None else environ
+    items = sorted((k, v) for k, v in env.items() if k.startswith("DSH_") or k == "HOME")
+    return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def code_stamp() -> str:
+    """The package's source files as they are now (names, sizes, mtimes): an edit or an
+    upgrade under a running daemon changes it."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(_PACKAGE):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for f in sorted(files):
+            if f.endswith((".py", ".json", ".mjs")):
+                try:
+                    st = os.stat(os.path.join(root, f))
+                except OSError:
+                    continue
+                h.update(f"{root}/{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def command_of(args: list[str]) -> str | None:
+    """The subcommand named in argv (after the group's own options)."""
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--config":
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return None
+
+
+# -- client ----------------------------------------------------------------------------
+
+def _recv_line(sock: socket.socket, limit: int) -> bytes | None:
+    buf = bytearray()
+    while b"\n" not in buf:
+        part = sock.recv(65536)
+        if not part:
+            return bytes(buf) if buf else None
+        buf += part
+        if len(buf) > limit:
+            return None
+    return bytes(buf[: buf.index(b"\n")])
+
+
+def forward(args: list[str]) -> int | None:
+    """Hand this CLI call to a running daemon: print its answer and return the exit code,
+    or None when there is no daemon or it declined (the caller then runs the command)."""
+    if command_of(args) not in FORWARDED or os.environ.get("DSH_RECALL_DAEMON") == "0":
+        return None
+    try:
+        path = socket_path()
+    except (OSError, RuntimeError):
+        return None
+    if not path.exists():
+        return None
+    try:
+        request = {"v": PROTOCOL, "argv": args, "cwd": os.getcwd(), "env": env_key()}
+        data = (json.dumps(request) + "\n").encode("ascii")  # lone surrogates as \udcxx
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(CONNECT_TIMEOUT_S)
+            sock.connect(str(path))
+            sock.settimeout(ANSWER_TIMEOUT_S)
+            sock.sendall(data)
+            line = _recv_line(sock, 256 << 20)
+    except (OSError, ValueError):
+        return None  # none listening, a stale socket, a timeout: run it here
+    try:
+        reply = json.loads(line) if line else None
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or not reply.get("ok"):
+        return None
+    out, err = reply.get("stdout", ""), reply.get("stderr", "")
+    try:
+        if out:
+            sys.stdout.write(out)
+        if err:
+            sys.stderr.write(err)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    code = reply.get("code", 1)
+    return code if isinstance(code, int) else 1
+
+
+# -- server ----------------------------------------------------------------------------
+
+class Daemon:
+    """Serves forwarded CLI calls, one at a time, until idle or stopped."""
+
+    def __init__(self, idle_s: float, log=None):
+        self.idle_s = idle_s
+        self.path = socket_path()
+        self.env = env_key()
+        self.stamp = code_stamp()
+        self.log = log or (lambda msg: None)
+        self.served = 0
+
+    def bind(self) -> socket.socket:
+        folder = self.path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        st = folder.stat()
+        if st.st_uid != os.getuid():
+            raise OSError(f"{folder} belongs to another user")
+        os.chmod(folder, 0o700)
+        if len(str(self.path).encode()) >= 104:
+            raise OSError(f"socket path too long for this OS: {self.path} (set DSH_RECALL_HOME "
+                          "to a shorter folder)")
+        if self.path.exists():
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.settimeout(CONNECT_TIMEOUT_S)
+                probe.connect(str(self.path))
+                raise OSError(f"a daemon already listens on {self.path}")
+            except (ConnectionRefusedError, FileNotFoundError, socket.timeout):
+                self.path.unlink(missing_ok=True)  # left by a daemon that died
+            finally:
+                probe.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(str(self.path))
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        sock.listen(16)
+        return sock
+
+    def serve(self, sock: socket.socket) -> str:
+        """Answer until idle for idle_s or the code changes; returns why it stopped."""
+        from .cli import cli  # the full CLI, loaded once
+
+        self._cli = cli
+        # Load what a search needs now, not on the first request.
+        from ..core.lazy import np
+        from ..services import code  # noqa: F401
+        from ..stores import sqlite
+
+        np.zeros(1)
+        sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next
+        last = time.monotonic()
+        try:
+            while True:
+                sock.settimeout(max(0.05, min(5.0, self.idle_s - (time.monotonic() - last))))
+                try:
+                    conn, _ = sock.accept()
+                except socket.timeout:
+                    if time.monotonic() - last >= self.idle_s:
+                        return "idle"
+                    continue
+                with conn:
+                    stop = self._handle(conn)
+                last = time.monotonic()
+                if stop:
+                    return stop
+        finally:
+            sock.close()
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def _peer_ok(self, conn: socket.socket) -> bool:
+        opt = getattr(socket, "SO_PEERCRED", None)
+        if opt is None:
+            return True  # the 0700 folder and the 0600 socket keep other users out
+        import struct
+
+        creds = conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        return uid == os.getuid()
+
+    def _reply(self, conn: socket.socket, reply: dict) -> None:
+        try:
+            conn.sendall((json.dumps(reply) + "\n").encode("ascii"))
+        except OSError:
+            pass
+
+    def _handle(self, conn: socket.socket) -> str | None:
+        conn.settimeout(10.0)
+        try:
+            if not self._peer_ok(conn):
+                return None
+            line = _recv_line(conn, MAX_REQUEST)
+            req = json.loads(line) if line else None
+        except (OSError, ValueError):
+            return None
+        if not isinstance(req, dict) or req.get("v") != PROTOCOL:
+            self._reply(conn, {"ok": False, "why": "protocol"})
+            return None
+        args, cwd = req.get("argv"), req.get("cwd")
+        if (not isinstance(args, list) or not all(isinstance(a, str) for a in args)
+                or not isinstance(cwd, str)):
+            self._reply(conn, {"ok": False, "why": "malformed"})
+            return None
+        if req.get("env") != self.env:
+            self._reply(conn, {"ok": False, "why": "environment differs"})
+            return None
+        if code_stamp() != self.stamp:
+            self._reply(conn, {"ok": False, "why": "code changed"})
+            return "code changed"
+        if command_of(args) not in FORWARDED:
+            self._reply(conn, {"ok": False, "why": "not forwarded"})
+            return None
+        t0 = time.monotonic()
+        code, out, err = self._run(args, cwd)
+        self.served += 1
+        self.log(f"served {command_of(args)} in {(time.monotonic() - t0) * 1000:.0f} ms, exit {code}")
+        conn.settimeout(ANSWER_TIMEOUT_S)
+        self._reply(conn, {"ok": True, "code": code, "stdout": out, "stderr": err})
+        return None
+
+    def _run(self, args: list[str], cwd: str) -> tuple[int, str, str]:
+        """Run one CLI call here as `dsh-recall` would run it: the same argument cleaning,
+        the caller's cwd, stdout and stderr captured."""
+        import io
+
+        from ..core.clean import QUERY_CHARS, cap_query, clean_text
+        from .cli import common
+
+        args = [cap_query(clean_text(a), QUERY_CHARS) for a in args]
+        out, err = io.StringIO(), io.StringIO()
+        saved = sys.stdout, sys.stderr, os.getcwd()
+        common._SHOWN.clear()  # config notices are shown once per call, as in a fresh process
+        code = 0
+        try:
+            os.chdir(cwd)
+            sys.stdout, sys.stderr = out, err
+            self._cli(args=args, prog_name="dsh-recall", standalone_mode=True)
+        except SystemExit as e:
+            if isinstance(e.code, str):
+                err.write(e.code + "\n")
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception as e:  # noqa: BLE001 - what the CLI's last net prints (a gone cwd too)
+            err.write(common.one_line_error(e) + "\n")
+            code = 1
+        finally:
+            sys.stdout, sys.stderr = saved[0], saved[1]
+            try:
+                os.chdir(saved[2])
+            except OSError:
+                pass
+        return code, out.getvalue(), err.getvalue()

@@ -1,0 +1,177 @@
+"""`dsh-recall daemon`: a CLI search handed to a warm process answers exactly as the CLI
+would alone, and the CLI runs alone whenever the daemon cannot stand in for it exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dsh_recall.frontends import warm
+
+PY = '''\
+def retry_request(session, url, attempts=3):
+    """Retry an HTTP request with exponential backoff."""
+    for n in range(attempts):
+        try:
+            return session.get(url)
+        except OSError:
+            sleep(2 ** n)
+
+
+class TokenBucket:
+    """Rate limiting for outgoing calls."""
+
+    def take(self, n=1):
+        self.tokens -= n
+'''
+
+
+@pytest.fixture()
+def setup(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "net.py").write_text(PY)
+    (repo / "pkg" / "other.py").write_text("def unrelated():\n    return 42\n")
+    home = tmp_path / "h"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
+    env.update(DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake")
+    run(env, repo, "index", "--wait", "--json")
+    procs: list[subprocess.Popen] = []
+    yield repo, home, env, procs
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def run(env, cwd, *args, extra=None):
+    e = dict(env, **(extra or {}))
+    return subprocess.run([sys.executable, "-m", "dsh_recall", *args], cwd=cwd, env=e,
+                          capture_output=True, text=True, timeout=120)
+
+
+def start(env, procs, *args) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "dsh_recall", "daemon", *args], env=env,
+                         stderr=subprocess.PIPE, text=True)
+    procs.append(p)
+    line = p.stderr.readline()  # "listening on ..." once bound
+    assert "listening on" in line, line
+    return p
+
+
+def sock_of(env) -> Path:
+    old = os.environ.get("DSH_RECALL_HOME")
+    os.environ["DSH_RECALL_HOME"] = env["DSH_RECALL_HOME"]
+    try:
+        return warm.socket_path()
+    finally:
+        if old is None:
+            del os.environ["DSH_RECALL_HOME"]
+        else:
+            os.environ["DSH_RECALL_HOME"] = old
+
+
+def stop(p: subprocess.Popen) -> str:
+    p.send_signal(signal.SIGINT)
+    return p.communicate(timeout=30)[1]
+
+
+def answer(out: str) -> dict:
+    data = json.loads(out)
+    data.pop("elapsed_ms", None)
+    return data
+
+
+def test_a_handed_over_search_answers_as_the_cli_alone(setup):
+    repo, home, env, procs = setup
+    d = start(env, procs, "--idle-minutes", "5")
+    path = sock_of(env)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    queries = [["retry", "with", "backoff", "--json"], ["--json", "--files", "rate", "limiting"],
+               ["TokenBucket", "take", "--json", "-n", "1"], ["--json", "--lexical-only", "nothing_here_at_all"]]
+    for q in queries:
+        via = run(env, repo / "pkg", "search", *q)
+        alone = run(env, repo / "pkg", "search", *q, extra={"DSH_RECALL_DAEMON": "0"})
+        assert via.returncode == alone.returncode == 0, (via.stderr, alone.stderr)
+        assert answer(via.stdout) == answer(alone.stdout)
+        assert via.stderr == alone.stderr
+    # Human output and a usage error are the same too.
+    for q in [["retry", "backoff"], ["--limit", "0", "x"]]:
+        via = run(env, repo, "search", *q)
+        alone = run(env, repo, "search", *q, extra={"DSH_RECALL_DAEMON": "0"})
+        assert via.returncode == alone.returncode
+        assert via.stdout == alone.stdout and via.stderr == alone.stderr
+    log = stop(d)
+    assert log.count("served search") == len(queries) + 2
+
+
+def test_the_cli_runs_alone_when_the_daemon_cannot_stand_in(setup):
+    repo, home, env, procs = setup
+    d = start(env, procs, "--idle-minutes", "5")
+    # Another setting in the caller's environment: the daemon declines, the answer obeys it.
+    got = run(env, repo, "search", "--json", "retry", extra={"DSH_RECALL_LIMIT": "1"})
+    assert got.returncode == 0 and len(json.loads(got.stdout)["results"]) == 1
+    # Commands other than search are never handed over.
+    assert run(env, repo, "status", "--json").returncode == 0
+    log = stop(d)
+    assert "served" not in log
+    # A daemon killed with -9 leaves its socket behind: the CLI answers alone, and a new
+    # daemon takes the socket over.
+    d = start(env, procs, "--idle-minutes", "5")
+    d.kill()
+    d.wait()
+    assert sock_of(env).exists()
+    got = run(env, repo, "search", "--json", "retry")
+    assert got.returncode == 0 and json.loads(got.stdout)["results"]
+    d = start(env, procs, "--idle-minutes", "5")
+    assert run(env, repo, "search", "--json", "retry").returncode == 0
+    assert "served search" in stop(d)
+    assert not sock_of(env).exists()
+
+
+def test_a_second_daemon_refuses_and_an_idle_one_exits(setup):
+    repo, home, env, procs = setup
+    d = start(env, procs, "--idle-minutes", "0.02")
+    second = run(env, repo, "daemon")
+    assert second.returncode == 1 and "already listens" in second.stderr
+    assert d.wait(timeout=30) == 0  # idle for 1.2 s: gone by itself
+    assert "stopped (idle)" in d.stderr.read()
+    assert not sock_of(env).exists()
+
+
+def test_a_daemon_declines_once_its_code_changed_and_checks_the_caller(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSH_RECALL_HOME", str(tmp_path / "h"))
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(warm, "_PACKAGE", pkg)
+    d = warm.Daemon(60.0)
+    before = warm.code_stamp()
+    (pkg / "a.py").write_text("x = 22\n")
+    assert warm.code_stamp() != before
+
+    def ask(request: dict) -> tuple[dict, str | None]:
+        a, b = socket.socketpair()
+        with a, b:
+            a.sendall((json.dumps(request) + "\n").encode())
+            stop = d._handle(b)
+            return json.loads(a.recv(65536)), stop
+
+    good = {"v": warm.PROTOCOL, "argv": ["search", "x"], "cwd": str(tmp_path), "env": warm.env_key()}
+    assert ask({**good, "env": "other"})[0] == {"ok": False, "why": "environment differs"}
+    assert ask({**good, "argv": "search x"})[0]["why"] == "malformed"
+    assert ask({**good, "v": 99})[0]["why"] == "protocol"
+    reply, why = ask(good)
+    assert reply == {"ok": False, "why": "code changed"} and why == "code changed"
+    d.stamp = warm.code_stamp()
+    assert ask({**good, "argv": ["index", "."]})[0]["why"] == "not forwarded"
