@@ -111,8 +111,16 @@ def test_a_handed_over_search_answers_as_the_cli_alone(setup):
         alone = run(env, repo, "search", *q, extra={"DSH_RECALL_DAEMON": "0"})
         assert via.returncode == alone.returncode
         assert via.stdout == alone.stdout and via.stderr == alone.stderr
+    # Calls at once: each gets its own answer (they take turns inside the daemon).
+    import concurrent.futures as cf
+
+    q = ["retry", "with", "backoff", "--json"]
+    alone = answer(run(env, repo, "search", *q, extra={"DSH_RECALL_DAEMON": "0"}).stdout)
+    with cf.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda _: run(env, repo, "search", *q), range(4)))
+    assert all(o.returncode == 0 and answer(o.stdout) == alone for o in outs)
     log = stop(d)
-    assert log.count("served search") == len(queries) + 2
+    assert len(queries) + 2 < log.count("served search") <= len(queries) + 6
 
 
 def test_the_cli_runs_alone_when_the_daemon_cannot_stand_in(setup):
@@ -175,3 +183,7 @@ def test_a_daemon_declines_once_its_code_changed_and_checks_the_caller(tmp_path,
     assert reply == {"ok": False, "why": "code changed"} and why == "code changed"
     d.stamp = warm.code_stamp()
     assert ask({**good, "argv": ["index", "."]})[0]["why"] == "not forwarded"
+    # A search still running holds the turn: the next call is declined after a short wait.
+    monkeypatch.setattr(warm, "BUSY_WAIT_S", 0.05)
+    with d._turn:
+        assert ask(good)[0] == {"ok": False, "why": "busy"}

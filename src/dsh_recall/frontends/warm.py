@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ PROTOCOL = 1
 MAX_REQUEST = 1 << 20  # bytes: argv is capped per argument (core.clean.QUERY_CHARS) anyway
 CONNECT_TIMEOUT_S = 0.5
 ANSWER_TIMEOUT_S = 120.0  # a first search of a big tree indexes it first
+BUSY_WAIT_S = 1.0  # a call waits this long for its turn, then its CLI answers alone
 FORWARDED = frozenset({"search"})
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -156,6 +158,7 @@ class Daemon:
         self.stamp = code_stamp()
         self.log = log or (lambda msg: None)
         self.served = 0
+        self._turn = threading.Lock()  # one search at a time: they share cwd and stdout
 
     def bind(self) -> socket.socket:
         folder = self.path.parent
@@ -188,7 +191,10 @@ class Daemon:
         return sock
 
     def serve(self, sock: socket.socket) -> str:
-        """Answer until idle for idle_s or the code changes; returns why it stopped."""
+        """Answer until idle for idle_s or the code changes; returns why it stopped. Each
+        connection gets a thread; the searches themselves run one at a time (they share the
+        process's cwd and stdout), and a call that waits past BUSY_WAIT_S for its turn is
+        declined, so its CLI answers alone instead of queueing behind a long one."""
         from .cli import cli  # the full CLI, loaded once
 
         self._cli = cli
@@ -199,27 +205,35 @@ class Daemon:
 
         np.zeros(1)
         sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next
-        last = time.monotonic()
+        self._last = time.monotonic()
+        self._stop: str | None = None
         try:
-            while True:
-                sock.settimeout(max(0.05, min(5.0, self.idle_s - (time.monotonic() - last))))
+            while self._stop is None:
+                idle = time.monotonic() - self._last
+                if idle >= self.idle_s and not self._turn.locked():
+                    return "idle"
+                sock.settimeout(max(0.05, min(0.5, self.idle_s - idle)))
                 try:
                     conn, _ = sock.accept()
                 except socket.timeout:
-                    if time.monotonic() - last >= self.idle_s:
-                        return "idle"
                     continue
-                with conn:
-                    stop = self._handle(conn)
-                last = time.monotonic()
-                if stop:
-                    return stop
+                self._last = time.monotonic()
+                threading.Thread(target=self._serve_one, args=(conn,), daemon=True,
+                                 name="dsh-recall-daemon-call").start()
+            return self._stop
         finally:
             sock.close()
             try:
                 self.path.unlink(missing_ok=True)
             except OSError:
                 pass
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        with conn:
+            stop = self._handle(conn)
+        self._last = time.monotonic()
+        if stop:
+            self._stop = stop
 
     def _peer_ok(self, conn: socket.socket) -> bool:
         opt = getattr(socket, "SO_PEERCRED", None)
@@ -263,9 +277,15 @@ class Daemon:
         if command_of(args) not in FORWARDED:
             self._reply(conn, {"ok": False, "why": "not forwarded"})
             return None
-        t0 = time.monotonic()
-        code, out, err = self._run(args, cwd)
-        self.served += 1
+        if not self._turn.acquire(timeout=BUSY_WAIT_S):
+            self._reply(conn, {"ok": False, "why": "busy"})
+            return None
+        try:
+            t0 = time.monotonic()
+            code, out, err = self._run(args, cwd)
+            self.served += 1
+        finally:
+            self._turn.release()
         self.log(f"served {command_of(args)} in {(time.monotonic() - t0) * 1000:.0f} ms, exit {code}")
         conn.settimeout(ANSWER_TIMEOUT_S)
         self._reply(conn, {"ok": True, "code": code, "stdout": out, "stderr": err})

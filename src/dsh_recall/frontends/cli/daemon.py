@@ -14,9 +14,17 @@ from .common import handle_errors
 def daemon(idle_minutes: float) -> None:
     """Answer `dsh-recall search` from one warm process (same answers, a fraction of the
     start-up) until idle; runs in the foreground, stop it with Ctrl-C."""
+    import sys
+
     from ..warm import Daemon
 
-    d = Daemon(idle_minutes * 60, log=lambda msg: click.echo(f"dsh-recall daemon: {msg}", err=True))
+    real = sys.stderr  # searches swap sys.stderr while they run; the log goes here
+
+    def log(msg: str) -> None:
+        real.write(f"dsh-recall daemon: {msg}\n")
+        real.flush()
+
+    d = Daemon(idle_minutes * 60, log=log)
     sock = d.bind()
     click.echo(f"dsh-recall daemon: listening on {d.path}", err=True)
     try:
