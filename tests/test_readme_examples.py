@@ -281,6 +281,28 @@ def watch(cmd: str, w: dict) -> None:
         proc.wait(30)
 
 
+def daemon(cmd: str, w: dict) -> None:
+    # "While it runs, each CLI `search` hands the call to it ...: the same bytes and exit code"
+    import subprocess
+
+    query = ["search", "where is the occupancy state machine decided"]
+    proc = subprocess.Popen([EXE, *shlex.split(cmd)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=str(w["proj"]))
+    try:
+        assert "listening" in proc.stderr.readline()
+        via = subprocess.run([EXE, *query], capture_output=True, text=True, cwd=str(w["proj"]),
+                             timeout=120)
+        alone = subprocess.run([EXE, *query], capture_output=True, text=True,
+                               cwd=str(w["proj"]), timeout=120,
+                               env={**os.environ, "DSH_RECALL_DAEMON": "0"})
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=30)[1]
+    assert via.returncode == alone.returncode == 0, (via.stderr, alone.stderr)
+    assert via.stdout == alone.stdout and "src/occupancy.py" in via.stdout
+    assert "served search" in log, log
+
+
 def eval_cases(cmd: str, w: dict) -> None:
     # "Hit@k, MRR and nDCG@10 on your own cases, for any source"
     cases = w["proj"] / "cases.jsonl"
@@ -313,6 +335,7 @@ CHECKS: dict[str, Callable[[str, dict], None]] = {
     "eval cases.jsonl": eval_cases,
     "config show": config_show,
     "trust": trust,
+    "daemon": daemon,
 }
 
 
