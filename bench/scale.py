@@ -288,7 +288,7 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
             wall, _, _, _ = timed_child(rg_cmd, env, ws)
             rg.append(wall * 1000)
     mcp.close()
-    daemon.send_signal(signal.SIGINT)
+    daemon.send_signal(signal.SIGTERM)  # a background job may ignore SIGINT
     daemon.communicate(timeout=60)
     row.update(daemon_p50=pct(warm_cli, 50), daemon_p95=pct(warm_cli, 95))
     row.update(long_query_check(svc))

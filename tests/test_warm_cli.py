@@ -155,6 +155,12 @@ def test_a_second_daemon_refuses_and_an_idle_one_exits(setup):
     assert d.wait(timeout=30) == 0  # idle for 1.2 s: gone by itself
     assert "stopped (idle)" in d.stderr.read()
     assert not sock_of(env).exists()
+    # SIGTERM (a service manager, `kill`) stops it as Ctrl-C does: socket gone, exit 0.
+    d = start(env, procs)
+    assert sock_of(env).exists()
+    d.send_signal(signal.SIGTERM)
+    assert "stopped (terminated)" in d.communicate(timeout=30)[1] and d.returncode == 0
+    assert not sock_of(env).exists()
 
 
 def test_a_daemon_declines_once_its_code_changed_and_checks_the_caller(tmp_path, monkeypatch):

@@ -195,19 +195,19 @@ class Daemon:
         connection gets a thread; the searches themselves run one at a time (they share the
         process's cwd and stdout), and a call that waits past BUSY_WAIT_S for its turn is
         declined, so its CLI answers alone instead of queueing behind a long one."""
-        from .cli import cli  # the full CLI, loaded once
+        try:  # from the start: a stop signal during the imports still removes the socket
+            from .cli import cli  # the full CLI, loaded once
 
-        self._cli = cli
-        # Load what a search needs now, not on the first request.
-        from ..core.lazy import np
-        from ..services import code  # noqa: F401
-        from ..stores import sqlite
+            self._cli = cli
+            # Load what a search needs now, not on the first request.
+            from ..core.lazy import np
+            from ..services import code  # noqa: F401
+            from ..stores import sqlite
 
-        np.zeros(1)
-        sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next
-        self._last = time.monotonic()
-        self._stop: str | None = None
-        try:
+            np.zeros(1)
+            sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next
+            self._last = time.monotonic()
+            self._stop: str | None = None
             while self._stop is None:
                 idle = time.monotonic() - self._last
                 if idle >= self.idle_s and not self._turn.locked():

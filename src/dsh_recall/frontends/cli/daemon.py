@@ -14,9 +14,20 @@ from .common import handle_errors
 def daemon(idle_minutes: float) -> None:
     """Answer `dsh-recall search` from one warm process (same answers, a fraction of the
     start-up) until idle; runs in the foreground, stop it with Ctrl-C."""
+    import signal
     import sys
 
     from ..warm import Daemon
+
+    class _Stop(Exception):
+        pass
+
+    def terminate(_sig, _frame) -> None:
+        raise _Stop
+
+    # A service manager or `kill` stops it with SIGTERM: leave as Ctrl-C does, socket
+    # removed. (A daemon started in the background by a script may ignore SIGINT.)
+    signal.signal(signal.SIGTERM, terminate)
 
     real = sys.stderr  # searches swap sys.stderr while they run; the log goes here
 
@@ -31,4 +42,6 @@ def daemon(idle_minutes: float) -> None:
         why = d.serve(sock)
     except KeyboardInterrupt:
         why = "interrupted"
+    except _Stop:
+        why = "terminated"
     click.echo(f"dsh-recall daemon: stopped ({why}) after {d.served} searches", err=True)
