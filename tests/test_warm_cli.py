@@ -129,6 +129,9 @@ def test_the_cli_runs_alone_when_the_daemon_cannot_stand_in(setup):
     # Another setting in the caller's environment: the daemon declines, the answer obeys it.
     got = run(env, repo, "search", "--json", "retry", extra={"DSH_RECALL_LIMIT": "1"})
     assert got.returncode == 0 and len(json.loads(got.stdout)["results"]) == 1
+    # A credential an http embedder could read (`api_key_env` names any variable) differs.
+    got = run(env, repo, "search", "--json", "retry", extra={"MY_EMBED_API_KEY": "other"})
+    assert got.returncode == 0
     # Commands other than search are never handed over.
     assert run(env, repo, "status", "--json").returncode == 0
     log = stop(d)

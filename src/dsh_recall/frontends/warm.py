@@ -11,7 +11,7 @@ What keeps it exact and private:
 - Only `search` is handed over. The daemon runs it through the same click command, in the
   caller's working directory, one request at a time.
 - The caller's environment must match the daemon's where it can change an answer (every
-  DSH_* variable, HOME) and both must run the same interpreter and package folder; else the
+  DSH_* variable, HOME, any credential-like variable an http embedder may read) and both must run the same interpreter and package folder; else the
   daemon declines and the CLI runs locally. The daemon also declines, and exits, once the
   package's files change under it (an upgrade or an edit).
 - The socket lives in `<recall home>/run/` (mode 0700), is itself 0600, and the daemon
@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -54,10 +55,18 @@ def socket_path(home: Path | None = None) -> Path:
     return (home or _home()) / "run" / name
 
 
+# Credentials an http embedder or reranker reads from a variable the config names
+# (`api_key_env`): the name is anyone's choice, so every variable that looks like a
+# credential counts. Only a hash of the values crosses the socket.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+
+
 def env_key(environ: dict[str, str] | None = None) -> str:
-    """What, in an environment, can change a CLI answer: every DSH_* variable and HOME."""
+    """What, in an environment, can change a CLI answer: every DSH_* variable, HOME and
+    every credential-like variable (see _SECRET_NAME)."""
     env = os.environ if environ is None else environ
-    items = sorted((k, v) for k, v in env.items() if k.startswith("DSH_") or k == "HOME")
+    items = sorted((k, v) for k, v in env.items()
+                   if k.startswith("DSH_") or k == "HOME" or _SECRET_NAME.search(k))
     return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -202,10 +211,12 @@ class Daemon:
             # Load what a search needs now, not on the first request.
             from ..core.lazy import np
             from ..services import code  # noqa: F401
+            from ..services import vectors
             from ..stores import sqlite
 
             np.zeros(1)
             sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next
+            vectors.SHARE_EMBEDDERS = True  # the model loads once, not per search
             self._last = time.monotonic()
             self._stop: str | None = None
             while self._stop is None:
