@@ -152,17 +152,17 @@ def test_the_cli_runs_alone_when_the_daemon_cannot_stand_in(setup):
 
 def test_a_second_daemon_refuses_and_an_idle_one_exits(setup):
     repo, home, env, procs = setup
-    d = start(env, procs, "--idle-minutes", "0.02")
+    d = start(env, procs, "--idle-minutes", "5")
     second = run(env, repo, "daemon")
     assert second.returncode == 1 and "already listens" in second.stderr
-    assert d.wait(timeout=30) == 0  # idle for 1.2 s: gone by itself
-    assert "stopped (idle)" in d.stderr.read()
-    assert not sock_of(env).exists()
     # SIGTERM (a service manager, `kill`) stops it as Ctrl-C does: socket gone, exit 0.
-    d = start(env, procs)
     assert sock_of(env).exists()
     d.send_signal(signal.SIGTERM)
     assert "stopped (terminated)" in d.communicate(timeout=30)[1] and d.returncode == 0
+    assert not sock_of(env).exists()
+    d = start(env, procs, "--idle-minutes", "0.02")
+    assert d.wait(timeout=30) == 0  # idle for 1.2 s: gone by itself
+    assert "stopped (idle)" in d.stderr.read()
     assert not sock_of(env).exists()
 
 
