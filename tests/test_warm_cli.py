@@ -196,3 +196,51 @@ def test_a_daemon_declines_once_its_code_changed_and_checks_the_caller(tmp_path,
     monkeypatch.setattr(warm, "BUSY_WAIT_S", 0.05)
     with d._turn:
         assert ask(good)[0] == {"ok": False, "why": "busy"}
+
+
+def test_a_stopped_daemon_or_a_call_it_cannot_serve_exactly_leaves_the_cli_alone(setup):
+    repo, home, env, procs = setup
+    d = start(env, procs, "--idle-minutes", "5")
+    q = ["retry", "backoff", "--json"]
+    alone = answer(run(env, repo, "search", *q, extra={"DSH_RECALL_DAEMON": "0"}).stdout)
+    # Setting DSH_RECALL_DAEMON to anything but 0 does not stop a hand-over.
+    assert answer(run(env, repo, "search", *q, extra={"DSH_RECALL_DAEMON": "1"}).stdout) == alone
+    assert "served search" in d.stderr.readline()
+    # Output that is not UTF-8, and help (wrapped to the caller's terminal), stay local.
+    asc = run(env, repo, "search", "retry", "backoff", extra={"PYTHONIOENCODING": "ascii"})
+    assert asc.returncode == 0 and "retry_request" in asc.stdout
+    assert "Usage:" in run(env, repo, "search", "--help", extra={"COLUMNS": "50"}).stdout
+    # A stopped daemon (Ctrl-Z in its terminal) still accepts connections; it answers no
+    # heartbeat, so the CLI gives up on it within seconds and answers alone.
+    d.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        got = run(env, repo, "search", *q)
+        assert got.returncode == 0 and answer(got.stdout) == alone
+        assert time.monotonic() - t0 < warm.SILENCE_S + 60
+    finally:
+        d.send_signal(signal.SIGCONT)
+    # Served after the first: at most the abandoned call (after SIGCONT), never the ascii or
+    # help calls.
+    assert stop(d).count("served search") <= 1
+
+
+def test_a_caller_confined_otherwise_than_the_daemon_is_refused():
+    import shutil
+
+    plain = subprocess.Popen(["sleep", "30"])
+    try:
+        assert warm.same_confinement(plain.pid)
+    finally:
+        plain.kill()
+        plain.wait()
+    assert not warm.same_confinement(2 ** 22 + 12345)  # no such process: refused
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    boxed = subprocess.Popen(["setpriv", "--no-new-privs", "sleep", "30"])
+    try:
+        time.sleep(0.5)  # setpriv has exec'd sleep with the flag set
+        assert not warm.same_confinement(boxed.pid)
+    finally:
+        boxed.kill()
+        boxed.wait()

@@ -15,7 +15,10 @@ What keeps it exact and private:
   daemon declines and the CLI runs locally. The daemon also declines, and exits, once the
   package's files change under it (an upgrade or an edit).
 - The socket lives in `<recall home>/run/` (mode 0700), is itself 0600, and the daemon
-  answers only connections from its own user id (SO_PEERCRED where the OS has it).
+  answers only connections from its own user id (SO_PEERCRED where the OS has it) whose
+  process is confined as the daemon is (`same_confinement`: a sandboxed caller runs alone).
+- A call in the daemon's hands hears a heartbeat; a silent daemon (stopped, wedged) makes
+  its client run the search itself after SILENCE_S.
 - It exits after `idle_s` without a request.
 
 This module imports nothing heavy: the client runs it before click is loaded.
@@ -36,7 +39,11 @@ from pathlib import Path
 PROTOCOL = 1
 MAX_REQUEST = 1 << 20  # bytes: argv is capped per argument (core.clean.QUERY_CHARS) anyway
 CONNECT_TIMEOUT_S = 0.5
-ANSWER_TIMEOUT_S = 120.0  # a first search of a big tree indexes it first
+ANSWER_TIMEOUT_S = 120.0  # the daemon's own cap on writing an answer to a slow reader
+# While a call is in the daemon's hands it sends a heartbeat (a space) every HEARTBEAT_S; a
+# client that hears nothing for SILENCE_S (a stopped or wedged daemon) runs the search itself.
+HEARTBEAT_S = 0.5
+SILENCE_S = 3.0
 BUSY_WAIT_S = 1.0  # a call waits this long for its turn, then its CLI answers alone
 FORWARDED = frozenset({"search"})
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -66,7 +73,8 @@ def env_key(environ: dict[str, str] | None = None) -> str:
     every credential-like variable (see _SECRET_NAME)."""
     env = os.environ if environ is None else environ
     items = sorted((k, v) for k, v in env.items()
-                   if k.startswith("DSH_") or k == "HOME" or _SECRET_NAME.search(k))
+                   if (k.startswith("DSH_") or k == "HOME" or _SECRET_NAME.search(k))
+                   and k != "DSH_RECALL_DAEMON")
     return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -102,21 +110,41 @@ def command_of(args: list[str]) -> str | None:
 # -- client ----------------------------------------------------------------------------
 
 def _recv_line(sock: socket.socket, limit: int) -> bytes | None:
+    """One line, heartbeat spaces before it dropped; each recv waits at most the socket's
+    timeout (a silent peer raises socket.timeout)."""
     buf = bytearray()
     while b"\n" not in buf:
         part = sock.recv(65536)
         if not part:
             return bytes(buf) if buf else None
-        buf += part
+        buf += part if buf else part.lstrip(b" ")
         if len(buf) > limit:
             return None
     return bytes(buf[: buf.index(b"\n")])
+
+
+def _utf8(stream) -> bool:
+    enc = getattr(stream, "encoding", None) if stream is not None else None
+    return bool(enc) and enc.lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def _wants_help(args: list[str]) -> bool:
+    for a in args:
+        if a == "--":
+            return False
+        if a in ("-h", "--help"):
+            return True
+    return False
 
 
 def forward(args: list[str]) -> int | None:
     """Hand this CLI call to a running daemon: print its answer and return the exit code,
     or None when there is no daemon or it declined (the caller then runs the command)."""
     if command_of(args) not in FORWARDED or os.environ.get("DSH_RECALL_DAEMON") == "0":
+        return None
+    # The daemon's answer is UTF-8 text, and help is wrapped to the terminal: a stream that
+    # is closed or not UTF-8, or a help request, is served here as the CLI alone would.
+    if not (_utf8(sys.stdout) and _utf8(sys.stderr)) or _wants_help(args):
         return None
     try:
         path = socket_path()
@@ -130,11 +158,14 @@ def forward(args: list[str]) -> int | None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(CONNECT_TIMEOUT_S)
             sock.connect(str(path))
-            sock.settimeout(ANSWER_TIMEOUT_S)
+            sock.settimeout(SILENCE_S)
             sock.sendall(data)
             line = _recv_line(sock, 256 << 20)
     except (OSError, ValueError):
-        return None  # none listening, a stale socket, a timeout: run it here
+        return None  # none listening, a stale socket, a silent daemon: run it here
+    except KeyboardInterrupt:
+        sys.stderr.write("\nAborted!\n")  # what click prints on Ctrl-C, with its exit code
+        return 1
     try:
         reply = json.loads(line) if line else None
     except ValueError:
@@ -156,6 +187,31 @@ def forward(args: list[str]) -> int | None:
 
 
 # -- server ----------------------------------------------------------------------------
+
+def _status_fields(pid: str) -> dict[str, str]:
+    with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+        return {k: v.strip() for k, _, v in (ln.partition(":") for ln in f)
+                if k in ("NoNewPrivs", "Seccomp")}
+
+
+def same_confinement(pid: int) -> bool:
+    """Whether the peer process sees the files this daemon sees and runs under no sandbox
+    the daemon is not under: the same mount namespace and root, the same seccomp mode and
+    no_new_privs flag. A sandboxed agent (bwrap, a mount namespace, seccomp) reaching the
+    socket must not read through the daemon what its sandbox hides. Where /proc does not
+    exist there is nothing to compare (True); a peer it cannot read is refused."""
+    if not os.path.isdir("/proc/self"):
+        return True
+    try:
+        if os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
+            return False
+        theirs, ours = os.stat(f"/proc/{pid}/root"), os.stat("/proc/self/root")
+        if (theirs.st_dev, theirs.st_ino) != (ours.st_dev, ours.st_ino):
+            return False
+        return _status_fields(str(pid)) == _status_fields("self")
+    except OSError:
+        return False
+
 
 class Daemon:
     """Serves forwarded CLI calls, one at a time, until idle or stopped."""
@@ -253,8 +309,8 @@ class Daemon:
         import struct
 
         creds = conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        return uid == os.getuid()
+        pid, uid, _gid = struct.unpack("3i", creds)
+        return uid == os.getuid() and same_confinement(pid)
 
     def _reply(self, conn: socket.socket, reply: dict) -> None:
         try:
@@ -288,18 +344,39 @@ class Daemon:
         if command_of(args) not in FORWARDED:
             self._reply(conn, {"ok": False, "why": "not forwarded"})
             return None
-        if not self._turn.acquire(timeout=BUSY_WAIT_S):
-            self._reply(conn, {"ok": False, "why": "busy"})
-            return None
+        # From here on the caller hears a heartbeat until its answer: a daemon that stops
+        # (SIGSTOP, a wedged search) falls silent, and its client runs the search itself.
+        stop_beat, sending = threading.Event(), threading.Lock()
+
+        def beat() -> None:
+            while not stop_beat.wait(HEARTBEAT_S):
+                with sending:
+                    try:
+                        conn.sendall(b" ")
+                    except OSError:
+                        return
+
+        beater = threading.Thread(target=beat, name="dsh-recall-daemon-beat", daemon=True)
+        beater.start()
         try:
-            t0 = time.monotonic()
-            code, out, err = self._run(args, cwd)
-            self.served += 1
+            if not self._turn.acquire(timeout=BUSY_WAIT_S):
+                reply = {"ok": False, "why": "busy"}
+            else:
+                try:
+                    t0 = time.monotonic()
+                    code, out, err = self._run(args, cwd)
+                    self.served += 1
+                finally:
+                    self._turn.release()
+                self.log(f"served {command_of(args)} in {(time.monotonic() - t0) * 1000:.0f} ms, "
+                         f"exit {code}")
+                reply = {"ok": True, "code": code, "stdout": out, "stderr": err}
         finally:
-            self._turn.release()
-        self.log(f"served {command_of(args)} in {(time.monotonic() - t0) * 1000:.0f} ms, exit {code}")
-        conn.settimeout(ANSWER_TIMEOUT_S)
-        self._reply(conn, {"ok": True, "code": code, "stdout": out, "stderr": err})
+            stop_beat.set()
+            beater.join()
+        with sending:
+            conn.settimeout(ANSWER_TIMEOUT_S)
+            self._reply(conn, reply)
         return None
 
     def _run(self, args: list[str], cwd: str) -> tuple[int, str, str]:
