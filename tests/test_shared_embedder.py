@@ -32,7 +32,14 @@ def test_embedders_are_shared_only_when_asked(monkeypatch, tmp_path):
     model = folder / "model.onnx"
     st = model.stat()
     os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    assert vectors.load_embedder(cfg)[0] is not first
+    second = vectors.load_embedder(cfg)[0]
+    assert second is not first
+    before = second.fingerprint
+    # An edited config.json (a query prefix changes the vector space) is a new one too.
+    (folder / "config.json").write_text((folder / "config.json").read_text().replace(
+        '"query_prefix": ""', '"query_prefix": "query: "'))
+    third = vectors.load_embedder(cfg)[0]
+    assert third is not second and third.fingerprint != before
     # A model that cannot load still degrades with its reason, shared or not.
     none, why = vectors.load_embedder(EmbedderConfig(name="onnx"))
     assert none is None and "model_dir" in why

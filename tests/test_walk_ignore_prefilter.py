@@ -37,3 +37,15 @@ def test_rel_is_a_slice_under_the_base_and_relpath_elsewhere():
     assert ws._rel("/r/a/b.py", "/r") == "a/b.py"
     assert ws._rel("/r/a/b.py", "/r/a") == "b.py"
     assert ws._rel("/rr/a.py", "/r") == os.path.relpath("/rr/a.py", "/r")  # not under it
+
+
+def test_a_bracket_holding_group_syntax_is_not_rewritten():
+    # pathspec copies a bracket expression verbatim: `[(?P<a>]` ignores files named "a" or
+    # "P"; rewriting "(?P<...>" inside it once let those through the prefilter.
+    for lines in (["[(?P<a>]"], ["[(?P<ps_d>/)]x"], ["*.log", "[(?P<a>]"]):
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        fast = [("/r", spec, ws._any_pattern(spec))]
+        plain = [("/r", spec, None)]
+        for name in ("a", "P", "<", "x", "Px", "b.log", "z"):
+            for is_dir in (False, True):
+                assert ws._ignored(fast, "/r/" + name, is_dir) == ws._ignored(plain, "/r/" + name, is_dir), (lines, name)

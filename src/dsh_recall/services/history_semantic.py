@@ -4,24 +4,18 @@ within a time budget, ranked by cosine margin, gated by coverage."""
 from __future__ import annotations
 
 import time as _time
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, text_hash
 from ..core.config import Config
 from ..core.errors import RecallError
 from ..stores.history import HistoryStore
-from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, sync_vector_file
-
-_EMBEDDERS: dict[str, Any] = {}
-
+from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, shared_embedder, sync_vector_file
 
 def _embedder(cfg: Config):
-    key = cfg.embedder.model_dump_json()
-    if key not in _EMBEDDERS:
-        from ..embedders import create
-
-        _EMBEDDERS[key] = create(cfg.embedder)
-    return _EMBEDDERS[key]
+    """Kept per process (`vectors.shared_embedder`: bounded, renewed when the model's files
+    change): the history layer is asked again and again by a long-lived server."""
+    return shared_embedder(cfg.embedder)
 
 
 class SemanticLayer:

@@ -71,11 +71,12 @@ SHARE_EMBEDDERS = False
 _SHARED: dict[tuple, Embedder] = {}
 _SHARED_LOCK = threading.Lock()
 _SHARED_MAX = 4
+_MODEL_FILES = ("model.onnx", "config.json", "tokenizer.json", "SHA256SUMS")
 
 
 def _model_stamp(cfg: EmbedderConfig) -> tuple:
-    """What tells a model file replaced in place: its size, inode and mtime (a shared
-    embedder keeps the model it loaded)."""
+    """What tells a model folder's files replaced or edited in place (size, inode, mtime of
+    each): a shared embedder keeps the model, tokenizer and settings it loaded."""
     folder = cfg.model_dir if cfg.name == "onnx" else None
     if cfg.name == "minilm":
         from ..embedders.onnx import shipped_model_dir
@@ -83,27 +84,34 @@ def _model_stamp(cfg: EmbedderConfig) -> tuple:
         folder = str(shipped_model_dir("minilm-l6-v2-int8"))
     if not folder:
         return ()
-    try:
-        st = (Path(folder).expanduser() / "model.onnx").stat()
-    except OSError:
-        return ()
-    return st.st_size, st.st_ino, st.st_mtime_ns
+    out = []
+    for name in _MODEL_FILES:
+        try:
+            st = (Path(folder).expanduser() / name).stat()
+            out.append((name, st.st_size, st.st_ino, st.st_mtime_ns))
+        except OSError:
+            out.append((name, None))
+    return tuple(out)
+
+
+def shared_embedder(cfg: EmbedderConfig) -> Embedder:
+    """One embedder per configuration and model files in this process (at most _SHARED_MAX
+    kept); raises as `embedders.create` does."""
+    key = (cfg.model_dump_json(), tuple(sorted(cfg.model_fields_set)), _model_stamp(cfg))
+    with _SHARED_LOCK:
+        emb = _SHARED.get(key)
+        if emb is None:
+            emb = create_embedder(cfg)
+            if len(_SHARED) >= _SHARED_MAX:
+                _SHARED.pop(next(iter(_SHARED)))
+            _SHARED[key] = emb
+        return emb
 
 
 def load_embedder(cfg: EmbedderConfig) -> tuple[Embedder | None, str | None]:
     """(embedder, None) or (None, why it cannot load): a missing model degrades, never fails."""
     try:
-        if not SHARE_EMBEDDERS:
-            return create_embedder(cfg), None
-        key = (cfg.model_dump_json(), _model_stamp(cfg))
-        with _SHARED_LOCK:
-            emb = _SHARED.get(key)
-            if emb is None:
-                emb = create_embedder(cfg)
-                if len(_SHARED) >= _SHARED_MAX:
-                    _SHARED.pop(next(iter(_SHARED)))
-                _SHARED[key] = emb
-        return emb, None
+        return (shared_embedder(cfg) if SHARE_EMBEDDERS else create_embedder(cfg)), None
     except (RecallError, ImportError, OSError) as e:
         return None, str(e)
 

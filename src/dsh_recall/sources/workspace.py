@@ -17,6 +17,7 @@ import functools
 import os
 import re
 import stat
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..core.errors import InputError
 from ..core.types import SourceFile
 
-_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+_PS_GROUP = "(?P<ps_d>/)"  # the one named group pathspec's gitwildmatch regexes carry
 
 if TYPE_CHECKING:
     import pathspec
@@ -295,12 +296,24 @@ def _any_pattern(spec: pathspec.PathSpec) -> Callable[[str], Any] | None:
             continue  # a blank or comment line
         if regex is None or not hasattr(regex, "pattern"):
             return None
-        # Named groups would clash when joined; only whether something matches counts here.
-        sources.append(_NAMED_GROUP.sub("(?:", regex.pattern))
+        # pathspec's own named group would clash when joined (only whether something matches
+        # counts here). Only that exact group is renamed: a bracket expression in the
+        # pattern is copied verbatim and may hold the same characters. Any other named group
+        # means a form this was not built for: no prefilter.
+        src = regex.pattern
+        for suffix in ("(?:" + _PS_GROUP + "|$)", _PS_GROUP):  # pathspec ends with it
+            if src.endswith(suffix):
+                src = src[: -len(suffix)] + suffix.replace(_PS_GROUP, "(?:/)")
+                break
+        if "(?P<" in src:
+            return None
+        sources.append(src)
     if not sources:
         return lambda rel: None
     try:
-        return re.compile("|".join(f"(?:{x})" for x in sources)).search
+        with warnings.catch_warnings():  # `[[:space:]]` warns once per pattern already
+            warnings.simplefilter("ignore")
+            return re.compile("|".join(f"(?:{x})" for x in sources)).search
     except re.error:
         return None
 
