@@ -9,6 +9,8 @@ allows as an escape (`"\\ud800"`).
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from .errors import InputError
@@ -45,6 +47,21 @@ def clean_text(value: str | bytes | bytearray) -> str:
     # UTF-16 round trip: a well-formed high+low pair becomes one character, every
     # remaining surrogate (lone, or argv's surrogateescape \udcXX) becomes U+FFFD.
     return value.encode("utf-16-le", errors="surrogatepass").decode("utf-16-le", errors="replace")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _picture(m: "re.Match[str]") -> str:
+    c = ord(m.group())
+    return chr(0x2400 + c) if c < 0x20 else "\u2421" if c == 0x7F else "\ufffd"
+
+
+def for_terminal(text: str) -> str:
+    """`text` with every control character but tab and newline shown as a symbol (ESC as
+    U+241B, C1 controls as U+FFFD): a repository's file or a tool's log must not move the
+    cursor, recolour or retitle the user's terminal when an excerpt of it is printed."""
+    return _CONTROL.sub(_picture, text) if _CONTROL.search(text) else text
 
 
 def refuse_nul(value: str, what: str) -> str:

@@ -41,12 +41,12 @@ def get_config(ctx: click.Context, workspace: Path | None = None, **overrides: A
 
 def emit(data: Any, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
     """Print `data` as JSON or through its human renderer; always valid UTF-8."""
-    from ...core.clean import clean_text
+    from ...core.clean import clean_text, for_terminal
 
     if as_json or human is None:
         out = json.dumps(data, ensure_ascii=False, indent=None if as_json else 2)
     else:
-        out = human(data)
+        out = for_terminal(human(data))  # excerpts of files and logs: no terminal controls
     click.echo(clean_text(out))
 
 

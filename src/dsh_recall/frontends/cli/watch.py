@@ -38,7 +38,9 @@ def watch(ctx: click.Context, directories: tuple[str, ...], no_notes: bool, as_j
     cfg = get_config(ctx, spaces[0])
 
     def show(e: dict[str, Any]) -> None:
-        click.echo(json.dumps(e, ensure_ascii=False) if as_json else _line(e))
+        from ...core.clean import for_terminal
+
+        click.echo(json.dumps(e, ensure_ascii=False) if as_json else for_terminal(_line(e)))
 
     watcher = watch_mod.build(cfg, spaces, notes=not no_notes, on_event=show)
     names = ", ".join(f"{t.kind} {t.name}" for t in watcher.targets)
