@@ -244,3 +244,21 @@ def test_a_caller_confined_otherwise_than_the_daemon_is_refused():
     finally:
         boxed.kill()
         boxed.wait()
+
+
+def test_both_streams_on_one_file_interleave_as_the_cli_alone_writes_them(setup):
+    repo, home, env, procs = setup
+    # A setting the repository may not make: the CLI notes it on stderr before its answer.
+    (repo / ".dsh-recall.toml").write_text('[mcp]\nhost = "0.0.0.0"\n')
+    d = start(env, procs, "--idle-minutes", "5")
+
+    def merged(extra):
+        return subprocess.run([sys.executable, "-m", "dsh_recall", "search", "retry", "backoff"],
+                              cwd=repo, env=dict(env, **extra), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+
+    alone = merged({"DSH_RECALL_DAEMON": "0"})
+    via = merged({})
+    assert "mcp.host" in alone and alone.index("mcp.host") < alone.index("retry_request")
+    assert via == alone
+    assert "served search" in stop(d)

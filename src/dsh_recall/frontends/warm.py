@@ -172,15 +172,18 @@ def forward(args: list[str]) -> int | None:
         return None
     if not isinstance(reply, dict) or not reply.get("ok"):
         return None
-    out, err = reply.get("stdout", ""), reply.get("stderr", "")
+    order = reply.get("order")
+    if not isinstance(order, list):
+        order = [[1, reply.get("stdout", "")], [2, reply.get("stderr", "")]]
     try:
-        if out:
-            sys.stdout.write(out)
-        if err:
-            sys.stderr.write(err)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
+        # In the order the command wrote them, each piece flushed before the next: with
+        # both streams on one file (2>&1) the lines interleave as the CLI alone writes them.
+        for fd, text in order:
+            if isinstance(text, str) and text:
+                stream = sys.stdout if fd == 1 else sys.stderr
+                stream.write(text)
+                stream.flush()
+    except (OSError, ValueError, TypeError):
         pass
     code = reply.get("code", 1)
     return code if isinstance(code, int) else 1
@@ -325,7 +328,7 @@ class Daemon:
                 return None
             line = _recv_line(conn, MAX_REQUEST)
             req = json.loads(line) if line else None
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: absurdly nested JSON
             return None
         if not isinstance(req, dict) or req.get("v") != PROTOCOL:
             self._reply(conn, {"ok": False, "why": "protocol"})
@@ -364,13 +367,14 @@ class Daemon:
             else:
                 try:
                     t0 = time.monotonic()
-                    code, out, err = self._run(args, cwd)
+                    code, out, err, order = self._run(args, cwd)
                     self.served += 1
                 finally:
                     self._turn.release()
                 self.log(f"served {command_of(args)} in {(time.monotonic() - t0) * 1000:.0f} ms, "
                          f"exit {code}")
-                reply = {"ok": True, "code": code, "stdout": out, "stderr": err}
+                reply = {"ok": True, "code": code, "stdout": out, "stderr": err,
+                         "order": order}
         finally:
             stop_beat.set()
             beater.join()
@@ -379,16 +383,31 @@ class Daemon:
             self._reply(conn, reply)
         return None
 
-    def _run(self, args: list[str], cwd: str) -> tuple[int, str, str]:
+    def _run(self, args: list[str], cwd: str) -> tuple[int, str, str, list]:
         """Run one CLI call here as `dsh-recall` would run it: the same argument cleaning,
-        the caller's cwd, stdout and stderr captured."""
+        the caller's cwd, stdout and stderr captured (and the order of their writes)."""
         import io
 
         from ..core.clean import QUERY_CHARS, cap_query, clean_text
         from .cli import common
 
         args = [cap_query(clean_text(a), QUERY_CHARS) for a in args]
-        out, err = io.StringIO(), io.StringIO()
+        tape: list[list] = []  # [stream 1 or 2, text] in the order written
+
+        class _Recorded(io.StringIO):
+            def __init__(self, fd: int):
+                super().__init__()
+                self.fd = fd
+
+            def write(self, text: str) -> int:
+                if text:
+                    if tape and tape[-1][0] == self.fd:
+                        tape[-1][1] += text
+                    else:
+                        tape.append([self.fd, text])
+                return super().write(text)
+
+        out, err = _Recorded(1), _Recorded(2)
         saved = sys.stdout, sys.stderr, os.getcwd()
         common._SHOWN.clear()  # config notices are shown once per call, as in a fresh process
         code = 0
@@ -409,4 +428,4 @@ class Daemon:
                 os.chdir(saved[2])
             except OSError:
                 pass
-        return code, out.getvalue(), err.getvalue()
+        return code, out.getvalue(), err.getvalue(), tape
