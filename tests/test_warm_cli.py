@@ -262,3 +262,21 @@ def test_both_streams_on_one_file_interleave_as_the_cli_alone_writes_them(setup)
     assert "mcp.host" in alone and alone.index("mcp.host") < alone.index("retry_request")
     assert via == alone
     assert "served search" in stop(d)
+
+
+def test_the_socket_path_is_held_by_one_daemon_for_its_life(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSH_RECALL_HOME", str(tmp_path / "h"))
+    first = warm.Daemon(60.0)
+    sock = first.bind()
+    try:
+        # Even with no socket file to probe (removed by hand, or not bound yet), a second
+        # daemon cannot take the path while the first lives.
+        first.path.unlink()
+        with pytest.raises(OSError, match="already listens"):
+            warm.Daemon(60.0).bind()
+    finally:
+        sock.close()
+        os.close(first._lock_fd)
+    second = warm.Daemon(60.0)
+    second.bind().close()  # the first is gone: the path is free
+    os.close(second._lock_fd)

@@ -238,6 +238,17 @@ class Daemon:
         if len(str(self.path).encode()) >= 104:
             raise OSError(f"socket path too long for this OS: {self.path} (set DSH_RECALL_HOME "
                           "to a shorter folder)")
+        # Held for the daemon's life: two daemons starting at once cannot both take the
+        # path (each could remove the other's socket), and only the holder removes it.
+        import fcntl
+
+        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise OSError(f"a daemon already listens on {self.path}") from None
+        self._lock_fd = fd
         if self.path.exists():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -297,6 +308,9 @@ class Daemon:
                 self.path.unlink(missing_ok=True)
             except OSError:
                 pass
+            if getattr(self, "_lock_fd", None) is not None:
+                os.close(self._lock_fd)  # releases the lock: another daemon may start
+                self._lock_fd = None
 
     def _serve_one(self, conn: socket.socket) -> None:
         with conn:
