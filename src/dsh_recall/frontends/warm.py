@@ -27,6 +27,7 @@ This module imports nothing heavy: the client runs it before click is loaded.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -174,7 +175,7 @@ def forward(args: list[str]) -> int | None:
         return None
     order = reply.get("order")
     if not isinstance(order, list):
-        order = [[1, reply.get("stdout", "")], [2, reply.get("stderr", "")]]
+        return None
     try:
         # In the order the command wrote them, each piece flushed before the next: with
         # both streams on one file (2>&1) the lines interleave as the CLI alone writes them.
@@ -190,6 +191,23 @@ def forward(args: list[str]) -> int | None:
 
 
 # -- server ----------------------------------------------------------------------------
+
+class _Recorded(io.StringIO):
+    """One of a call's output streams (1 stdout, 2 stderr): its writes also go, in order,
+    onto the tape both streams share, so the client replays them interleaved as written."""
+
+    def __init__(self, fd: int, tape: list[list]):
+        super().__init__()
+        self.fd, self.tape = fd, tape
+
+    def write(self, text: str) -> int:
+        if text:
+            if self.tape and self.tape[-1][0] == self.fd:
+                self.tape[-1][1] += text
+            else:
+                self.tape.append([self.fd, text])
+        return super().write(text)
+
 
 def _status_fields(pid: str) -> dict[str, str]:
     with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
@@ -381,14 +399,13 @@ class Daemon:
             else:
                 try:
                     t0 = time.monotonic()
-                    code, out, err, order = self._run(args, cwd)
+                    code, order = self._run(args, cwd)
                     self.served += 1
                 finally:
                     self._turn.release()
                 self.log(f"served {command_of(args)} in {(time.monotonic() - t0) * 1000:.0f} ms, "
                          f"exit {code}")
-                reply = {"ok": True, "code": code, "stdout": out, "stderr": err,
-                         "order": order}
+                reply = {"ok": True, "code": code, "order": order}
         finally:
             stop_beat.set()
             beater.join()
@@ -397,31 +414,16 @@ class Daemon:
             self._reply(conn, reply)
         return None
 
-    def _run(self, args: list[str], cwd: str) -> tuple[int, str, str, list]:
+    def _run(self, args: list[str], cwd: str) -> tuple[int, list]:
         """Run one CLI call here as `dsh-recall` would run it: the same argument cleaning,
-        the caller's cwd, stdout and stderr captured (and the order of their writes)."""
-        import io
-
+        the caller's cwd; returns the exit code and what it wrote to stdout (1) and stderr
+        (2), in the order written."""
         from ..core.clean import QUERY_CHARS, cap_query, clean_text
         from .cli import common
 
         args = [cap_query(clean_text(a), QUERY_CHARS) for a in args]
         tape: list[list] = []  # [stream 1 or 2, text] in the order written
-
-        class _Recorded(io.StringIO):
-            def __init__(self, fd: int):
-                super().__init__()
-                self.fd = fd
-
-            def write(self, text: str) -> int:
-                if text:
-                    if tape and tape[-1][0] == self.fd:
-                        tape[-1][1] += text
-                    else:
-                        tape.append([self.fd, text])
-                return super().write(text)
-
-        out, err = _Recorded(1), _Recorded(2)
+        out, err = _Recorded(1, tape), _Recorded(2, tape)
         saved = sys.stdout, sys.stderr, os.getcwd()
         common._SHOWN.clear()  # config notices are shown once per call, as in a fresh process
         code = 0
@@ -442,4 +444,4 @@ class Daemon:
                 os.chdir(saved[2])
             except OSError:
                 pass
-        return code, out.getvalue(), err.getvalue(), tape
+        return code, tape

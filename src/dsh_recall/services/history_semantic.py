@@ -12,11 +12,6 @@ from ..core.errors import RecallError
 from ..stores.history import HistoryStore
 from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, shared_embedder, sync_vector_file
 
-def _embedder(cfg: Config):
-    """Kept per process (`vectors.shared_embedder`: bounded, renewed when the model's files
-    change): the history layer is asked again and again by a long-lived server."""
-    return shared_embedder(cfg.embedder)
-
 
 class SemanticLayer:
     """Vectors of blocks, keyed by the hash of the text embedded (chunkers.transcript.
@@ -34,7 +29,8 @@ class SemanticLayer:
         self.status = "ok"
         self.emb = None
         try:
-            self.emb = _embedder(cfg)
+            # Kept per process: a long-lived server asks the history layer again and again.
+            self.emb = shared_embedder(cfg.embedder)
             fp = f"{self.emb.fingerprint}|{CHUNKER_VERSION}|{EMBED_TEXT_VERSION}"
             if store.get_meta("fingerprint") != fp:
                 # Never mix two vector spaces: a new embedder starts from zero.

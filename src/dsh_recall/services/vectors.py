@@ -68,26 +68,23 @@ def file_lock(path: Path, timeout_s: float | None) -> Iterator[bool]:
 # embedder per configuration is then kept across requests, so the model and its runtime
 # session load once instead of on every search (about 120 ms for the shipped model).
 SHARE_EMBEDDERS = False
-_SHARED: dict[tuple, Embedder] = {}
+_SHARED: dict[tuple, tuple[Embedder, tuple]] = {}  # config -> (embedder, its files' stamp)
 _SHARED_LOCK = threading.Lock()
 _SHARED_MAX = 4
 _MODEL_FILES = ("model.onnx", "config.json", "tokenizer.json", "SHA256SUMS")
 
 
-def _model_stamp(cfg: EmbedderConfig) -> tuple:
-    """What tells a model folder's files replaced or edited in place (size, inode, mtime of
-    each): a shared embedder keeps the model, tokenizer and settings it loaded."""
-    folder = cfg.model_dir if cfg.name == "onnx" else None
-    if cfg.name == "minilm":
-        from ..embedders.onnx import shipped_model_dir
-
-        folder = str(shipped_model_dir("minilm-l6-v2-int8"))
-    if not folder:
+def _files_stamp(emb: Embedder) -> tuple:
+    """Size, inode and mtime of the files an embedder loaded from its model folder (none
+    for one without a folder): a shared embedder keeps the model, tokenizer and settings it
+    loaded, so a folder edited in place must get a new one."""
+    folder = getattr(emb, "model_dir", None)
+    if folder is None:
         return ()
     out = []
     for name in _MODEL_FILES:
         try:
-            st = (Path(folder).expanduser() / name).stat()
+            st = (Path(folder) / name).stat()
             out.append((name, st.st_size, st.st_ino, st.st_mtime_ns))
         except OSError:
             out.append((name, None))
@@ -95,16 +92,18 @@ def _model_stamp(cfg: EmbedderConfig) -> tuple:
 
 
 def shared_embedder(cfg: EmbedderConfig) -> Embedder:
-    """One embedder per configuration and model files in this process (at most _SHARED_MAX
-    kept); raises as `embedders.create` does."""
-    key = (cfg.model_dump_json(), tuple(sorted(cfg.model_fields_set)), _model_stamp(cfg))
+    """One embedder per configuration in this process (at most _SHARED_MAX kept), renewed
+    when its model folder's files change; raises as `embedders.create` does."""
+    key = (cfg.model_dump_json(), tuple(sorted(cfg.model_fields_set)))
     with _SHARED_LOCK:
-        emb = _SHARED.get(key)
-        if emb is None:
-            emb = create_embedder(cfg)
-            if len(_SHARED) >= _SHARED_MAX:
-                _SHARED.pop(next(iter(_SHARED)))
-            _SHARED[key] = emb
+        kept = _SHARED.get(key)
+        if kept is not None and _files_stamp(kept[0]) == kept[1]:
+            return kept[0]
+        emb = create_embedder(cfg)
+        _SHARED.pop(key, None)
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[key] = (emb, _files_stamp(emb))
         return emb
 
 
