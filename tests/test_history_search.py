@@ -89,6 +89,78 @@ def test_coverage_gate_keeps_semantic_out_until_embedded(corpus, cfg):
         store.close()
 
 
+def _many(tmp_path: Path, session: str, n: int, name: str) -> Path:
+    return _write(tmp_path / name, [{"session": session, "seq": k, "role": "user",
+                                     "text": f"{session} turn {k} about the ledger and pool {k * 7}"}
+                                    for k in range(n)])
+
+
+def test_search_skips_a_backlog_it_cannot_embed_in_its_budget(tmp_path, cfg):
+    """A search embeds toward the gate only when the gap fits its budget at the rate this
+    embedder last reached; a bigger backlog answers at once, saying how to catch up."""
+    quiet = load_config(overrides={"embedder": {"name": "fake"}, "embed_budget_s": 0})
+    svc.import_paths([str(_many(tmp_path, "big", 300, "big.jsonl"))], fmt="generic", cfg=quiet)
+    store = svc.open_store()
+    try:
+        sem = svc.SemanticLayer(store, cfg)
+        assert store.embedded_count(None) == 0 and sem.known_rate() is None
+        store.set_meta("embed_rate", f"{sem.emb.fingerprint}|10.0")  # 10/s x 2 s < 270
+        ans = svc.search("ledger pool", all_sessions=True, cfg=cfg, store=store)
+        status = ans["layer_status"]["semantic"]
+        assert status.startswith("gated: 0/300") and "history import --embed" in status
+        assert store.embedded_count(None) == 0 and ans["hits"]  # nothing embedded, still answers
+        # A rate from another embedder is not this one's: the search measures its own.
+        store.set_meta("embed_rate", "other:fp|10.0")
+        ans = svc.search("ledger pool", all_sessions=True, cfg=cfg, store=store)
+        assert "semantic" in ans["layers"] and store.embedded_count(None) == 300
+        assert sem.known_rate() is not None and sem.known_rate() > 10  # remembered for next time
+    finally:
+        store.close()
+
+
+def test_fill_stops_once_its_measured_rate_says_the_goal_is_out_of_reach(tmp_path, cfg, monkeypatch):
+    quiet = load_config(overrides={"embedder": {"name": "fake"}, "embed_budget_s": 0})
+    svc.import_paths([str(_many(tmp_path, "big", 200, "big.jsonl"))], fmt="generic", cfg=quiet)
+    store = svc.open_store()
+    try:
+        sem = svc.SemanticLayer(store, cfg)
+        real = sem.emb.embed
+
+        def slow(texts, **kw):  # 8 texts take 0.4 s: 20 blocks/s
+            import time
+            time.sleep(0.05 * len(texts))
+            return real(texts, **kw)
+
+        monkeypatch.setattr(sem.emb, "embed", slow)
+        monkeypatch.setattr(sem.emb, "batch_size", 8)
+        done = sem.fill(None, 2.0, goal=180)  # 180 blocks at 20/s: 9 s, far past 2 s
+        assert 0 < done <= 16 and sem.behind  # one or two batches, not the whole 2 s
+        assert sem.known_rate() is not None and sem.known_rate() < 40
+        sem.behind = False
+        assert sem.fill(None, 2.0, goal=3) >= 3 and not sem.behind  # a goal in reach is met
+    finally:
+        store.close()
+
+
+def test_hook_import_embeds_only_the_sessions_it_touched(tmp_path, cfg):
+    quiet = load_config(overrides={"embedder": {"name": "fake"}, "embed_budget_s": 0})
+    svc.import_paths([str(_many(tmp_path, "old", 50, "old.jsonl"))], fmt="generic", cfg=quiet)
+    new = _many(tmp_path, "now", 5, "now.jsonl")
+    rep = svc.import_paths([str(new)], fmt="generic", cfg=cfg, backlog=False)
+    store = svc.open_store()
+    try:
+        assert store.embedded_count(["now"]) == 5 and store.embedded_count(["old"]) == 0
+        assert rep["embedded"] == 5
+        # Nothing new in the file: nothing to embed, the backlog stays for a run with time.
+        assert svc.import_paths([str(new)], fmt="generic", cfg=cfg, backlog=False)["embedded"] == 0
+        assert store.embedded_count(["old"]) == 0
+        # An explicit import (the CLI) still spends its budget on the backlog.
+        svc.import_paths([str(new)], fmt="generic", cfg=cfg)
+        assert store.embedded_count(["old"]) == 50
+    finally:
+        store.close()
+
+
 def test_broken_embedder_degrades_silently(corpus):
     bad = load_config(overrides={"embedder": {"name": "onnx", "model_dir": "/nonexistent/model"}})
     ans = svc.search("ledger", all_sessions=True, cfg=bad)

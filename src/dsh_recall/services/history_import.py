@@ -264,9 +264,12 @@ def import_paths(
     store: HistoryStore | None = None,
     progress: Callable[[str], None] | None = None,
     channel: str | None = None,
+    backlog: bool = True,
 ) -> dict[str, Any]:
     """Import transcripts (explicit files/folders, or the default locations when none).
     `channel` tags new sessions with the access channel that produced them.
+    `backlog=False` (a hook importing the current session on every prompt): the budget
+    embeds only the sessions this import touched, never older blocks still waiting.
 
     Lexical indexes are written first; then blocks are embedded: all of them with
     `embed=True`, else as many as fit in `embed_budget_s`. Embedding never fails an import.
@@ -286,9 +289,13 @@ def import_paths(
                 reports.append({"path": clean_text(str(path)), "format": f, "status": "error",
                                 "events": 0, "blocks": 0, "skipped": 0, "ignored": 0,
                                 "notes": [f"cannot import: {_one_line(e)}"]})
+        touched = sorted({s for r in reports for s in r.get("sessions", [])})
         sem = SemanticLayer(store, cfg)
         budget = None if embed else cfg.embed_budget_s
-        embedded = sem.fill(None, budget)
+        if embed or backlog:
+            embedded = sem.fill(None, budget)
+        else:
+            embedded = sem.fill(touched, budget) if touched else 0
         totals = {k: sum(r.get(k, 0) for r in reports) for k in ("events", "blocks", "skipped", "ignored")}
         return {"files": reports, **totals, "embedded": embedded, "semantic": sem.status, "index": store.stats()}
     finally:

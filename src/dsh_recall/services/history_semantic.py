@@ -3,6 +3,7 @@ within a time budget, ranked by cosine margin, gated by coverage."""
 
 from __future__ import annotations
 
+import math
 import time as _time
 from typing import Sequence
 
@@ -11,6 +12,11 @@ from ..core.config import Config
 from ..core.errors import RecallError
 from ..stores.history import HistoryStore
 from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, shared_embedder, sync_vector_file
+
+# Meta key: "<fingerprint>|<blocks per second>" the embedder reached in its last fill here.
+RATE_KEY = "embed_rate"
+# What a gated answer says when the gap is more than a search may close.
+CATCH_UP = "`dsh-recall history import --embed` embeds the rest"
 
 
 class SemanticLayer:
@@ -21,7 +27,10 @@ class SemanticLayer:
 
     The coverage gate: while less than `history.coverage_gate` of the blocks in scope are
     embedded, the layer stays out of a merged ranking (a half-embedded corpus would push
-    the embedded half up for no reason), and `status` says how far it got.
+    the embedded half up for no reason), and `status` says how far it got. A search embeds
+    toward the gate within `embed_budget_s` only when the gap fits that budget at the rate
+    this embedder last reached here (`RATE_KEY`): a backlog of thousands of blocks would
+    cost every search its whole budget and still leave the layer gated.
     """
 
     def __init__(self, store: HistoryStore, cfg: Config):
@@ -39,24 +48,36 @@ class SemanticLayer:
         except (RecallError, ImportError, OSError) as e:
             self.status = f"unavailable: {e}"
 
-    def fill(self, scope: Sequence[str] | None, budget_s: float | None) -> int:
-        """Embed blocks without vectors (all, or until `budget_s` runs out). Returns count."""
+    def fill(self, scope: Sequence[str] | None, budget_s: float | None,
+             goal: int | None = None) -> int:
+        """Embed blocks without vectors (all, or until `budget_s` runs out). Returns count.
+
+        With `goal` (blocks the caller needs) and a budget, it stops as soon as the rate it
+        measures says the goal cannot be reached in what is left: the rest is for a run
+        with more time (`history import --embed`, the dsh worker's idle time)."""
         if self.emb is None:
             return 0
         done = since_sync = 0
+        spent = 0.0  # seconds inside the model: the rate excludes loading it
         deadline = None if budget_s is None else _time.monotonic() + budget_s
         batch = max(8, self.emb.batch_size)
         while todo := self.store.unhashed(scope, 2000):  # cheap: a hash per block, no model
             self.store.set_embed_hashes([(i, text_hash(embed_text(t, p))) for i, t, p in todo])
         while deadline is None or _time.monotonic() < deadline:
+            if goal is not None and deadline is not None and done and spent > 0 and \
+                    (goal - done) * spent / done > deadline - _time.monotonic():
+                self.behind = True
+                break
             todo = self.store.pending(scope, batch)
             if not todo:
                 break
+            t0 = _time.monotonic()
             try:
                 vecs = self.emb.embed([embed_text(t, p) for _, t, p in todo])
             except (RecallError, ImportError, OSError, ValueError, RuntimeError) as e:
                 self.status = f"failed: {e}"
                 break
+            spent += _time.monotonic() - t0
             self.store.put_vectors([(h, v) for (h, _, _), v in zip(todo, vecs)])
             done += len(todo)
             since_sync += len(todo)
@@ -64,7 +85,29 @@ class SemanticLayer:
                 sync_vector_file(self.store)
                 since_sync = 0
         sync_vector_file(self.store)
+        if done >= 8 and spent > 0:
+            self._save_rate(done / spent)
         return done
+
+    behind = False  # set when the gap to the gate was more than this search could embed
+
+    def known_rate(self) -> float | None:
+        """Blocks per second this embedder reached in its last fill here, or None."""
+        if self.emb is None:
+            return None
+        raw = self.store.get_meta(RATE_KEY) or ""
+        fp, _, rate = raw.rpartition("|")
+        try:
+            value = float(rate)
+        except ValueError:
+            return None
+        return value if fp == self.emb.fingerprint and math.isfinite(value) and value > 0 else None
+
+    def _save_rate(self, rate: float) -> None:
+        try:
+            self.store.set_meta(RATE_KEY, f"{self.emb.fingerprint}|{rate:.3f}")
+        except Exception:  # noqa: BLE001 - a remembered rate is an optimisation only
+            pass
 
     def coverage(self, scope: Sequence[str] | None) -> tuple[int, int]:
         return self.store.embedded_count(scope), self.store.block_count(scope)
@@ -77,15 +120,24 @@ class SemanticLayer:
         if self.emb is None:
             return []
         done, total = self.coverage(scope)
-        if total and done / total < self.cfg.history.coverage_gate:
-            self.fill(scope, self.cfg.embed_budget_s)
-            done, total = self.coverage(scope)
+        gate_at = self.cfg.history.coverage_gate
+        if total and done / total < gate_at:
+            goal = math.ceil(gate_at * total) - done
+            budget = self.cfg.embed_budget_s
+            rate = self.known_rate()
+            if rate is not None and goal > rate * budget:
+                self.behind = True  # more than this search may embed: answer without it
+            else:
+                self.fill(scope, budget, goal=goal)
+                done, total = self.coverage(scope)
         if self.status != "ok":
             return []
         if total == 0:
             return []
         if gate and done / total < self.cfg.history.coverage_gate:
-            self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {self.cfg.history.coverage_gate:.0%})"
+            self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {gate_at:.0%})"
+            if self.behind:
+                self.status += f"; {CATCH_UP}"
             return []
         try:
             q = self.emb.embed([query], query=True)[0]

@@ -71,7 +71,9 @@ class RecallService:
         """Bring the session's transcript into history (incremental, append-only)."""
         if transcript and _regular(transcript):
             # Sessions a hook imports belong to the channel the harness runs the hook for.
-            history.import_paths([transcript], cfg=self.cfg, channel=channel_key_from_env())
+            # A prompt waits for this: only this session's new blocks are embedded here.
+            history.import_paths([transcript], cfg=self.cfg, channel=channel_key_from_env(),
+                                 backlog=False)
 
     # -- auto-recall ----------------------------------------------------------------------
     def on_user_prompt(self, session: str, prompt: str, transcript: str | None = None) -> dict[str, Any]:
