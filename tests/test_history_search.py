@@ -261,3 +261,44 @@ def test_cli_json_contract(tmp_path, monkeypatch):
     assert page["page"] == 2 and page["pages"] == 2 and page["events"][0]["seq"] == 20
     r = runner.invoke(cli, ["history", "show", "nope"])
     assert r.exit_code == 1 and "unknown session" in r.output
+
+
+def test_mcp_server_embeds_a_backlog_in_the_background(tmp_path):
+    """Through the MCP app: a search gated behind a backlog answers at once, says the server
+    is embedding the rest, and the server's background thread then embeds every block."""
+    from dsh_recall.frontends.mcp.handlers import RecallApp
+
+    cfg = load_config(overrides={"embedder": {"name": "fake"}})
+    quiet = load_config(overrides={"embedder": {"name": "fake"}, "embed_budget_s": 0})
+    svc.import_paths([str(_many(tmp_path, "big", 300, "big.jsonl"))], fmt="generic", cfg=quiet)
+    store = svc.open_store()
+    try:
+        sem = svc.SemanticLayer(store, cfg)
+        store.set_meta("embed_rate", f"{sem.emb.fingerprint}|10.0")
+        app = RecallApp(tmp_path, cfg)
+        try:
+            out, _ = app.call("history_search", {"query": "ledger pool", "scope": "all"})
+            status = out["layer_status"]["semantic"]
+            assert status.startswith("gated: 0/300") and "in the background" in status
+            assert "history import --embed" not in status
+            app.history_backfill._thread.join(60)
+            assert store.embedded_count(None) == 300 and app.history_backfill.embedded == 300
+            out, _ = app.call("history_search", {"query": "ledger pool", "scope": "all"})
+            assert out["layer_status"]["semantic"] in ("ok", "no match")
+        finally:
+            app.close()
+        # One process at a time: while another holds the lock, a backfill leaves at once.
+        import threading
+        from dsh_recall.core.paths import recall_home
+        from dsh_recall.services.vectors import file_lock
+
+        store.clear_vectors()
+        with file_lock(recall_home() / "history-embed.lock", 0) as got:
+            assert got
+            assert svc.backfill(cfg, threading.Event(), svc.open_store) == 0
+        # Slices too short to embed much: hashing the cleared blocks takes slices of its
+        # own, and the backfill goes on while either makes progress.
+        assert svc.backfill(cfg, threading.Event(), svc.open_store, slice_s=0.001) == 300
+        assert svc.SemanticLayer(store, cfg).fill(None, 0.0) == 0  # no budget: not even hashes
+    finally:
+        store.close()

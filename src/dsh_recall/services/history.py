@@ -32,14 +32,14 @@ from .history_common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
 from .history_detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
 from .history_import import EVENT_TEXT_CAP, import_file, import_paths
 from .history_rank import apply_rules, feedback_match
-from .history_semantic import SemanticLayer
+from .history_semantic import CATCH_UP, SemanticLayer, backfill
 from . import usage
 
 __all__ = [
     "LAYERS", "LAYER_WEIGHTS", "SESSION_ENV", "EVENT_TEXT_CAP", "COARSE_MIN_SHARE", "InputError",
     "db_path", "open_store", "status",
     "import_file", "import_paths",
-    "SemanticLayer",
+    "CATCH_UP", "SemanticLayer", "backfill",
     "resolve_scope", "fuse_layers", "search", "answer_tokens",
     "show", "compaction_anchor", "known_terms", "OlderTurns", "recent_events",
 ]

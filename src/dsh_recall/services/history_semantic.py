@@ -4,6 +4,7 @@ within a time budget, ranked by cosine margin, gated by coverage."""
 from __future__ import annotations
 
 import math
+import threading
 import time as _time
 from typing import Sequence
 
@@ -11,7 +12,8 @@ from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_tex
 from ..core.config import Config
 from ..core.errors import RecallError
 from ..stores.history import HistoryStore
-from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, shared_embedder, sync_vector_file
+from ..core.paths import recall_home
+from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, file_lock, shared_embedder, sync_vector_file
 
 # Meta key: "<fingerprint>|<blocks per second>" the embedder reached in its last fill here.
 RATE_KEY = "embed_rate"
@@ -61,8 +63,7 @@ class SemanticLayer:
         spent = 0.0  # seconds inside the model: the rate excludes loading it
         deadline = None if budget_s is None else _time.monotonic() + budget_s
         batch = max(8, self.emb.batch_size)
-        while todo := self.store.unhashed(scope, 2000):  # cheap: a hash per block, no model
-            self.store.set_embed_hashes([(i, text_hash(embed_text(t, p))) for i, t, p in todo])
+        self.hashed = self.hash_blocks(scope, deadline)
         while deadline is None or _time.monotonic() < deadline:
             if goal is not None and deadline is not None and done and spent > 0 and \
                     (goal - done) * spent / done > deadline - _time.monotonic():
@@ -90,6 +91,19 @@ class SemanticLayer:
         return done
 
     behind = False  # set when the gap to the gate was more than this search could embed
+    hashed = 0  # blocks the last fill gave an embed hash
+
+    def hash_blocks(self, scope: Sequence[str] | None, deadline: float | None = None) -> int:
+        """Give blocks without one their embed hash (no model: about 50 us a block), until
+        `deadline`; after a new embedder every block needs one again."""
+        n = 0
+        while deadline is None or _time.monotonic() < deadline:
+            todo = self.store.unhashed(scope, 2000)
+            if not todo:
+                break
+            self.store.set_embed_hashes([(i, text_hash(embed_text(t, p))) for i, t, p in todo])
+            n += len(todo)
+        return n
 
     def known_rate(self) -> float | None:
         """Blocks per second this embedder reached in its last fill here, or None."""
@@ -164,3 +178,30 @@ class SemanticLayer:
         order = sorted(cos, key=lambda k: (-cos[k], k))
         return [(int(k), max(cos[k] - mean, 0.0)) for k in order]
 
+
+
+# One process at a time embeds the backlog: two would embed the same blocks.
+BACKFILL_LOCK = "history-embed.lock"
+BACKFILL_SLICE_S = 2.0
+
+
+def backfill(cfg: Config, stop: threading.Event, open_store, slice_s: float = BACKFILL_SLICE_S) -> int:
+    """Embed every block still waiting, slice by slice, until none is left, the embedder
+    fails or `stop` is set. Returns how many it embedded; 0 at once when another process
+    is already at it (`BACKFILL_LOCK` under the recall home). For long-lived processes
+    (the MCP server) after a search found the layer gated behind a backlog."""
+    with file_lock(recall_home() / BACKFILL_LOCK, 0) as got:
+        if not got:
+            return 0
+        store = open_store(cfg=cfg)
+        try:
+            sem = SemanticLayer(store, cfg)
+            total = 0
+            while not stop.is_set():
+                n = sem.fill(None, slice_s)
+                total += n
+                if sem.status != "ok" or not (n or sem.hashed):  # done, or no progress
+                    break
+            return total
+        finally:
+            store.close()

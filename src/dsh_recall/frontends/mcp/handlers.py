@@ -89,6 +89,52 @@ class IndexJob:
             t.join(seconds)
 
 
+BACKGROUND_NICE = 10
+
+
+class HistoryBackfill:
+    """Embeds the history blocks a search could not (services.history_semantic.backfill)
+    on a background thread; at most one runs, and `close` stops it between slices."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.embedded = 0
+
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, cfg: Config) -> bool:
+        with self._lock:
+            if self.running() or self._stop.is_set():
+                return False
+            self._thread = threading.Thread(target=self._run, args=(cfg,),
+                                            name="dsh-recall-history-embed", daemon=True)
+            self._thread.start()
+            return True
+
+    def _run(self, cfg: Config) -> None:
+        from ...services import history
+
+        try:
+            # Behind the user's own work: on Linux a thread's nice value is its own, and the
+            # model threads this one starts inherit it.
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+        except (OSError, AttributeError):
+            pass
+        try:
+            self.embedded += history.backfill(cfg, self._stop, history.open_store)
+        except Exception as e:  # a failure costs only the vectors, never the server
+            log(f"history embedding failed: {e}")
+
+    def close(self, wait_s: float = 5.0) -> None:
+        self._stop.set()
+        t = self._thread
+        if t is not None:
+            t.join(wait_s)
+
+
 def service_available(module: str | None) -> bool:
     """Whether an optional service module exists in this build (others are built in parallel)."""
     if module is None:
@@ -117,6 +163,7 @@ class RecallApp:
         self.allowed_roots = self._allowed_roots(allow)
         self.jobs: dict[Path, IndexJob] = {}
         self._jobs_lock = threading.Lock()
+        self.history_backfill = HistoryBackfill()
         self.specs: dict[str, ToolSpec] = {}
         for spec in ALL_TOOLS:
             if service_available(spec.service):
@@ -176,6 +223,7 @@ class RecallApp:
         return self.default.session
 
     def close(self) -> None:
+        self.history_backfill.close()
         self.default.close()
         with self._clients_lock:
             for c in list(self._clients.values()):

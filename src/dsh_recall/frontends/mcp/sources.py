@@ -46,6 +46,13 @@ class SourceHandlers:
         if scope == "session" and not session:
             data.setdefault("layer_status", {})["scope"] = (
                 "no current session known (configure session=...): searched this workspace")
+        status = data.get("layer_status", {})
+        if history.CATCH_UP in str(status.get("semantic", "")):
+            # More blocks wait than a search may embed: this long-lived server embeds them
+            # in the background (one process at a time), and says so.
+            self.app.history_backfill.start(self.cfg)
+            status["semantic"] = status["semantic"].replace(
+                history.CATCH_UP, "this server is embedding the rest in the background")
         data["_base"] = offset
         data["_more"] = bool(data.get("has_more"))
         return data
