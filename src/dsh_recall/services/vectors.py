@@ -258,10 +258,16 @@ class VectorIndex:
         mapped, d_ids, d_mat = self._current(store)
         total, count = 0.0, 0
         if mapped is not None and mapped.state.rows and mapped.state.dim == len(q):
-            live = store.vector_ids(mapped.state.seq)  # rows of deleted items drop out
-            if keep is not None:
-                live = np.intersect1d(live, keep)
-            mask = np.isin(mapped.ids, live)
+            if store.vector_covered(mapped.state.seq) == mapped.state.rows:
+                # No row of the file is dead (as _sync counts): a count by index instead of
+                # every live id (50 ms at 100k history blocks, on every search).
+                mask = np.isin(mapped.ids, keep) if keep is not None else \
+                    np.ones(len(mapped.ids), dtype=bool)
+            else:
+                live = store.vector_ids(mapped.state.seq)  # rows of deleted items drop out
+                if keep is not None:
+                    live = np.intersect1d(live, keep)
+                mask = np.isin(mapped.ids, live)
             approx = int8_scores(mapped.rows, mapped.scales, q)
             total, count = float(approx[mask].sum()), int(mask.sum())
         if len(d_ids) and d_mat.shape[1] == len(q):

@@ -116,6 +116,8 @@ class HistoryStore:
         cols = {r[1] for r in self.conn.execute("PRAGMA table_info(blocks)")}
         if "embed_hash" not in cols:  # a database from before embed_hash: NULL = not hashed yet
             self.conn.execute("ALTER TABLE blocks ADD COLUMN embed_hash TEXT")
+            if "vec_seq" in cols:  # no hash, no vector by key: vec_seq says none (embedded_count)
+                self.conn.execute("UPDATE blocks SET vec_seq = NULL")
         self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_embed ON blocks(embed_hash)")
         if "vec_seq" not in cols:
             # vec_seq: the number of the write that gave a block its vector (NULL: none yet),
@@ -339,10 +341,12 @@ class HistoryStore:
         return self.conn.execute(f"SELECT count(*) FROM blocks b WHERE 1{where}", args).fetchone()[0]
 
     def embedded_count(self, sessions: Sequence[str] | None = None) -> int:
+        # vec_seq is set exactly while the block's embed hash has a vector (put_vectors,
+        # set_embed_hashes; clear_vectors resets both): counted by index, not by a join of
+        # every block to the vectors (35 ms at 100k blocks, on every semantic search).
         where, args = scope_clause(sessions)
         return self.conn.execute(
-            f"SELECT count(*) FROM blocks b JOIN vectors v ON v.hash = b.embed_hash WHERE 1{where}",
-            args).fetchone()[0]
+            f"SELECT count(*) FROM blocks b WHERE b.vec_seq IS NOT NULL{where}", args).fetchone()[0]
 
     def unhashed(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[int, str, str | None]]:
         """(id, text, text of the block before it in its session) of blocks whose
