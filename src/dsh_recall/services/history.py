@@ -30,7 +30,6 @@ from ..stores.history import HistoryStore, loads_flags
 # The use cases live next door; this module re-exports them so it stays the one entry point.
 from .history_common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
 from .history_detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
-from .history_import import EVENT_TEXT_CAP, import_file, import_paths
 from .history_rank import apply_rules, feedback_match
 from .history_semantic import CATCH_UP, SemanticLayer, backfill
 from . import usage
@@ -391,3 +390,16 @@ def status(store: HistoryStore | None = None) -> dict[str, Any]:
     finally:
         if own:
             store.close()
+
+
+# Importing pulls in every transcript reader and the offload rules; a search needs none of
+# them (a cold CLI history search paid about 30 ms for them).
+_LAZY_IMPORT = {"EVENT_TEXT_CAP", "import_file", "import_paths"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_IMPORT:
+        from . import history_import
+
+        return getattr(history_import, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
