@@ -177,7 +177,7 @@ def main() -> None:
         blocks = store.block_count(None)
         store.close()
         t0 = time.perf_counter()
-        embedded = history.backfill(cfg, threading.Event(), history.open_store)
+        embedded = history.backfill(cfg, threading.Event())
         fill_s = time.perf_counter() - t0
         api_on, cli_on = [], []
         for q in qs:

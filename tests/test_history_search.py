@@ -295,10 +295,10 @@ def test_mcp_server_embeds_a_backlog_in_the_background(tmp_path):
         store.clear_vectors()
         with file_lock(recall_home() / "history-embed.lock", 0) as got:
             assert got
-            assert svc.backfill(cfg, threading.Event(), svc.open_store) == 0
+            assert svc.backfill(cfg, threading.Event()) == 0
         # Slices too short to embed much: hashing the cleared blocks takes slices of its
         # own, and the backfill goes on while either makes progress.
-        assert svc.backfill(cfg, threading.Event(), svc.open_store, slice_s=0.001) == 300
+        assert svc.backfill(cfg, threading.Event(), slice_s=0.001) == 300
         assert svc.SemanticLayer(store, cfg).fill(None, 0.0) == 0  # no budget: not even hashes
     finally:
         store.close()

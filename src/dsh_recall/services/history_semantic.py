@@ -11,8 +11,9 @@ from typing import Sequence
 from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, text_hash
 from ..core.config import Config
 from ..core.errors import RecallError
-from ..stores.history import HistoryStore
 from ..core.paths import recall_home
+from ..stores.history import HistoryStore
+from .history_common import open_store
 from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, file_lock, shared_embedder, sync_vector_file
 
 # Meta key: "<fingerprint>|<blocks per second>" the embedder reached in its last fill here.
@@ -39,6 +40,8 @@ class SemanticLayer:
         self.store, self.cfg = store, cfg
         self.status = "ok"
         self.emb = None
+        self.behind = False  # the gap to the gate was more than a search could embed
+        self.hashed = 0  # blocks the last fill gave an embed hash
         try:
             # Kept per process: a long-lived server asks the history layer again and again.
             self.emb = shared_embedder(cfg.embedder)
@@ -89,9 +92,6 @@ class SemanticLayer:
         if done >= 8 and spent > 0:
             self._save_rate(done / spent)
         return done
-
-    behind = False  # set when the gap to the gate was more than this search could embed
-    hashed = 0  # blocks the last fill gave an embed hash
 
     def hash_blocks(self, scope: Sequence[str] | None, deadline: float | None = None) -> int:
         """Give blocks without one their embed hash (no model: about 50 us a block), until
@@ -148,7 +148,7 @@ class SemanticLayer:
             return []
         if total == 0:
             return []
-        if gate and done / total < self.cfg.history.coverage_gate:
+        if gate and done / total < gate_at:
             self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {gate_at:.0%})"
             if self.behind:
                 self.status += f"; {CATCH_UP}"
@@ -179,13 +179,12 @@ class SemanticLayer:
         return [(int(k), max(cos[k] - mean, 0.0)) for k in order]
 
 
-
 # One process at a time embeds the backlog: two would embed the same blocks.
 BACKFILL_LOCK = "history-embed.lock"
 BACKFILL_SLICE_S = 2.0
 
 
-def backfill(cfg: Config, stop: threading.Event, open_store, slice_s: float = BACKFILL_SLICE_S) -> int:
+def backfill(cfg: Config, stop: threading.Event, slice_s: float = BACKFILL_SLICE_S) -> int:
     """Embed every block still waiting, slice by slice, until none is left, the embedder
     fails or `stop` is set. Returns how many it embedded; 0 at once when another process
     is already at it (`BACKFILL_LOCK` under the recall home). For long-lived processes

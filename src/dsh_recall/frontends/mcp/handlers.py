@@ -124,7 +124,7 @@ class HistoryBackfill:
         except (OSError, AttributeError):
             pass
         try:
-            self.embedded += history.backfill(cfg, self._stop, history.open_store)
+            self.embedded += history.backfill(cfg, self._stop)
         except Exception as e:  # a failure costs only the vectors, never the server
             log(f"history embedding failed: {e}")
 
