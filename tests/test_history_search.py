@@ -13,6 +13,7 @@ from hypothesis import given, strategies as st
 from dsh_recall.core.config import load_config
 from dsh_recall.frontends.cli import cli
 from dsh_recall.search.aggregate import BlockHit, aggregate
+from dsh_recall.search import history_query as hq
 from dsh_recall.search.history_query import snippet
 from dsh_recall.services import history as svc
 from fixtures import eval_set
@@ -61,6 +62,44 @@ def test_fuzzy_finds_typos_fragments_and_two_char_cjk(corpus, cfg):
     assert top("ubernete") == ["n0"]  # a fragment
     assert top("数据") == ["m2"]  # two CJK characters: below trigram reach
     assert top("周五完成") == ["m2"]
+
+
+def test_drop_common_keeps_the_rarest_trigrams():
+    grams = ["the", "led", "edg", "dge", "ger"]
+    shares = {"the": 0.6, "led": 0.02, "edg": 0.5, "dge": 0.3, "ger": 0.04}
+    assert hq.drop_common(grams, None) == grams  # a small history: the whole OR
+    assert hq.drop_common(grams, shares, share=0.1, keep=1) == ["led", "ger"]  # query order kept
+    assert hq.drop_common(grams, shares, share=0.1, keep=3) == ["led", "dge", "ger"]
+    assert hq.drop_common(["abc"], {"abc": 0.9}, share=0.1, keep=3) == ["abc"]
+
+
+def test_fuzzy_leaves_common_trigrams_out_of_a_large_history(tmp_path, cfg, monkeypatch):
+    # Every block says "the meeting"; one also has "ledger". From COMMON_MIN_BLOCKS on, the
+    # fuzzy layer's query holds only the trigrams few blocks share, and still finds a typo.
+    rows = [{"session": f"s{i // 20}", "seq": i % 20, "role": "user", "id": f"m{i}",
+             "text": f"notes from the meeting number {i}" + (" about the ledger" if i == 37 else "")}
+            for i in range(200)]
+    svc.import_paths([str(_write(tmp_path / "h.jsonl", rows))], fmt="generic", cfg=cfg)
+    sent: list[str] = []
+    real = svc.HistoryStore.fts
+
+    def spy(self, layer, match, sessions, limit):
+        if layer == "trigram":
+            sent.append(match)
+        return real(self, layer, match, sessions, limit)
+
+    monkeypatch.setattr(svc.HistoryStore, "fts", spy)
+
+    def fuzzy(q):
+        hits = svc.search(q, all_sessions=True, detail=True, layers=["fuzzy"], cfg=cfg)["hits"]
+        return hits[0]["message_ids"]
+
+    assert fuzzy("meeting ledgr") == ["m37"]
+    assert '"mee"' in sent[-1] and '"led"' in sent[-1]  # a small history: every trigram
+    monkeypatch.setattr(hq, "COMMON_MIN_BLOCKS", 100)
+    assert fuzzy("meeting ledgr") == ["m37"]
+    assert '"led"' in sent[-1] and '"edg"' in sent[-1]
+    assert '"mee"' not in sent[-1] and '"eti"' not in sent[-1]
 
 
 def test_scope_session_workspace_all_and_env(corpus, cfg, monkeypatch):

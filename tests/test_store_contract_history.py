@@ -106,6 +106,13 @@ def test_word_layers_and_neighbours(store):
     assert all(len(v) >= 1 for v in nb.values())
 
 
+def test_term_shares(store):
+    load(store)
+    assert store.term_shares("trigram", ["led", "ger"], 6) is None  # 5 blocks: below the floor
+    shares = store.term_shares("trigram", ["led", "ing", "zzz", "led"], 1)
+    assert shares == {"led": 2 / 5, "ing": 1 / 5, "zzz": 0.0}
+
+
 def test_embedding_flow_and_vector_ranking(store):
     load(store)
     todo = store.unhashed(None, 100)

@@ -7,6 +7,7 @@ Any user text is a valid query: every term is quoted for FTS5 (core.text.fts_quo
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from ..core.text import code_tokens, cjk_bigrams, fts_quote, is_cjk
 
@@ -35,6 +36,15 @@ something anything thing things happen happened
 NEIGHBOUR_SHARE = 0.2
 
 MAX_TRIGRAMS = 48
+# Over a large history a query's common trigrams ("the", "ing", "ion") each sit in a good
+# share of all blocks, and FTS5 scores every block any trigram matches: at 100k blocks the
+# fuzzy layer scored 65-70% of them (100-190 ms a search). From COMMON_MIN_BLOCKS blocks on,
+# trigrams held by more than COMMON_SHARE of the blocks are left out of the query (their
+# idf is small: log(9) at 10%, near 0 past half), keeping at least KEEP_TRIGRAMS of the
+# rarest; below that size the whole OR costs little and runs as before.
+COMMON_MIN_BLOCKS = 20_000
+COMMON_SHARE = 0.10
+KEEP_TRIGRAMS = 3
 
 
 def terms(query: str) -> list[str]:
@@ -103,6 +113,27 @@ def trigrams(word: str) -> list[str]:
 
 def trigram_match(query: str) -> str | None:
     """An OR of the query words' trigrams: typos and fragments still share most of them."""
+    return or_match(trigram_terms(query))
+
+
+def or_match(grams: Sequence[str]) -> str | None:
+    return " OR ".join(fts_quote(g) for g in grams) if grams else None
+
+
+def drop_common(grams: Sequence[str], shares: dict[str, float] | None,
+                share: float = COMMON_SHARE, keep: int = KEEP_TRIGRAMS) -> list[str]:
+    """`grams` without those in more than `share` of the blocks (`shares`: gram -> share,
+    None when the history is too small to bother), keeping at least the `keep` rarest;
+    the query's order is kept."""
+    if not shares:
+        return list(grams)
+    rarest = sorted(grams, key=lambda g: shares.get(g, 0.0))
+    kept = set(rarest[:keep]) | {g for g in grams if shares.get(g, 0.0) <= share}
+    return [g for g in grams if g in kept]
+
+
+def trigram_terms(query: str) -> list[str]:
+    """The query words' distinct trigrams (and those of CJK runs), at most MAX_TRIGRAMS."""
     grams: list[str] = []
     for t in terms(query):
         if any(is_cjk(c) for c in t) and len(t) < 3:
@@ -115,8 +146,7 @@ def trigram_match(query: str) -> str | None:
         for g in trigrams(run):
             if all(is_cjk(c) for c in g) and g not in grams:
                 grams.append(g)
-    grams = grams[:MAX_TRIGRAMS]
-    return " OR ".join(fts_quote(g) for g in grams) if grams else None
+    return grams[:MAX_TRIGRAMS]
 
 
 def cjk_match(query: str) -> str | None:

@@ -113,7 +113,9 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
                 found = run("literal", hq.literal_match(query))
                 ranked = hq.spread_scores(dict(found), store.neighbours([i for i, _ in found]))[:pool]
             elif name == "fuzzy":
-                ranked = run("trigram", hq.trigram_match(query))
+                grams = hq.trigram_terms(query)
+                shares = store.term_shares("trigram", grams, hq.COMMON_MIN_BLOCKS)
+                ranked = run("trigram", hq.or_match(hq.drop_common(grams, shares)))
                 cjk = run("cjk", hq.cjk_match(query))
                 if cjk:
                     ranked = [(i, s) for i, s, _ in hq.fuse_scores({"tri": ranked, "cjk": cjk}, {})]

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.errors import StoreError
+from ..core.text import fts_quote
 from . import pg_util
 from .history import BlockIn, BlockRow
 from .postgres import ANN_MIN_ROWS, HNSW
@@ -273,6 +274,21 @@ class PgHistoryStore:
             args["ws"] = workspace
             args["like"] = "%/" + workspace.strip("/").replace("%", r"\%").replace("_", r"\_")
         return self._dicts(sql + " ORDER BY coalesce(updated_ms, created_ms) DESC NULLS LAST", args)
+
+    def term_shares(self, layer: str, terms: Sequence[str], min_blocks: int) -> dict[str, float] | None:
+        """Term -> the share of blocks holding it (exact, from the df table), or None below
+        `min_blocks` blocks (see stores.history.HistoryStore.term_shares)."""
+        if layer not in LAYERS:
+            raise StoreError(f"unknown history layer {layer}; valid: {', '.join(LAYERS)}")
+        row = self._q("SELECT n FROM {s}.stats WHERE layer = %s", (layer,)).fetchone()
+        n = int(row[0]) if row else 0
+        if n < min_blocks or not terms:
+            return None
+        keys = {t: (_query_tokens(layer, fts_quote(t)) or [t])[0] for t in dict.fromkeys(terms)}
+        dfs = {t: int(d) for t, d in self._q(
+            f"SELECT lexeme, df FROM {{s}}.terms_{layer} WHERE lexeme = ANY(%s)",
+            (list(set(keys.values())),))}
+        return {t: dfs.get(k, 0) / n for t, k in keys.items()}
 
     def fts(self, layer: str, match: str, sessions: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
         """Block ids matching in one of the three layers, best first, as FTS5 reports them
