@@ -7,10 +7,11 @@ has not embedded it yet), and times, side by side and interleaved per query:
 
 - `history search --all` through the API and the CLI with the default layers, while the
   semantic layer is gated behind the backlog (the rate of the last fill is remembered);
-- the same CLI of a previous version (`--baseline-rev REV`, a git worktree), which spent
-  its embedding budget on every such search;
+- the same CLI of a previous version (`--baseline-rev REV`, a git worktree; before 722fab0
+  a version spent its embedding budget on every such search);
 - `rg -i -c` over the JSONL with the query's words (no index; the floor to beat);
-- then, once every block has a vector, the API and CLI again with the semantic layer on.
+- then, once every block has a vector, the API and CLI again with the semantic layer on
+  (and the previous version's CLI).
 
 The fake embedder keeps the build short (query timing is the store's, not the model's);
 `--embedder minilm` uses the shipped model.
@@ -179,22 +180,25 @@ def main() -> None:
         t0 = time.perf_counter()
         embedded = history.backfill(cfg, threading.Event())
         fill_s = time.perf_counter() - t0
-        api_on, cli_on = [], []
+        api_on, cli_on, old_on = [], [], []
         for q in qs:
             t0 = time.perf_counter()
             ans = history.search(q, all_sessions=True, cfg=cfg)
             api_on.append((time.perf_counter() - t0) * 1000)
             assert ans["layer_status"].get("semantic") in ("ok", "no match"), ans["layer_status"]
             cli_on.append(cli(home, args.embedder, q, sys.executable, ROOT / "src"))
-        rows.append((blocks, api, now, old, grep, embedded, fill_s, api_on, cli_on))
+            if old_src:
+                old_on.append(cli(home, args.embedder, q, sys.executable, old_src))
+        rows.append((blocks, api, now, old, grep, embedded, fill_s, api_on, cli_on, old_on))
 
     print(f"\nHistory search --all, {len(qs)} queries, embedder {args.embedder}, p50 / p95 ms")
     print("\n| blocks | gated: API | gated: CLI | gated: CLI, previous version | rg -i -c (no index) "
-          "| embed all (background) | all embedded: API | all embedded: CLI |")
-    print("|---|---|---|---|---|---|---|---|")
-    for blocks, api, now, old, grep, embedded, fill_s, api_on, cli_on in rows:
+          "| embed all (background) | all embedded: API | all embedded: CLI "
+          "| all embedded: CLI, previous version |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for blocks, api, now, old, grep, embedded, fill_s, api_on, cli_on, old_on in rows:
         print(f"| {blocks:,} | {fmt(api)} | {fmt(now)} | {fmt(old)} | {fmt(grep)} "
-              f"| {embedded:,} in {fill_s:.0f} s | {fmt(api_on)} | {fmt(cli_on)} |")
+              f"| {embedded:,} in {fill_s:.0f} s | {fmt(api_on)} | {fmt(cli_on)} | {fmt(old_on)} |")
 
 
 if __name__ == "__main__":
