@@ -123,6 +123,40 @@ def test_a_handed_over_search_answers_as_the_cli_alone(setup):
     assert len(queries) + 2 < log.count("served search") <= len(queries) + 6
 
 
+def test_history_and_notes_searches_are_handed_over_too(setup):
+    repo, home, env, procs = setup
+    rows = [{"session": "s1", "seq": i, "role": "user" if i % 2 == 0 else "assistant", "id": f"m{i}",
+             "workspace": str(repo), "text": t} for i, t in enumerate(
+        ["we chose exponential backoff for the retry loop", "agreed: three attempts at most",
+         "the token bucket refills every second", "ledger writes go to postgres"])]
+    (repo / "h.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run(env, repo, "history", "import", str(repo / "h.jsonl"), "--format", "generic").returncode == 0
+    notes = repo / "notes"
+    notes.mkdir()
+    (notes / "ops.md").write_text("# Deploy\n\nThe deploy key lives in the vault.\n\n"
+                                  "# Retry\n\nBack off twice, then page someone.\n")
+    assert run(env, repo, "notes", "index", str(notes), "--wait").returncode == 0
+    d = start(env, procs, "--idle-minutes", "5")
+    calls = [["history", "search", "retry backoff", "--all", "--json"],
+             ["history", "search", "tokn bucket", "--all", "--detail"],
+             ["history", "search", "retry"],  # no session in scope: the same error either way
+             ["notes", "search", "deploy", "key", "--root", str(notes), "--json"],
+             ["notes", "search", "page", "someone", "--root", str(notes)]]
+    for args in calls:
+        via = run(env, repo, *args)
+        alone = run(env, repo, *args, extra={"DSH_RECALL_DAEMON": "0"})
+        assert via.returncode == alone.returncode, (args, via.stderr, alone.stderr)
+        if "--json" in args:
+            assert answer(via.stdout) == answer(alone.stdout)
+        else:
+            assert via.stdout == alone.stdout
+        assert via.stderr == alone.stderr
+    assert run(env, repo, "history", "show", "s1", "--json").returncode == 0  # not handed over
+    log = stop(d)
+    assert log.count("served history search") == 3 and log.count("served notes search") == 2
+    assert "served history show" not in log and "served history" in log
+
+
 def test_the_cli_runs_alone_when_the_daemon_cannot_stand_in(setup):
     repo, home, env, procs = setup
     d = start(env, procs, "--idle-minutes", "5")

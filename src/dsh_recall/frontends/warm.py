@@ -8,8 +8,9 @@ have printed itself and exits with the same code. Without a daemon, or when it c
 this caller exactly as a local run would, the CLI runs the search itself.
 
 What keeps it exact and private:
-- Only `search` is handed over. The daemon runs it through the same click command, in the
-  caller's working directory, one request at a time.
+- Only the searches are handed over (`search`, `history search`, `notes search`). The
+  daemon runs each through the same click command, in the caller's working directory, one
+  request at a time.
 - The caller's environment must match the daemon's where it can change an answer (every
   DSH_* variable, HOME, any credential-like variable an http embedder may read) and both must run the same interpreter and package folder; else the
   daemon declines and the CLI runs locally. The daemon also declines, and exits, once the
@@ -46,7 +47,9 @@ ANSWER_TIMEOUT_S = 120.0  # the daemon's own cap on writing an answer to a slow 
 HEARTBEAT_S = 0.5
 SILENCE_S = 3.0
 BUSY_WAIT_S = 1.0  # a call waits this long for its turn, then its CLI answers alone
-FORWARDED = frozenset({"search"})
+# The calls handed over: the searches, which an agent or a script repeats and which pay the
+# start-up and the model's load most (history and notes load the embedder on every call).
+FORWARDED = frozenset({"search", "history search", "notes search"})
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -96,15 +99,26 @@ def code_stamp() -> str:
 
 
 def command_of(args: list[str]) -> str | None:
-    """The subcommand named in argv (after the group's own options)."""
+    """The forwarded command argv names ("search", "history search", ...), else None. The
+    command is argv's first word after the group's own options, and a group's subcommand
+    the word after it."""
+    words: list[str] = []
     skip = False
     for a in args:
         if skip:
             skip = False
         elif a == "--config":
             skip = True
+        elif a == "--" or (words and a.startswith("-")):
+            break
         elif not a.startswith("-"):
-            return a
+            words.append(a)
+            if len(words) == 2:
+                break
+    for n in (1, 2):
+        name = " ".join(words[:n])
+        if len(words) >= n and name in FORWARDED:
+            return name
     return None
 
 
@@ -141,7 +155,7 @@ def _wants_help(args: list[str]) -> bool:
 def forward(args: list[str]) -> int | None:
     """Hand this CLI call to a running daemon: print its answer and return the exit code,
     or None when there is no daemon or it declined (the caller then runs the command)."""
-    if command_of(args) not in FORWARDED or os.environ.get("DSH_RECALL_DAEMON") == "0":
+    if command_of(args) is None or os.environ.get("DSH_RECALL_DAEMON") == "0":
         return None
     # The daemon's answer is UTF-8 text, and help is wrapped to the terminal: a stream that
     # is closed or not UTF-8, or a help request, is served here as the CLI alone would.
@@ -376,7 +390,7 @@ class Daemon:
         if code_stamp() != self.stamp:
             self._reply(conn, {"ok": False, "why": "code changed"})
             return "code changed"
-        if command_of(args) not in FORWARDED:
+        if command_of(args) is None:
             self._reply(conn, {"ok": False, "why": "not forwarded"})
             return None
         # From here on the caller hears a heartbeat until its answer: a daemon that stops

@@ -12,8 +12,9 @@ from .common import handle_errors
               help="Exit after this long without a request.")
 @handle_errors
 def daemon(idle_minutes: float) -> None:
-    """Answer `dsh-recall search` from one warm process (same answers, a fraction of the
-    start-up) until idle; runs in the foreground, stop it with Ctrl-C."""
+    """Answer the CLI's searches (`search`, `history search`, `notes search`) from one warm
+    process (same answers, a fraction of the start-up) until idle; runs in the foreground,
+    stop it with Ctrl-C."""
     import signal
     import sys
 
