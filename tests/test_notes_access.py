@@ -1,6 +1,7 @@
 """Access levels: randomized layouts and sessions find zero leaks; doubt means nothing."""
 
 import json
+import os
 import random
 
 import pytest
@@ -149,6 +150,43 @@ def test_a_malformed_session_map_fails_closed(tmp_path, content):
 def test_a_missing_session_map_file_fails_closed(tmp_path):
     svc = _svc(tmp_path, session_map=str(tmp_path / "nope.json"), owner_ids=["owner"])
     assert svc.search("otter", session="dm:me")["results"] == []
+
+
+def test_hit_levels_are_the_full_computation_read_only_when_needed(tmp_path, monkeypatch):
+    # An unfiltered or owner channel labels only its hits: a note personal by name needs no
+    # look at the others, one public by name still gets every note's identity (a hard link
+    # under a public name to a secret note is personal).
+    root = tmp_path / "notes"
+    (root / "shared").mkdir(parents=True)
+    (root / "secret.md").write_text("- the otter vault code is 1234\n")
+    (root / "public.md").write_text("- the office wifi is called otter\n")
+    (root / "shared" / "team.md").write_text("- otter team lunch on fridays\n")
+    (root / "diary.md").write_text("- a heron nests by the lake\n")
+    os.link(root / "secret.md", root / "shared" / "public.md")
+    cfg = load_config(overrides={"embedder": {"name": "fake"},
+                                 "notes": {"levels": {"public.md": "public", "shared/*": "public"}}})
+    svc = NotesService(cfg, roots=[root])
+    svc.index()
+    full = svc.levels()
+    assert full == {"secret.md": "personal", "public.md": "public", "shared/team.md": "public",
+                    "shared/public.md": "personal", "diary.md": "personal"}
+    lexical = ("lexical",)  # the fake embedder's vectors would add every note
+    got = {r["path"]: r["level"] for r in svc.search("otter", limit=20, layers=lexical)["results"]}
+    assert set(got) == {"secret.md", "public.md", "shared/team.md", "shared/public.md"}
+    assert got == {p: full[p] for p in got}
+    reads: list[int] = []
+    real = type(svc.store).files
+
+    def files(store):
+        reads.append(1)
+        return real(store)
+
+    monkeypatch.setattr(type(svc.store), "files", files)
+    res = svc.search("heron", limit=5, layers=lexical)["results"]
+    assert [(r["path"], r["level"]) for r in res] == [("diary.md", "personal")] and reads == []
+    svc.search("otter wifi", limit=5, layers=lexical)
+    assert reads  # a note public by name among the hits: every note's identity was read
+    svc.close()
 
 
 def test_levels_are_configurable_and_unknown_files_are_personal():

@@ -126,6 +126,14 @@ def test_files_and_chunks(store):
     assert store.file("missing.py") is None
 
 
+def test_count_files_outside(store):
+    for path, h in (("a.md", "notes-2:abc"), ("b.md", "notes-1:def"), ("c.md", "xyz"), ("d_x.md", "notes-2:1")):
+        store.replace_file(FileRow(path, "/abs/" + path, "", h, 1, 1, 1), [])
+    assert store.count_files_outside("notes-2:") == 2
+    assert store.count_files_outside("notes_2:") == 4  # no LIKE wildcards
+    assert store.count_files_outside("") == 0
+
+
 def test_replace_and_delete(store):
     load(store)
     old = set(store.chunk_ids_for_paths(["src/models.py"]))

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 PUBLIC = "public"
 PERSONAL = "personal"
@@ -42,16 +43,28 @@ def level_of(path: str, levels: Mapping[str, str], default_level: str = PERSONAL
     a slash matches the whole relative path as a glob. An exact file-name match wins over
     globs; among globs the first in config order wins. Unknown level names become personal.
     """
-    name = path.rsplit("/", 1)[-1]
-    level = levels.get(name)
-    if level is None:
-        for pattern, lv in levels.items():
-            target = path if "/" in pattern else name
-            if fnmatch.fnmatchcase(target, pattern):
-                level = lv
-                break
-    level = level if level is not None else default_level
-    return PUBLIC if level == PUBLIC else PERSONAL
+    return level_matcher(levels, default_level)(path)
+
+
+def level_matcher(levels: Mapping[str, str], default_level: str = PERSONAL) -> Callable[[str], str]:
+    """`level_of` for one configuration, its globs compiled once (a search asks it about
+    every note)."""
+    exact = dict(levels)
+    globs = [("/" in pattern, re.compile(fnmatch.translate(pattern)).match, lv)
+             for pattern, lv in levels.items()]  # what fnmatchcase matches with
+
+    def level(path: str) -> str:
+        name = path.rsplit("/", 1)[-1]
+        lv = exact.get(name)
+        if lv is None:
+            for whole, match, glob_level in globs:
+                if match(path if whole else name):
+                    lv = glob_level
+                    break
+        lv = lv if lv is not None else default_level
+        return PUBLIC if lv == PUBLIC else PERSONAL
+
+    return level
 
 
 def parse_session_map(text: str) -> dict[str, str]:
@@ -140,11 +153,12 @@ def effective_levels(files: Sequence[NoteFile], levels: Mapping[str, str],
     So a link (hard or symbolic) to a secret note is as secret as the note, whatever the
     link is called; a hard link whose other names are unknown (outside the roots) is private.
     """
+    level = level_matcher(levels, default_level)
     by_name: dict[str, str] = {}
     for f in files:
-        lv = level_of(f.path, levels, default_level)
+        lv = level(f.path)
         if lv == PUBLIC and f.real_name != f.path.rsplit("/", 1)[-1]:
-            lv = level_of(f.real_name, levels, default_level)
+            lv = level(f.real_name)
         by_name[f.path] = lv
     links: dict[tuple[int, int], list[NoteFile]] = {}
     for f in files:

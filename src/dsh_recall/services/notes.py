@@ -19,7 +19,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..chunkers import notes as note_chunker
 from ..core.config import Config, load_config
@@ -111,6 +111,7 @@ class NotesService:
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
         self._vectors = VectorIndex()
+        self._level = access.level_matcher(self.ncfg.levels, self.ncfg.default_level)
         if self.store.get_meta("roots") is None:
             self.store.set_meta("roots", json.dumps([str(r) for r in self.roots]))
 
@@ -129,9 +130,10 @@ class NotesService:
         """The chunk-spec gate: which spec the index holds, the current one, notes pending."""
         current = note_chunker.NOTES_CHUNKER_VERSION
         indexed = self.store.get_meta("chunker") or current
-        behind = [p for p, r in self.store.files().items() if _spec_of(r.hash) != current]
+        # The files table's hash is "<spec>:<sha256>" (_spec_of): notes of another spec
+        # are those whose hash does not start with the current one.
         return {"index": indexed, "current": current, "pending": indexed != current,
-                "pending_notes": len(behind)}
+                "pending_notes": self.store.count_files_outside(current + ":")}
 
     def _check_embedder(self, notes: list[str]) -> None:
         emb = self.embedder()
@@ -260,15 +262,20 @@ class NotesService:
 
     def level(self, path: str) -> str:
         """A note's level by its name alone; `levels()` is what access decisions use."""
-        return access.level_of(path, self.ncfg.levels, self.ncfg.default_level)
+        return self._level(path)
 
     def levels(self, files: dict[str, FileRow] | None = None) -> dict[str, str]:
-        """Every indexed note's level, by name, real path and file identity (hard links)."""
+        """Every indexed note's level, by name, real path and file identity (hard links).
+
+        A note personal by name is personal whatever else holds, and never makes another
+        note personal (only notes public by name are looked up on disk and grouped by
+        identity in access.effective_levels), so only those are passed on."""
         files = self.store.files() if files is None else files
+        out: dict[str, str] = {}
         items: list[access.NoteFile] = []
         for path, row in files.items():
-            if self.level(path) != access.PUBLIC:
-                items.append(access.NoteFile(path, path.rsplit("/", 1)[-1]))
+            if self._level(path) != access.PUBLIC:
+                out[path] = access.PERSONAL
                 continue
             try:
                 st = os.stat(row.abs_path)
@@ -276,7 +283,17 @@ class NotesService:
                 items.append(access.NoteFile(path, real, st.st_dev, st.st_ino, st.st_nlink))
             except OSError:
                 items.append(access.NoteFile(path, path.rsplit("/", 1)[-1]))
-        return access.effective_levels(items, self.ncfg.levels, self.ncfg.default_level)
+        out.update(access.effective_levels(items, self.ncfg.levels, self.ncfg.default_level))
+        return out
+
+    def levels_of(self, paths: Iterable[str]) -> dict[str, str]:
+        """`levels()` for these notes: personal by name needs nothing more; a note public by
+        name needs every note's identity (a link elsewhere can make it personal)."""
+        paths = set(paths)
+        if all(self._level(p) != access.PUBLIC for p in paths):
+            return {p: access.PERSONAL for p in paths}
+        every = self.levels()
+        return {p: every.get(p, access.PERSONAL) for p in paths}
 
     # -- searching ------------------------------------------------------------
     def _ensure_indexed(self, notes: list[str]) -> None:
@@ -317,11 +334,13 @@ class NotesService:
         terms = lex.query_terms(query)
         chosen = lex.select_terms(terms, store.doc_freqs, total)
         pool = max(self.ncfg.candidate_pool, limit * 4)
-        files = store.files()
-        levels = self.levels(files)
+        levels: dict[str, str] | None = None
         allowed_ids: set[int] | None = None
-        if allowed is not None:
-            paths = [p for p in files if access.may_see(levels.get(p, access.PERSONAL), allowed)]
+        if allowed is not None and allowed != access.ALL:
+            # A filtered channel: what it may see is known before ranking, so hidden notes
+            # cannot take places in the candidate pool. Others need the hits' levels only.
+            levels = self.levels()
+            paths = [p for p, lv in levels.items() if access.may_see(lv, allowed)]
             allowed_ids = set(store.chunk_ids_for_paths(paths))
         rankings: dict[str, list[int]] = {}
         cos: dict[int, float] = {}
@@ -346,6 +365,8 @@ class NotesService:
         fused = rrf(rankings, k=self.ncfg.rrf_k, weights=weights)
         norm = (self.ncfg.rrf_k + 1) / sum(weights[n] for n in rankings)
         rows = store.chunks_by_id([i for i, _, _ in fused])
+        if levels is None:
+            levels = self.levels_of(r.path for r in rows.values())
         df = store.doc_freqs(terms) if terms else {}
         out: list[Hit] = []
         for item, score, ranks in fused:

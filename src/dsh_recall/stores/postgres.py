@@ -220,6 +220,11 @@ class PgChunkStore:
     def file_count(self) -> int:
         return self._q("SELECT count(*) FROM {s}.files").fetchone()[0]
 
+    def count_files_outside(self, hash_prefix: str) -> int:
+        """See stores.sqlite.SqliteChunkStore.count_files_outside."""
+        return self._q("SELECT count(*) FROM {s}.files WHERE left(hash, %s) <> %s",
+                       (len(hash_prefix), hash_prefix)).fetchone()[0]
+
     def chunks_by_id(self, ids: Sequence[int], with_text: bool = True) -> dict[int, ChunkRow]:
         ids = [int(i) for i in ids]
         if not ids:

@@ -652,6 +652,12 @@ class SqliteChunkStore:
     def file_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
 
+    def count_files_outside(self, hash_prefix: str) -> int:
+        """Files whose hash column does not start with `hash_prefix` (notes keep their
+        chunker spec there): one count, not every row loaded."""
+        return self.conn.execute("SELECT count(*) FROM files WHERE substr(hash, 1, ?) != ?",
+                                 (len(hash_prefix), hash_prefix)).fetchone()[0]
+
     def chunks_by_id(self, ids: Sequence[int], with_text: bool = True) -> dict[int, ChunkRow]:
         """Rows of these chunk ids that exist. `with_text=False` leaves `text` empty: ranking
         needs paths and symbols for a few hundred candidates, the text only for the answer."""
