@@ -1,6 +1,7 @@
 """Notes recall at scale: a markdown vault of about 10k and 100k passages.
 
-Builds vaults of dated notes (a title and five sections of LoCoMo turns each, 20 folders,
+Builds vaults of dated notes (a title and five sections of four LoCoMo turns each, as list
+items: 21 passages a note; 20 folders,
 a `public.md` in each folder so access levels have something to decide), indexes them
 with the fake embedder (query timing is the store's, not the model's), and times, side by
 side and interleaved per query:
@@ -33,7 +34,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 LOCOMO = ROOT.parent / "shared" / "eval" / "locomo-dev"
 TMP = Path(tempfile.gettempdir()) / "dsh-recall-nscale"
-SECTIONS = 5  # passages a note holds besides its title line
+SECTIONS, ITEMS = 5, 4  # a note: a title, then SECTIONS headings of ITEMS list items
+PER_NOTE = 1 + SECTIONS * ITEMS  # passages: the notes chunker cuts one per list item
 
 
 def write_vault(vault: Path, passages: int, seed: int = 5) -> None:
@@ -42,13 +44,13 @@ def write_vault(vault: Path, passages: int, seed: int = 5) -> None:
     rnd = random.Random(seed)
     part = vault.with_suffix(".part")
     shutil.rmtree(part, ignore_errors=True)
-    for i in range(max(1, passages // (SECTIONS + 1))):
+    for i in range(max(1, passages // PER_NOTE)):
         folder = part / f"area{i % 20:02d}"
         folder.mkdir(parents=True, exist_ok=True)
         name = "public.md" if i < 20 else f"{2020 + i % 6}-{1 + i % 12:02d}-n{i:06d}.md"
         body = [f"# {rnd.choice(turns)[:60]}\n"]
         for s in range(SECTIONS):
-            body.append(f"\n## Part {s + 1}\n\n" + "\n".join(f"- {rnd.choice(turns)}" for _ in range(4)) + "\n")
+            body.append(f"\n## Part {s + 1}\n\n" + "\n".join(f"- {rnd.choice(turns)}" for _ in range(ITEMS)) + "\n")
         (folder / name).write_text("".join(body), encoding="utf-8")
     part.rename(vault)
 
