@@ -200,6 +200,65 @@ def test_hook_import_embeds_only_the_sessions_it_touched(tmp_path, cfg):
         store.close()
 
 
+def test_a_hook_imports_without_loading_the_model_and_the_server_embeds_after(tmp_path, cfg, monkeypatch):
+    # A Claude Code hook is a process per prompt: loading the model for a prompt's new
+    # blocks cost it about half a second. It imports them only; the MCP server embeds them
+    # behind its next history answer, even when the layer is past its coverage gate.
+    from dsh_recall.frontends.hooks.claude_code_recall import handle_user_prompt_submit
+    from dsh_recall.frontends.mcp.handlers import RecallApp
+    from dsh_recall.services import history_semantic
+
+    turns = tmp_path / "cc.jsonl"
+    said: list[int] = []
+
+    def say(n: int) -> None:  # n more turns of the session, appended as Claude Code does
+        with turns.open("a") as f:
+            for k in range(len(said), len(said) + n):
+                said.append(k)
+                role = "user" if k % 2 == 0 else "assistant"
+                f.write(json.dumps({
+                    "type": role, "sessionId": "cc1", "uuid": f"u{k}", "cwd": str(tmp_path),
+                    "timestamp": f"2026-11-30T10:00:{k:02d}Z", "message": {
+                        "role": role, "content": f"turn {k}: the ledger pool holds {k} connections"}}) + "\n")
+
+    loads: list[str] = []
+    real = history_semantic.shared_embedder
+    monkeypatch.setattr(history_semantic, "shared_embedder", lambda c: loads.append(c.name) or real(c))
+    imports: list[tuple[dict, list[str]]] = []
+    real_import = svc.import_paths
+
+    def spy(*a, **kw):
+        rep = real_import(*a, **kw)
+        imports.append((rep, list(loads)))  # what had loaded the model by the import's end
+        return rep
+
+    monkeypatch.setattr(svc, "import_paths", spy)
+    payload = {"session_id": "cc1", "transcript_path": str(turns), "prompt": "what was the pool size",
+               "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit"}
+    say(12)
+    handle_user_prompt_submit(payload, cfg)  # the gate may fire: its search loads the model
+    rep, loaded = imports[-1]
+    assert rep["blocks"] == 12 and rep["embedded"] == 0 and loaded == []
+    store = svc.open_store()
+    try:
+        svc.SemanticLayer(store, cfg).fill(None, None)
+        say(1)
+        handle_user_prompt_submit(payload, cfg)
+        assert imports[-1][0]["blocks"] == 1 and imports[-1][0]["embedded"] == 0
+        assert (store.embedded_count(None), store.block_count(None)) == (12, 13)  # past the gate
+        app = RecallApp(tmp_path, cfg)
+        try:
+            out, _ = app.call("history_search", {"query": "ledger pool", "scope": "all"})
+            assert out["hits"] and out["layer_status"]["semantic"] == "ok"
+            app.history_backfill._thread.join(60)
+            assert app.history_backfill.embedded == 1
+        finally:
+            app.close()
+        assert store.embedded_count(None) == 13
+    finally:
+        store.close()
+
+
 def test_broken_embedder_degrades_silently(corpus):
     bad = load_config(overrides={"embedder": {"name": "onnx", "model_dir": "/nonexistent/model"}})
     ans = svc.search("ledger", all_sessions=True, cfg=bad)

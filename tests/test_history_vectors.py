@@ -77,6 +77,7 @@ def test_a_database_without_embed_hash_is_migrated(tmp_path, cfg):
     _import(tmp_path, cfg, ROWS)
     store = svc.open_store()
     store.conn.execute("DROP INDEX blocks_embed")
+    store.conn.execute("DROP INDEX blocks_pending")  # both came with embed_hash
     store.conn.execute("ALTER TABLE blocks DROP COLUMN embed_hash")
     path = store.path
     store.close()

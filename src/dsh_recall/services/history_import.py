@@ -265,11 +265,14 @@ def import_paths(
     progress: Callable[[str], None] | None = None,
     channel: str | None = None,
     backlog: bool = True,
+    embed_budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Import transcripts (explicit files/folders, or the default locations when none).
     `channel` tags new sessions with the access channel that produced them.
     `backlog=False` (a hook importing the current session on every prompt): the budget
     embeds only the sessions this import touched, never older blocks still waiting.
+    `embed_budget_s` overrides the config's budget; 0 embeds nothing and does not even load
+    the embedder (a process that lives for one hook call).
 
     Lexical indexes are written first; then blocks are embedded: all of them with
     `embed=True`, else as many as fit in `embed_budget_s`. Embedding never fails an import.
@@ -290,13 +293,17 @@ def import_paths(
                                 "events": 0, "blocks": 0, "skipped": 0, "ignored": 0,
                                 "notes": [f"cannot import: {_one_line(e)}"]})
         touched = sorted({s for r in reports for s in r.get("sessions", [])})
+        totals = {k: sum(r.get(k, 0) for r in reports) for k in ("events", "blocks", "skipped", "ignored")}
+        budget = None if embed else (cfg.embed_budget_s if embed_budget_s is None else embed_budget_s)
+        if budget is not None and budget <= 0:
+            return {"files": reports, **totals, "embedded": 0,
+                    "semantic": "not embedded here (no budget): a search or a server embeds them",
+                    "index": store.stats()}
         sem = SemanticLayer(store, cfg)
-        budget = None if embed else cfg.embed_budget_s
         if embed or backlog:
             embedded = sem.fill(None, budget)
         else:
             embedded = sem.fill(touched, budget) if touched else 0
-        totals = {k: sum(r.get(k, 0) for r in reports) for k in ("events", "blocks", "skipped", "ignored")}
         return {"files": reports, **totals, "embedded": embedded, "semantic": sem.status, "index": store.stats()}
     finally:
         if own:

@@ -36,8 +36,12 @@ def _regular(path: str) -> bool:
 class RecallService:
     """Decides per user message whether to inject history; builds anchors after compactions."""
 
-    def __init__(self, cfg: Config, home: Path | None = None):
+    def __init__(self, cfg: Config, home: Path | None = None, embed_imports: bool = True):
+        """`embed_imports=False` for a process that lives for one hook call: loading the
+        model to embed a prompt's few new blocks would cost the prompt about half a second;
+        a search, the MCP server or the dsh worker embeds them instead."""
         self.cfg = cfg
+        self.embed_imports = embed_imports
         self.dir = ensure_dir((home or recall_home()) / "recall")
         self.state_path = self.dir / "live.json"
 
@@ -71,9 +75,10 @@ class RecallService:
         """Bring the session's transcript into history (incremental, append-only)."""
         if transcript and _regular(transcript):
             # Sessions a hook imports belong to the channel the harness runs the hook for.
-            # A prompt waits for this: only this session's new blocks are embedded here.
+            # A prompt waits for this: only this session's new blocks are embedded here,
+            # and none by a process that would load the model for them.
             history.import_paths([transcript], cfg=self.cfg, channel=channel_key_from_env(),
-                                 backlog=False)
+                                 backlog=False, embed_budget_s=None if self.embed_imports else 0)
 
     # -- auto-recall ----------------------------------------------------------------------
     def on_user_prompt(self, session: str, prompt: str, transcript: str | None = None) -> dict[str, Any]:

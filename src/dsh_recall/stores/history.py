@@ -131,6 +131,10 @@ class HistoryStore:
                                       "(SELECT hash FROM vectors)")
                     self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('vec_seq', '1')")
         self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_vec_seq ON blocks(vec_seq)")
+        # Exactly the blocks waiting for a vector (hashed, vec_seq NULL), in hash order:
+        # `pending` reads as many as it needs and nothing when none wait.
+        self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_pending ON blocks(embed_hash) "
+                          "WHERE vec_seq IS NULL AND embed_hash IS NOT NULL")
         if "channel" not in {r[1] for r in self.conn.execute("PRAGMA table_info(sessions)")}:
             # From before access channels: NULL = produced by the owner (seen by owners only
             # once a session map is configured).
@@ -388,13 +392,19 @@ class HistoryStore:
 
     def pending(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[str, str, str | None]]:
         """(embed_hash, text, previous block's text) of hashed blocks without a vector,
-        one per embed_hash."""
+        one per embed_hash. Read from the blocks_pending index (vec_seq is NULL exactly
+        while a block's hash has no vector: embedded_count), so a history with nothing
+        waiting answers at once instead of walking every block's hash (64 ms at 100k)."""
         where, args = scope_clause(sessions)
+        # Every session: the index of what waits. A scope: the planner picks (a session's
+        # own blocks by blocks_ord beat walking the whole backlog).
+        hint = "INDEXED BY blocks_pending " if sessions is None else ""
         cur = self.conn.execute(
-            f"SELECT b.embed_hash, b.text, p.text FROM blocks b LEFT JOIN vectors v ON v.hash = b.embed_hash "
+            f"SELECT b.embed_hash, b.text, p.text FROM blocks b {hint}"
+            f"LEFT JOIN vectors v ON v.hash = b.embed_hash "
             f"LEFT JOIN blocks p ON p.session = b.session AND p.ord = b.ord - 1 "
-            f"WHERE b.embed_hash IS NOT NULL AND v.hash IS NULL{where} GROUP BY b.embed_hash LIMIT ?",
-            [*args, limit])
+            f"WHERE b.vec_seq IS NULL AND b.embed_hash IS NOT NULL AND v.hash IS NULL{where} "
+            f"GROUP BY b.embed_hash LIMIT ?", [*args, limit])
         return [(r[0], r[1], r[2]) for r in cur]
 
     def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:

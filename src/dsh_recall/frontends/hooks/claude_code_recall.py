@@ -41,7 +41,9 @@ def handle_user_prompt_submit(payload: dict[str, Any], cfg: Config) -> dict[str,
     session, prompt = payload.get("session_id"), payload.get("prompt")
     if not isinstance(session, str) or not isinstance(prompt, str) or not session:
         return None
-    res = RecallService(cfg).on_user_prompt(clean_text(session), cap_query(clean_text(prompt)),
+    # A hook is a process per call: its import leaves embedding to a search or the MCP
+    # server (RecallService.embed_imports), which have the model loaded anyway.
+    res = RecallService(cfg, embed_imports=False).on_user_prompt(clean_text(session), cap_query(clean_text(prompt)),
                                             transcript_path(payload))
     if not res.get("fire") or not res.get("context"):
         return None
@@ -53,7 +55,7 @@ def handle_session_start(payload: dict[str, Any], cfg: Config) -> dict[str, Any]
     session = payload.get("session_id")
     if payload.get("source") != "compact" or not isinstance(session, str) or not session:
         return None
-    anchor = RecallService(cfg).anchor(clean_text(session), transcript_path(payload))
+    anchor = RecallService(cfg, embed_imports=False).anchor(clean_text(session), transcript_path(payload))
     if anchor is None:
         return None
     return _answer("SessionStart", anchor["context"])

@@ -47,12 +47,17 @@ class SourceHandlers:
             data.setdefault("layer_status", {})["scope"] = (
                 "no current session known (configure session=...): searched this workspace")
         status = data.get("layer_status", {})
-        if history.CATCH_UP in str(status.get("semantic", "")):
+        semantic = str(status.get("semantic", ""))
+        if history.CATCH_UP in semantic:
             # More blocks wait than a search may embed: this long-lived server embeds them
             # in the background (one process at a time), and says so.
             self.app.history_backfill.start(self.cfg)
-            status["semantic"] = status["semantic"].replace(
+            status["semantic"] = semantic.replace(
                 history.CATCH_UP, "this server is embedding the rest in the background")
+        elif not semantic.startswith(("unavailable", "failed", "not requested")):
+            # Blocks a hook imported without embedding them (a hook is a process per call):
+            # embedded behind the answer, so the layer keeps up with the session.
+            self.app.history_backfill.start(self.cfg)
         data["_base"] = offset
         data["_more"] = bool(data.get("has_more"))
         return data
