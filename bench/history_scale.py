@@ -26,7 +26,6 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from timing import baseline_src, fmt  # noqa: E402  (bench/timing.py)
 
 LOCOMO = ROOT.parent / "shared" / "eval" / "locomo-dev"
 TMP = Path(tempfile.gettempdir()) / "dsh-recall-hscale"
@@ -80,15 +81,6 @@ def queries(n: int) -> list[str]:
     return picked
 
 
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
-
-
-def fmt(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.0f} / {pct(xs, 0.95):.0f}" if xs else "-"
-
-
 def cli(home: Path, embedder: str, q: str, python: str, src: Path) -> float:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME=embedder, DSH_RECALL_DAEMON="0",
@@ -123,14 +115,6 @@ def drop_vectors(home: Path) -> None:
     conn.close()
 
 
-def baseline_tree(rev: str) -> Path:
-    dest = TMP / f"rev-{rev.replace('/', '_')}"
-    if not dest.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(dest), rev],
-                       check=True, capture_output=True)
-    return dest / "src"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -140,7 +124,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="keep histories built by an earlier run")
     args = ap.parse_args()
     TMP.mkdir(parents=True, exist_ok=True)
-    old_src = baseline_tree(args.baseline_rev) if args.baseline_rev else None
+    old_src = baseline_src(args.baseline_rev, TMP) if args.baseline_rev else None
     qs = queries(args.queries)
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):

@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "eval" / "locomo-dev"
+
+from timing import baseline_src  # noqa: E402  (bench/timing.py)
 TMP = Path(tempfile.gettempdir()) / "dsh-recall-hook"
 PROMPTS = ["what did we decide about the pool size earlier?", "ok, continue with the next step",
            "remember what Caroline said about adoption?", "run the tests again", "thanks",
@@ -38,14 +40,6 @@ def line(k: int, text: str, cwd: Path) -> str:
                        "message": {"role": role, "content": text}}) + "\n"
 
 
-def baseline_tree(rev: str) -> Path:
-    dest = TMP.parent / f"dsh-recall-rev-{rev.replace('/', '_')}"
-    if not dest.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(dest), rev],
-                       check=True, capture_output=True)
-    return dest / "src"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=12)
@@ -55,7 +49,7 @@ def main() -> None:
     turns = [t for t in (json.loads(x)["text"] for x in open(LOCOMO / "locomo_dev_turns.jsonl")) if t.strip()]
     srcs = {"this version": ROOT / "src"}
     if args.baseline_rev:
-        srcs["previous version"] = baseline_tree(args.baseline_rev)
+        srcs["previous version"] = baseline_src(args.baseline_rev, TMP.parent / "dsh-recall-hook-revs")
     shutil.rmtree(TMP, ignore_errors=True)
     for i, name in enumerate(srcs):
         (TMP / str(i)).mkdir(parents=True)

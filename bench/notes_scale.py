@@ -22,7 +22,6 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from timing import baseline_src, fmt  # noqa: E402  (bench/timing.py)
 
 LOCOMO = ROOT.parent / "shared" / "eval" / "locomo-dev"
 TMP = Path(tempfile.gettempdir()) / "dsh-recall-nscale"
@@ -60,15 +61,6 @@ def queries(n: int) -> list[str]:
     return random.Random(3).sample(qa, n)
 
 
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
-
-
-def fmt(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.0f} / {pct(xs, 0.95):.0f}" if xs else "-"
-
-
 def cli(home: Path, vault: Path, q: str, python: str, src: Path) -> float:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake", DSH_RECALL_DAEMON="0",
@@ -90,14 +82,6 @@ def rg(vault: Path, q: str) -> float | None:
     return (time.perf_counter() - t0) * 1000
 
 
-def baseline_tree(rev: str) -> Path:
-    dest = TMP / f"rev-{rev.replace('/', '_')}"
-    if not dest.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(dest), rev],
-                       check=True, capture_output=True)
-    return dest / "src"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="passages per vault")
@@ -105,7 +89,7 @@ def main() -> None:
     ap.add_argument("--baseline-rev", default="", help="a git revision whose CLI runs beside this one")
     args = ap.parse_args()
     TMP.mkdir(parents=True, exist_ok=True)
-    old_src = baseline_tree(args.baseline_rev) if args.baseline_rev else None
+    old_src = baseline_src(args.baseline_rev, TMP) if args.baseline_rev else None
     qs = queries(args.queries)
     smap = TMP / "sessions.json"
     smap.write_text(json.dumps({"dm:owner": "me", "dm:guest": "someone"}))
