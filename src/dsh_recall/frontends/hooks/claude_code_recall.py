@@ -43,8 +43,8 @@ def handle_user_prompt_submit(payload: dict[str, Any], cfg: Config) -> dict[str,
         return None
     # A hook is a process per call: its import leaves embedding to a search or the MCP
     # server (RecallService.embed_imports), which have the model loaded anyway.
-    res = RecallService(cfg, embed_imports=False).on_user_prompt(clean_text(session), cap_query(clean_text(prompt)),
-                                            transcript_path(payload))
+    svc = RecallService(cfg, embed_imports=False)
+    res = svc.on_user_prompt(clean_text(session), cap_query(clean_text(prompt)), transcript_path(payload))
     if not res.get("fire") or not res.get("context"):
         return None
     return _answer("UserPromptSubmit", res["context"])
