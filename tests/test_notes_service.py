@@ -215,3 +215,51 @@ def test_eval_reports_hit_rates(tmp_path):
     assert out["cases"] == 4
     assert out["hit@1"] == 0.75 and out["hit@5"] == 0.75
     assert [m["query"] for m in out["misses"]] == ["helix"]
+
+
+def test_a_search_leaves_a_backlog_it_cannot_embed_in_its_budget(tmp_path):
+    # At the rate this embedder last reached here, 60 passages take 6 s: more than a
+    # search's 2 s budget. The search answers at once, by words, and says how to catch up;
+    # it used to spend its whole budget on every call while the backlog stayed.
+    root = tmp_path / "memory"
+    write(root, "log.md", "".join(f"- entry {i}: the heron nests by lake {i}\n" for i in range(60)))
+    svc = NotesService(cfg(), roots=[root])
+    svc.index(embed=False)
+    assert svc.store.pending_count() == 60
+    fp = svc.embedder().fingerprint
+    svc.store.set_meta("embed_rate", f"{fp}|10.0")
+    res = svc.search("heron lake 7")
+    assert svc.store.pending_count() == 60
+    assert any("60 passages wait for vectors" in n and "notes index" in n for n in res["notes"])
+    assert res["results"] and res["pending"] == 60
+    # A backlog that fits the budget is embedded by the search itself.
+    svc.store.set_meta("embed_rate", f"{fp}|1000.0")
+    res = svc.search("heron lake 7")
+    assert svc.store.pending_count() == 0 and res["pending"] == 0
+    assert not any("wait for vectors" in n for n in res["notes"])
+    # No rate known yet: a short first slice measures one (and, here, embeds them all).
+    svc.store.clear_vectors()
+    svc.store.set_meta("embed_rate", "")
+    svc.search("heron")
+    assert svc.store.pending_count() == 0 and svc.known_rate() is not None
+    svc.close()
+
+
+def test_the_mcp_server_embeds_a_notes_backlog_in_the_background(tmp_path):
+    from dsh_recall.frontends.mcp.handlers import RecallApp
+
+    root = tmp_path / "memory"
+    write(root, "log.md", "".join(f"- entry {i}: the heron nests by lake {i}\n" for i in range(60)))
+    c = cfg(roots=[str(root)])
+    svc = NotesService(c, workspace=tmp_path)
+    svc.index(embed=False)
+    svc.store.set_meta("embed_rate", f"{svc.embedder().fingerprint}|10.0")
+    app = RecallApp(tmp_path, c)
+    try:
+        out, _ = app.call("notes_search", {"query": "heron lake"})
+        assert any("this server is embedding them in the background" in n for n in out["notes"])
+        app.notes_backfill._thread.join(60)
+        assert app.notes_backfill.embedded == 60 and svc.store.pending_count() == 0
+    finally:
+        app.close()
+        svc.close()

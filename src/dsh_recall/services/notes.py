@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -74,6 +75,13 @@ def _sha(data: bytes) -> str:
 def notes_key(roots: Sequence[Path]) -> str:
     """A stable file name for the index of this list of (resolved) roots."""
     return stable_key(roots[0].name if roots else "none", "\n".join(str(r) for r in roots))
+
+
+# Meta key: "<fingerprint>|<passages per second>" the embedder last reached on this index.
+RATE_KEY = "embed_rate"
+RATE_MIN_CHUNKS = 8  # fewer tell little about a rate
+RATE_PROBE_S = 0.5  # a search's first slice when no rate is known yet
+CATCH_UP = "`dsh-recall notes index` embeds them"
 
 
 def embed_text(path: str, heading: Sequence[str], text: str) -> str:
@@ -228,12 +236,49 @@ class NotesService:
         }
 
     def embed_pending(self, budget_s: float | None = None, store: SqliteChunkStore | None = None) -> int:
-        """Embed chunks that have no vector yet, until done or the budget runs out."""
+        """Embed chunks that have no vector yet, until done or the budget runs out; the
+        rate reached is remembered for `fill_for_search` (meta RATE_KEY)."""
         emb = self.embedder()
         if emb is None:
             return 0
-        return embed_pending(store or self.store, emb, self.home / "embed-cache.sqlite",
-                             lambda r: embed_text(r.path, r.symbols, r.text), budget_s)
+        store = store or self.store
+        t0 = time.monotonic()
+        n = embed_pending(store, emb, self.home / "embed-cache.sqlite",
+                          lambda r: embed_text(r.path, r.symbols, r.text), budget_s)
+        took = time.monotonic() - t0
+        if n >= RATE_MIN_CHUNKS and took > 0:
+            store.set_meta(RATE_KEY, f"{emb.fingerprint}|{n / took:.3f}")
+        return n
+
+    def known_rate(self) -> float | None:
+        """Passages per second this embedder last reached on this index, or None."""
+        emb = self.embedder()
+        fp, _, rate = (self.store.get_meta(RATE_KEY) or "").rpartition("|")
+        try:
+            return float(rate) if emb is not None and fp == emb.fingerprint else None
+        except ValueError:
+            return None
+
+    def fill_for_search(self, budget_s: float) -> int:
+        """What a search may embed: every waiting passage when they fit `budget_s` at the
+        rate this embedder last reached here; with no rate known, a short first slice that
+        measures one, and the rest only if it then fits. A backlog beyond that is left to
+        `notes index` or a long-lived server (every search would spend its whole budget,
+        2 s, and the backlog would stay). Returns how many it embedded."""
+        pending = self.store.pending_count()
+        rate = self.known_rate()
+        if not pending or budget_s <= 0 or (rate is not None and pending > rate * budget_s):
+            return 0
+        with self._lock(0) as got:  # an indexer at work: leave it the backlog
+            if not got:
+                return 0
+            t0 = time.monotonic()
+            done = self.embed_pending(budget_s if rate is not None else min(budget_s, RATE_PROBE_S))
+            left, rate = self.store.pending_count(), self.known_rate()
+            spare = budget_s - (time.monotonic() - t0)
+            if left and rate is not None and left <= rate * spare:
+                done += self.embed_pending(spare)
+            return done
 
     def index(self, *, accept_spec_change: bool = False, embed: bool = True,
               progress: Progress | None = None, lock_timeout_s: float | None = None) -> dict[str, Any]:
@@ -316,10 +361,12 @@ class NotesService:
                 notes.append("index vectors were built by another embedder; run `dsh-recall notes "
                              "index` to rebuild them")
                 return None
-            if not emb.remote and self.cfg.embed_budget_s > 0 and self.store.pending_count():
-                with self._lock(0) as got:  # fill in what fits; `notes index` does the rest
-                    if got:
-                        self.embed_pending(self.cfg.embed_budget_s)
+            if not emb.remote:
+                self.fill_for_search(self.cfg.embed_budget_s)
+                waiting = self.store.pending_count()
+                if waiting:
+                    notes.append(f"{waiting} passages wait for vectors (found by words only "
+                                 f"meanwhile); {CATCH_UP}")
             q = emb.embed_query(query[:4000])
             return self._vectors.rank(self.store, q, pool, allowed=allowed_ids)
         except (RecallError, OSError, ValueError) as e:
@@ -493,6 +540,27 @@ class NotesService:
 
     def close(self) -> None:
         self.store.close()
+
+
+def backfill(cfg: Config, workspace: Path | None, stop: threading.Event,
+             slice_s: float = 2.0) -> int:
+    """Embed every passage still waiting, slice by slice under the index lock, until none
+    is left, another process holds the lock (an indexer embeds them) or `stop` is set.
+    For long-lived processes (the MCP server) after a search left passages waiting."""
+    svc = NotesService(cfg, workspace=workspace)
+    total = 0
+    try:
+        while not stop.is_set():
+            with svc._lock(0) as got:
+                if not got:
+                    break
+                n = svc.embed_pending(slice_s)
+            total += n
+            if not n:
+                break
+        return total
+    finally:
+        svc.close()
 
 
 # -- plain-dict entry points for the MCP server, hooks and the Python API ----------------

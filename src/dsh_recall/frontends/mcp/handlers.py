@@ -92,9 +92,10 @@ class IndexJob:
 BACKGROUND_NICE = 10
 
 
-class HistoryBackfill:
-    """Embeds the history blocks a search could not (services.history_semantic.backfill)
-    on a background thread; at most one runs, and `close` stops it between slices."""
+class Backfill:
+    """Embeds on a background thread what searches left waiting (history blocks:
+    services.history_semantic.backfill; note passages: services.notes.backfill); at most
+    one runs per kind, and `close` stops it between slices."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -105,18 +106,17 @@ class HistoryBackfill:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, cfg: Config) -> bool:
+    def start(self, work: Callable[[threading.Event], int], name: str) -> bool:
+        """Run `work(stop)` (returns how many it embedded) unless one is running."""
         with self._lock:
             if self.running() or self._stop.is_set():
                 return False
-            self._thread = threading.Thread(target=self._run, args=(cfg,),
-                                            name="dsh-recall-history-embed", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(work, name),
+                                            name=f"dsh-recall-{name}-embed", daemon=True)
             self._thread.start()
             return True
 
-    def _run(self, cfg: Config) -> None:
-        from ...services import history
-
+    def _run(self, work: Callable[[threading.Event], int], name: str) -> None:
         try:
             # Behind the user's own work: on Linux a thread's nice value is its own, and the
             # model threads this one starts inherit it.
@@ -124,9 +124,9 @@ class HistoryBackfill:
         except (OSError, AttributeError):
             pass
         try:
-            self.embedded += history.backfill(cfg, self._stop)
+            self.embedded += work(self._stop)
         except Exception as e:  # a failure costs only the vectors, never the server
-            log(f"history embedding failed: {e}")
+            log(f"{name} embedding failed: {e}")
 
     def close(self, wait_s: float = 5.0) -> None:
         self._stop.set()
@@ -163,7 +163,8 @@ class RecallApp:
         self.allowed_roots = self._allowed_roots(allow)
         self.jobs: dict[Path, IndexJob] = {}
         self._jobs_lock = threading.Lock()
-        self.history_backfill = HistoryBackfill()
+        self.history_backfill = Backfill()
+        self.notes_backfill = Backfill()
         self.specs: dict[str, ToolSpec] = {}
         for spec in ALL_TOOLS:
             if service_available(spec.service):
@@ -224,6 +225,7 @@ class RecallApp:
 
     def close(self) -> None:
         self.history_backfill.close()
+        self.notes_backfill.close()
         self.default.close()
         with self._clients_lock:
             for c in list(self._clients.values()):

@@ -51,16 +51,22 @@ class SourceHandlers:
         if history.CATCH_UP in semantic:
             # More blocks wait than a search may embed: this long-lived server embeds them
             # in the background (one process at a time), and says so.
-            self.app.history_backfill.start(self.cfg)
+            self.app.history_backfill.start(self._history_backfill(), "history")
             status["semantic"] = semantic.replace(
                 history.CATCH_UP, "this server is embedding the rest in the background")
         elif not semantic.startswith(("unavailable", "failed", "not requested")):
             # Blocks a hook imported without embedding them (a hook is a process per call):
             # embedded behind the answer, so the layer keeps up with the session.
-            self.app.history_backfill.start(self.cfg)
+            self.app.history_backfill.start(self._history_backfill(), "history")
         data["_base"] = offset
         data["_more"] = bool(data.get("has_more"))
         return data
+
+    def _history_backfill(self):
+        from ...services import history
+
+        cfg = self.cfg
+        return lambda stop: history.backfill(cfg, stop)
 
     def tool_history_detail(self, a: dict[str, Any]) -> dict[str, Any]:
         from ...services import history
@@ -165,6 +171,15 @@ class SourceHandlers:
             data = svc.search(query, session=self.app.channel, limit=offset + limit)  # type: ignore[attr-defined]
         finally:
             svc.close()
+        if data.get("pending"):
+            # More passages wait than a search may embed: this long-lived server embeds
+            # them in the background (one slice at a time, under the index's lock).
+            from ...services import notes as notes_mod
+
+            cfg, ws = self.cfg, self.workspace
+            self.app.notes_backfill.start(lambda stop: notes_mod.backfill(cfg, ws, stop), "notes")
+            data["notes"] = [n.replace(notes_mod.CATCH_UP, "this server is embedding them in the "
+                                       "background") for n in data.get("notes", [])]
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit
         return data
