@@ -454,3 +454,53 @@ def test_a_large_index_run_warms_common_term_lists_and_a_small_one_does_not(tmp_
     (repo / "pkg" / "m00.py").write_text("def handler_0(request):\n    return dispatch(request)\n")
     assert svc.index(embed=False).lists == 0  # one file: queries patch what they need
     assert svc.search("dispatch request")["results"]
+
+
+def _backlog_repo(tmp_path: Path, n: int = 60) -> tuple[Path, object]:
+    repo = tmp_path / "backlog"
+    (repo / "pkg").mkdir(parents=True)
+    for i in range(n):
+        (repo / "pkg" / f"m{i:03d}.py").write_text(
+            f"def handler_{i}(request):\n    \"\"\"Retry request {i} with backoff.\"\"\"\n    return {i}\n")
+    cfg = load_config(workspace=repo, overrides={"embedder": {"name": "fake"}})
+    return repo, cfg
+
+
+def test_a_search_leaves_a_vector_backlog_it_cannot_embed_in_its_budget(tmp_path):
+    # At the rate this embedder last reached here, 60 chunks take 6 s: more than a search's
+    # budget. The search answers by words at once and says how to catch up; it used to
+    # spend its whole budget on every call while the backlog stayed.
+    repo, cfg = _backlog_repo(tmp_path)
+    svc = CodeService(repo, cfg, tmp_path / "home")
+    svc.index(embed=False)
+    fp = svc.embedder().fingerprint
+    svc.store.set_meta("embed_rate", f"{fp}|10.0")
+    out = svc.search("retry request with backoff")
+    assert out["results"] and out["pending"] == svc.store.chunk_count() == 60
+    assert any("60 chunks wait for vectors" in n and "dsh-recall index" in n for n in out["notes"])
+    # A backlog that fits the budget at the known rate: the search embeds it.
+    svc.store.set_meta("embed_rate", f"{fp}|1000.0")
+    out = svc.search("retry request with backoff")
+    assert out["pending"] == 0 and not any("wait for vectors" in n for n in out["notes"])
+    svc.close()
+
+
+def test_the_mcp_server_indexes_a_vector_backlog_in_the_background(tmp_path):
+    from dsh_recall.frontends.mcp.handlers import RecallApp
+
+    repo, cfg = _backlog_repo(tmp_path)
+    svc = CodeService(repo, cfg)
+    svc.index(embed=False)
+    svc.store.set_meta("embed_rate", f"{svc.embedder().fingerprint}|10.0")
+    svc.close()
+    app = RecallApp(repo, cfg)
+    try:
+        out, _ = app.call("code_search", {"query": "retry request with backoff"})
+        assert any("this server is indexing them in the background" in n for n in out["notes"])
+        job = app.job(repo.resolve())
+        job.wait(60)
+        assert job.snapshot()["state"] == "done"
+        out, _ = app.call("code_search", {"query": "retry request with backoff"})
+        assert out["pending"] == 0 and not any("wait for vectors" in n for n in out["notes"])
+    finally:
+        app.close()

@@ -34,7 +34,11 @@ from ..stores.sqlite import SqliteChunkStore
 from . import code_prepare, usage
 from .code_prepare import embed_text
 from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_lock,
-                      load_embedder, sync_fingerprint, sync_vector_file)
+                      fill_what_fits, load_embedder, sync_fingerprint, sync_vector_file)
+
+# The end of a search's note on chunks still without a vector; the MCP server, which
+# starts the index job itself, says so instead.
+CATCH_UP = "`dsh-recall index` embeds them"
 
 
 # Files written per transaction, counted in chunks: a commit per file made FTS5 write and
@@ -519,8 +523,12 @@ class CodeService:
         source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
         last = json.loads(self.store.get_meta("last_index") or "{}")
         problems = last.get("problems") or []
+        pending = self.store.pending_count()
+        if pending and "vector" in layers and self._embedder_error is None:
+            notes.append(f"{pending} chunks wait for vectors (found by words only meanwhile); "
+                         f"{CATCH_UP}")
         out = {
-            "query": query[:200], "results": results, "pending": self.store.pending_count(),
+            "query": query[:200], "results": results, "pending": pending,
             "layers": used, "returned_chars": returned, "source_chars": source,
             "scope": focus_label or prefix or ".", "notes": list(dict.fromkeys(notes + problems)),
             "elapsed_ms": round((time.monotonic() - t0) * 1000, 1), "rerank": reranked,
@@ -758,16 +766,18 @@ class CodeService:
             store = registry.reopen(self.store)
             try:
                 if not emb.remote and self.cfg.embed_budget_s > 0 and store.pending_count():
-                    # First searches fill in vectors within a small budget; `index` does the rest.
+                    # A search fills in the vectors that fit its budget at the rate this
+                    # embedder last reached; `index` (or the MCP server's job) the rest.
                     with self._index_lock(0) as got:
                         if got:
                             # ...within what the deadline leaves after the query's own
-                            # embedding and ranking: a first search answers with the vectors
-                            # it has (and says how many are pending), not lexical only.
+                            # embedding and ranking: a search answers with the vectors it
+                            # has (and says how many are pending), not lexical only.
                             left = deadline - time.monotonic() - VECTOR_RESERVE_S
                             budget = min(self.cfg.embed_budget_s, left)
                             if budget > 0.2:
-                                self.embed_pending(budget, store=store)
+                                fill_what_fits(store, emb, budget,
+                                               lambda s: self.embed_pending(s, store=store))
                 elif self._vectors.delta_size(store) > DELTA_SYNC:
                     # Many vectors outside the memory-mapped file (an index written before
                     # it existed): build it once if no indexer is busy.

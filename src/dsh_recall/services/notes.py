@@ -42,7 +42,8 @@ from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_bl
                                   source_weight)
 from . import channel as channel_mod
 from . import usage
-from .vectors import VectorIndex, embed_pending, file_lock, load_embedder, sync_fingerprint
+from .vectors import (VectorIndex, embed_pending, file_lock, fill_what_fits, known_rate,
+                      load_embedder, sync_fingerprint)
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 LAYERS = ("lexical", "vector")
@@ -77,10 +78,6 @@ def notes_key(roots: Sequence[Path]) -> str:
     return stable_key(roots[0].name if roots else "none", "\n".join(str(r) for r in roots))
 
 
-# Meta key: "<fingerprint>|<passages per second>" the embedder last reached on this index.
-RATE_KEY = "embed_rate"
-RATE_MIN_CHUNKS = 8  # fewer tell little about a rate
-RATE_PROBE_S = 0.5  # a search's first slice when no rate is known yet
 CATCH_UP = "`dsh-recall notes index` embeds them"
 
 
@@ -241,44 +238,22 @@ class NotesService:
         emb = self.embedder()
         if emb is None:
             return 0
-        store = store or self.store
-        t0 = time.monotonic()
-        n = embed_pending(store, emb, self.home / "embed-cache.sqlite",
-                          lambda r: embed_text(r.path, r.symbols, r.text), budget_s)
-        took = time.monotonic() - t0
-        if n >= RATE_MIN_CHUNKS and took > 0:
-            store.set_meta(RATE_KEY, f"{emb.fingerprint}|{n / took:.3f}")
-        return n
+        return embed_pending(store or self.store, emb, self.home / "embed-cache.sqlite",
+                             lambda r: embed_text(r.path, r.symbols, r.text), budget_s)
 
     def known_rate(self) -> float | None:
         """Passages per second this embedder last reached on this index, or None."""
         emb = self.embedder()
-        fp, _, rate = (self.store.get_meta(RATE_KEY) or "").rpartition("|")
-        try:
-            return float(rate) if emb is not None and fp == emb.fingerprint else None
-        except ValueError:
-            return None
+        return None if emb is None else known_rate(self.store, emb)
 
     def fill_for_search(self, budget_s: float) -> int:
-        """What a search may embed: every waiting passage when they fit `budget_s` at the
-        rate this embedder last reached here; with no rate known, a short first slice that
-        measures one, and the rest only if it then fits. A backlog beyond that is left to
-        `notes index` or a long-lived server (every search would spend its whole budget,
-        2 s, and the backlog would stay). Returns how many it embedded."""
-        pending = self.store.pending_count()
-        rate = self.known_rate()
-        if not pending or budget_s <= 0 or (rate is not None and pending > rate * budget_s):
+        """What a search may embed (services.vectors.fill_what_fits); an indexer at work
+        keeps the backlog."""
+        emb = self.embedder()
+        if emb is None or not self.store.pending_count():
             return 0
-        with self._lock(0) as got:  # an indexer at work: leave it the backlog
-            if not got:
-                return 0
-            t0 = time.monotonic()
-            done = self.embed_pending(budget_s if rate is not None else min(budget_s, RATE_PROBE_S))
-            left, rate = self.store.pending_count(), self.known_rate()
-            spare = budget_s - (time.monotonic() - t0)
-            if left and rate is not None and left <= rate * spare:
-                done += self.embed_pending(spare)
-            return done
+        with self._lock(0) as got:
+            return fill_what_fits(self.store, emb, budget_s, self.embed_pending) if got else 0
 
     def index(self, *, accept_spec_change: bool = False, embed: bool = True,
               progress: Progress | None = None, lock_timeout_s: float | None = None) -> dict[str, Any]:

@@ -138,7 +138,8 @@ def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
     """
     sync_fingerprint(store, emb)
     cache = EmbedCache(cache_path)
-    deadline = None if budget_s is None else time.monotonic() + budget_s
+    started = time.monotonic()
+    deadline = None if budget_s is None else started + budget_s
     done = since_sync = 0
     total = store.pending_count()
     try:
@@ -165,7 +166,45 @@ def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
                 progress("embed", done, total)
     finally:
         cache.close()
+    took = time.monotonic() - started
+    if done >= RATE_MIN_CHUNKS and took > 0:
+        store.set_meta(RATE_KEY, f"{emb.fingerprint}|{done / took:.3f}")
     sync_vector_file(store)
+    return done
+
+
+# Meta key: "<fingerprint>|<chunks per second>" the embedder last reached on this index.
+RATE_KEY = "embed_rate"
+RATE_MIN_CHUNKS = 8  # fewer tell little about a rate
+RATE_PROBE_S = 0.5  # a search's first slice when no rate is known yet
+
+
+def known_rate(store: SqliteChunkStore, emb: Embedder) -> float | None:
+    """Chunks per second this embedder last reached on this index (RATE_KEY), or None."""
+    fp, _, rate = (store.get_meta(RATE_KEY) or "").rpartition("|")
+    try:
+        return float(rate) if fp == emb.fingerprint else None
+    except ValueError:
+        return None
+
+
+def fill_what_fits(store: SqliteChunkStore, emb: Embedder, budget_s: float,
+                   embed: Callable[[float], int]) -> int:
+    """What a search may embed (`embed(seconds)` embeds for that long): every waiting
+    chunk when they fit `budget_s` at the rate this embedder last reached here; with no
+    rate known, a short first slice that measures one, and the rest only if it then fits.
+    A backlog beyond that is left to an indexer or a long-lived server: each search would
+    spend its whole budget on it while it stayed. The caller holds the index lock."""
+    pending = store.pending_count()
+    rate = known_rate(store, emb)
+    if not pending or budget_s <= 0 or (rate is not None and pending > rate * budget_s):
+        return 0
+    t0 = time.monotonic()
+    done = embed(budget_s if rate is not None else min(budget_s, RATE_PROBE_S))
+    left, rate = store.pending_count(), known_rate(store, emb)
+    spare = budget_s - (time.monotonic() - t0)
+    if left and rate is not None and spare > 0 and left <= rate * spare:
+        done += embed(spare)
     return done
 
 

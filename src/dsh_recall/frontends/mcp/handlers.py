@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 from ...core.config import Config, load_config
 from ...core.errors import InputError, RecallError
 from ...services.channel import Viewer, channel_key_from_env
+from ...services import code as code_mod
 from ...services.code import CodeService
 from . import budget as budget_mod
 from . import render as render_mod
@@ -54,13 +55,15 @@ class IndexJob:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, make_service: Callable[[], CodeService]) -> bool:
-        """Start a job unless one is running; returns whether a new job started."""
+    def start(self, make_service: Callable[[], CodeService], background: bool = False) -> bool:
+        """Start a job unless one is running; returns whether a new job started.
+        `background`: started by the server itself (a search left chunks without vectors),
+        so it runs behind the user's own work (BACKGROUND_NICE)."""
         with self._lock:
             if self.running():
                 return False
             self.info = {"state": "running", "started": time.time()}
-            self._thread = threading.Thread(target=self._run, args=(make_service,),
+            self._thread = threading.Thread(target=self._run, args=(make_service, background),
                                             name="dsh-recall-index", daemon=True)
             self._thread.start()
             return True
@@ -69,7 +72,9 @@ class IndexJob:
         with self._lock:
             self.info.update(phase=phase, done=done, total=total)
 
-    def _run(self, make_service: Callable[[], CodeService]) -> None:
+    def _run(self, make_service: Callable[[], CodeService], background: bool = False) -> None:
+        if background:
+            _lower_priority()
         try:
             svc = make_service()
             try:
@@ -90,6 +95,15 @@ class IndexJob:
 
 
 BACKGROUND_NICE = 10
+
+
+def _lower_priority() -> None:
+    """This thread behind the user's own work: on Linux a thread's nice value is its own,
+    and the model threads it starts inherit it."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (OSError, AttributeError):
+        pass
 
 
 class Backfill:
@@ -117,12 +131,7 @@ class Backfill:
             return True
 
     def _run(self, work: Callable[[threading.Event], int], name: str) -> None:
-        try:
-            # Behind the user's own work: on Linux a thread's nice value is its own, and the
-            # model threads this one starts inherit it.
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-        except (OSError, AttributeError):
-            pass
+        _lower_priority()
         try:
             self.embedded += work(self._stop)
         except Exception as e:  # a failure costs only the vectors, never the server
@@ -325,6 +334,14 @@ class Client(SourceHandlers):
         with self._lock:
             data = self.code().search(query, limit=offset + limit, path=path, focus=focus,
                                       files=bool(a.get("files")), cwd=self.workspace)
+        if data.get("pending"):
+            # More chunks wait for vectors than a search may embed: this server runs the
+            # index job for them (as code_index would), behind the user's own work.
+            ws, cfg = self.workspace, self.cfg
+            self.app.job(ws).start(lambda: CodeService(ws, cfg), background=True)
+            data["notes"] = [n.replace(code_mod.CATCH_UP, "this server is indexing them in the "
+                                       "background (code_index shows how far)")
+                             for n in data.get("notes", [])]
         # Ask for one page past the offset; a full list hints at more beyond it.
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit
