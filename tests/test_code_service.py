@@ -504,3 +504,22 @@ def test_the_mcp_server_indexes_a_vector_backlog_in_the_background(tmp_path):
         assert out["pending"] == 0 and not any("wait for vectors" in n for n in out["notes"])
     finally:
         app.close()
+
+
+def test_the_mcp_server_does_not_rerun_a_failed_index_job_on_every_search(tmp_path):
+    from dsh_recall.frontends.mcp.handlers import RecallApp
+
+    repo, cfg = _backlog_repo(tmp_path)
+    svc = CodeService(repo, cfg)
+    svc.index(embed=False)
+    svc.store.set_meta("embed_rate", f"{svc.embedder().fingerprint}|10.0")
+    svc.close()
+    app = RecallApp(repo, cfg)
+    try:
+        job = app.job(repo.resolve())
+        job.info = {"state": "failed", "finished": 0, "error": "the embedder went away"}
+        out, _ = app.call("code_search", {"query": "retry request with backoff"})
+        assert not job.running() and job.snapshot()["state"] == "failed"
+        assert any("dsh-recall index" in n for n in out["notes"])  # the way to catch up
+    finally:
+        app.close()

@@ -95,6 +95,10 @@ class IndexJob:
 
 
 BACKGROUND_NICE = 10
+# After an index job the server started itself, how long before a search may start another
+# (one that left chunks without vectors, e.g. an embedder failing on some, is not rerun
+# on every search).
+AUTO_INDEX_PAUSE_S = 300.0
 
 
 def _lower_priority() -> None:
@@ -334,14 +338,20 @@ class Client(SourceHandlers):
         with self._lock:
             data = self.code().search(query, limit=offset + limit, path=path, focus=focus,
                                       files=bool(a.get("files")), cwd=self.workspace)
-        if data.get("pending"):
+        if any(code_mod.CATCH_UP in n for n in data.get("notes", [])):
             # More chunks wait for vectors than a search may embed: this server runs the
-            # index job for them (as code_index would), behind the user's own work.
+            # index job for them (as code_index would), behind the user's own work; not
+            # again after a job that failed or has just run (code_index still can).
             ws, cfg = self.workspace, self.cfg
-            self.app.job(ws).start(lambda: CodeService(ws, cfg), background=True)
-            data["notes"] = [n.replace(code_mod.CATCH_UP, "this server is indexing them in the "
-                                       "background (code_index shows how far)")
-                             for n in data.get("notes", [])]
+            job = self.app.job(ws)
+            last = job.snapshot()
+            recent = last.get("state") == "done" and time.time() - last.get("finished", 0) < AUTO_INDEX_PAUSE_S
+            started = last.get("state") != "failed" and not recent and job.start(
+                lambda: CodeService(ws, cfg), background=True)
+            if started or job.running():
+                data["notes"] = [n.replace(code_mod.CATCH_UP, "this server is indexing them in "
+                                           "the background (code_index shows how far)")
+                                 for n in data.get("notes", [])]
         # Ask for one page past the offset; a full list hints at more beyond it.
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit

@@ -171,15 +171,17 @@ class SourceHandlers:
             data = svc.search(query, session=self.app.channel, limit=offset + limit)  # type: ignore[attr-defined]
         finally:
             svc.close()
-        if data.get("pending"):
+        from ...services import notes as notes_mod
+
+        if any(notes_mod.CATCH_UP in n for n in data.get("notes", [])):
             # More passages wait than a search may embed: this long-lived server embeds
             # them in the background (one slice at a time, under the index's lock).
-            from ...services import notes as notes_mod
-
             cfg, ws = self.cfg, self.workspace
-            self.app.notes_backfill.start(lambda stop: notes_mod.backfill(cfg, ws, stop), "notes")
-            data["notes"] = [n.replace(notes_mod.CATCH_UP, "this server is embedding them in the "
-                                       "background") for n in data.get("notes", [])]
+            started = self.app.notes_backfill.start(lambda stop: notes_mod.backfill(cfg, ws, stop),
+                                                    "notes")
+            if started or self.app.notes_backfill.running():
+                data["notes"] = [n.replace(notes_mod.CATCH_UP, "this server is embedding them in "
+                                           "the background") for n in data.get("notes", [])]
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit
         return data
