@@ -14,10 +14,10 @@ from ..core.errors import RecallError
 from ..core.paths import recall_home
 from ..stores.history import HistoryStore
 from .history_common import open_store
-from .vectors import DELTA_SYNC, SYNC_EVERY, VectorIndex, file_lock, shared_embedder, sync_vector_file
+from .vectors import (DELTA_SYNC, RATE_KEY, SYNC_EVERY, VectorIndex, file_lock, known_rate,
+                      shared_embedder, sync_vector_file)
 
-# Meta key: "<fingerprint>|<blocks per second>" the embedder reached in its last fill here.
-RATE_KEY = "embed_rate"
+# Meta RATE_KEY (services.vectors): "<fingerprint>|<blocks per second>" of the last fill here.
 # What a gated answer says when the gap is more than a search may close.
 CATCH_UP = "`dsh-recall history import --embed` embeds the rest"
 
@@ -107,15 +107,7 @@ class SemanticLayer:
 
     def known_rate(self) -> float | None:
         """Blocks per second this embedder reached in its last fill here, or None."""
-        if self.emb is None:
-            return None
-        raw = self.store.get_meta(RATE_KEY) or ""
-        fp, _, rate = raw.rpartition("|")
-        try:
-            value = float(rate)
-        except ValueError:
-            return None
-        return value if fp == self.emb.fingerprint and math.isfinite(value) and value > 0 else None
+        return None if self.emb is None else known_rate(self.store, self.emb)
 
     def _save_rate(self, rate: float) -> None:
         try:

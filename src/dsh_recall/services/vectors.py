@@ -5,6 +5,7 @@ plus SQLite's newest vectors. Policy-free plumbing."""
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import threading
 import time
@@ -179,13 +180,15 @@ RATE_MIN_CHUNKS = 8  # fewer tell little about a rate
 RATE_PROBE_S = 0.5  # a search's first slice when no rate is known yet
 
 
-def known_rate(store: SqliteChunkStore, emb: Embedder) -> float | None:
-    """Chunks per second this embedder last reached on this index (RATE_KEY), or None."""
+def known_rate(store, emb: Embedder) -> float | None:
+    """Items per second this embedder last reached on this index (RATE_KEY, in any store
+    with meta: code, notes, history), or None."""
     fp, _, rate = (store.get_meta(RATE_KEY) or "").rpartition("|")
     try:
-        return float(rate) if fp == emb.fingerprint else None
+        value = float(rate)
     except ValueError:
         return None
+    return value if fp == emb.fingerprint and math.isfinite(value) and value > 0 else None
 
 
 def fill_what_fits(store: SqliteChunkStore, emb: Embedder, budget_s: float,
