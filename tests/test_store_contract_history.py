@@ -113,6 +113,34 @@ def test_term_shares(store):
     assert shares == {"led": 2 / 5, "ing": 1 / 5, "zzz": 0.0}
 
 
+def test_pending_by_scope_small_and_large(store):
+    # 30 sessions of 3 blocks; 2 of every session embedded. A scope of a few sessions and
+    # one past PENDING_BY_SESSION_MAX (read by another index on SQLite) find the same.
+    sids = [f"s{k:02d}" for k in range(30)]
+    for sid in sids:
+        texts = [f"{sid} turn {i} about the ledger" for i in range(3)]
+        store.write_batch([session(sid, path=f"/t/{sid}.jsonl")], [event(sid, i, t) for i, t in enumerate(texts)],
+                          [block(sid, i, t) for i, t in enumerate(texts)], [], None)
+    store.set_embed_hashes([(i, f"e{i}") for i, _, _ in store.unhashed(None, 1000)])
+    pend = store.pending(None, 1000)
+    assert len(pend) == 90
+    done = {h for h, text, _ in pend if not text.endswith("turn 2 about the ledger")}
+    store.put_vectors([(h, np.ones(8, dtype=np.float32) / np.sqrt(8)) for h in done])
+    for scope in (sids[:2], sids[:25], sids):
+        got = store.pending(scope, 1000)
+        assert sorted(t for _, t, _ in got) == sorted(f"{s} turn 2 about the ledger" for s in scope)
+        assert all(p is not None and p.startswith(t.split(" turn")[0]) for _, t, p in got)
+    assert len(store.pending(sids, 7)) == 7 and store.pending(None, 1000) and store.embedded_count() == 60
+    if isinstance(store, HistoryStore):  # which index SQLite reads: the scope's own blocks
+        sql: list[str] = []
+        store.conn.set_trace_callback(sql.append)
+        store.pending(sids[:2], 10)
+        store.conn.set_trace_callback(None)
+        query = next(q for q in sql if "FROM blocks b" in q)
+        plan = " ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + query))
+        assert "blocks_ord" in plan and "blocks_vec_seq" not in plan, plan
+
+
 def test_embedding_flow_and_vector_ranking(store):
     load(store)
     todo = store.unhashed(None, 100)
