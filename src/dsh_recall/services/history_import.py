@@ -295,16 +295,15 @@ def import_paths(
         touched = sorted({s for r in reports for s in r.get("sessions", [])})
         totals = {k: sum(r.get(k, 0) for r in reports) for k in ("events", "blocks", "skipped", "ignored")}
         budget = None if embed else (cfg.embed_budget_s if embed_budget_s is None else embed_budget_s)
-        if budget is not None and budget <= 0:
-            return {"files": reports, **totals, "embedded": 0,
-                    "semantic": "not embedded here (no budget): a search or a server embeds them",
-                    "index": store.stats()}
-        sem = SemanticLayer(store, cfg)
-        if embed or backlog:
-            embedded = sem.fill(None, budget)
-        else:
-            embedded = sem.fill(touched, budget) if touched else 0
-        return {"files": reports, **totals, "embedded": embedded, "semantic": sem.status, "index": store.stats()}
+        embedded, semantic = 0, "not embedded here (no budget): a search or a server embeds them"
+        if budget is None or budget > 0:  # no budget: not even the embedder is loaded
+            sem = SemanticLayer(store, cfg)
+            if embed or backlog:
+                embedded = sem.fill(None, budget)
+            elif touched:
+                embedded = sem.fill(touched, budget)
+            semantic = sem.status
+        return {"files": reports, **totals, "embedded": embedded, "semantic": semantic, "index": store.stats()}
     finally:
         if own:
             store.close()

@@ -14,7 +14,7 @@ from ..core.errors import RecallError
 from ..core.paths import recall_home
 from ..stores.history import HistoryStore
 from .history_common import open_store
-from .vectors import (DELTA_SYNC, RATE_KEY, SYNC_EVERY, VectorIndex, file_lock, known_rate,
+from .vectors import (DELTA_SYNC, SYNC_EVERY, VectorIndex, file_lock, known_rate, remember_rate,
                       shared_embedder, sync_vector_file)
 
 # Meta RATE_KEY (services.vectors): "<fingerprint>|<blocks per second>" of the last fill here.
@@ -89,8 +89,7 @@ class SemanticLayer:
                 sync_vector_file(self.store)
                 since_sync = 0
         sync_vector_file(self.store)
-        if done >= 8 and spent > 0:
-            self._save_rate(done / spent)
+        remember_rate(self.store, self.emb, done, spent)
         return done
 
     def hash_blocks(self, scope: Sequence[str] | None, deadline: float | None = None) -> int:
@@ -108,12 +107,6 @@ class SemanticLayer:
     def known_rate(self) -> float | None:
         """Blocks per second this embedder reached in its last fill here, or None."""
         return None if self.emb is None else known_rate(self.store, self.emb)
-
-    def _save_rate(self, rate: float) -> None:
-        try:
-            self.store.set_meta(RATE_KEY, f"{self.emb.fingerprint}|{rate:.3f}")
-        except Exception:  # noqa: BLE001 - a remembered rate is an optimisation only
-            pass
 
     def coverage(self, scope: Sequence[str] | None) -> tuple[int, int]:
         return self.store.embedded_count(scope), self.store.block_count(scope)

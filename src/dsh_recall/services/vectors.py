@@ -128,6 +128,23 @@ def sync_fingerprint(store: SqliteChunkStore, emb: Embedder) -> str | None:
     return f"embedder changed ({old} -> {emb.fingerprint}): old vectors discarded, re-embedding"
 
 
+# Meta key: "<fingerprint>|<items per second>" the embedder last reached on an index (code,
+# notes and history keep one each).
+RATE_KEY = "embed_rate"
+RATE_MIN_CHUNKS = 8  # fewer tell little about a rate
+RATE_PROBE_S = 0.5  # a search's first slice when no rate is known yet
+
+
+def remember_rate(store, emb: Embedder, n: int, seconds: float) -> None:
+    """Keep the rate of a run of `n` items in `seconds` for the next search (known_rate)."""
+    if n < RATE_MIN_CHUNKS or seconds <= 0:
+        return
+    try:
+        store.set_meta(RATE_KEY, f"{emb.fingerprint}|{n / seconds:.3f}")
+    except Exception:  # noqa: BLE001 - a remembered rate is an optimisation only
+        pass
+
+
 def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
                   text_of: Callable[[ChunkRow], str], budget_s: float | None = None,
                   progress: Progress | None = None) -> int:
@@ -167,17 +184,10 @@ def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
                 progress("embed", done, total)
     finally:
         cache.close()
-    took = time.monotonic() - started
-    if done >= RATE_MIN_CHUNKS and took > 0:
-        store.set_meta(RATE_KEY, f"{emb.fingerprint}|{done / took:.3f}")
+    remember_rate(store, emb, done, time.monotonic() - started)
     sync_vector_file(store)
     return done
 
-
-# Meta key: "<fingerprint>|<chunks per second>" the embedder last reached on this index.
-RATE_KEY = "embed_rate"
-RATE_MIN_CHUNKS = 8  # fewer tell little about a rate
-RATE_PROBE_S = 0.5  # a search's first slice when no rate is known yet
 
 
 def known_rate(store, emb: Embedder) -> float | None:
