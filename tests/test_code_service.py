@@ -466,6 +466,14 @@ def _backlog_repo(tmp_path: Path, n: int = 60) -> tuple[Path, object]:
     return repo, cfg
 
 
+def _slow_backlog(repo: Path, cfg) -> None:
+    """Index without vectors, with a remembered rate (10 a second) the 60 chunks exceed."""
+    svc = CodeService(repo, cfg)
+    svc.index(embed=False)
+    svc.store.set_meta("embed_rate", f"{svc.embedder().fingerprint}|10.0")
+    svc.close()
+
+
 def test_a_search_leaves_a_vector_backlog_it_cannot_embed_in_its_budget(tmp_path):
     # At the rate this embedder last reached here, 60 chunks take 6 s: more than a search's
     # budget. The search answers by words at once and says how to catch up; it used to
@@ -489,10 +497,7 @@ def test_the_mcp_server_indexes_a_vector_backlog_in_the_background(tmp_path):
     from dsh_recall.frontends.mcp.handlers import RecallApp
 
     repo, cfg = _backlog_repo(tmp_path)
-    svc = CodeService(repo, cfg)
-    svc.index(embed=False)
-    svc.store.set_meta("embed_rate", f"{svc.embedder().fingerprint}|10.0")
-    svc.close()
+    _slow_backlog(repo, cfg)
     app = RecallApp(repo, cfg)
     try:
         out, _ = app.call("code_search", {"query": "retry request with backoff"})
@@ -510,10 +515,7 @@ def test_the_mcp_server_does_not_rerun_a_failed_index_job_on_every_search(tmp_pa
     from dsh_recall.frontends.mcp.handlers import RecallApp
 
     repo, cfg = _backlog_repo(tmp_path)
-    svc = CodeService(repo, cfg)
-    svc.index(embed=False)
-    svc.store.set_meta("embed_rate", f"{svc.embedder().fingerprint}|10.0")
-    svc.close()
+    _slow_backlog(repo, cfg)
     app = RecallApp(repo, cfg)
     try:
         job = app.job(repo.resolve())
