@@ -25,7 +25,7 @@ BIG = "x" * 5000
 
 def run(mode: str, script: list[dict], **config) -> dict:
     cfg = {"command": sys.executable, "args": [str(FIX / "fake_worker.py")],
-           "env": {"FAKE_MODE": mode}, "callTimeoutMs": 400, "startTimeoutMs": 5000, **config}
+           "env": {"FAKE_MODE": mode}, "callTimeoutMs": 400, "startTimeoutMs": 1500, **config}
     out = subprocess.run([NODE, str(FIX / "harness.mjs"), PLUGIN_PATH.as_uri(), json.dumps(cfg),
                           json.dumps(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -84,3 +84,62 @@ def test_worker_errors_and_garbage_lines_pass_through_and_unknown_keys_are_named
     assert sum("offload failed: boom" in w for w in r["warnings"]) == 1
     g = run("garbage", [{"post": {"name": "bash", "blocks": [BIG]}}])
     assert g["results"][0]["post"] == ["SHORT(5000)"]
+
+
+# -- worker health: reported where a user looks, never a long wait, never an orphan ----------
+
+def _status(home: Path) -> dict:
+    return json.loads((home / "dsh" / "plugin-status.json").read_text())
+
+
+def test_a_worker_that_never_gets_ready_costs_the_first_request_at_most_its_start_deadline(tmp_path):
+    r = run("silent", [{"assemble": {"message": "first"}}, {"post": {"name": "bash", "blocks": [BIG]}},
+                       {"assemble": {"message": "second"}}],
+            env={"FAKE_MODE": "silent", "DSH_RECALL_HOME": str(tmp_path)})
+    first, post, second = r["results"]
+    # The worker starts when the plugin loads; the first request waits out what is left of
+    # the start deadline (1,500 ms by default), later ones pass through at once.
+    assert first["ms"] <= 2000 and post["ms"] < 500 and second["ms"] < 500, r["results"]
+    assert post["post"] is None and [s["name"] for s in second["sections"]] == ["harness:identity"]
+    assert any("no ready line" in w for w in r["warnings"]), r["warnings"]
+    st = _status(tmp_path)
+    assert st["state"] == "starting" and "no ready line" in st["reason"]
+    assert any("no ready line" in w["message"] for w in st["warnings"])
+
+
+def test_a_hung_worker_costs_one_call_deadline_and_says_so_in_the_status_file(tmp_path):
+    r = run("hangall", [{"assemble": {"message": "first"}}, {"post": {"name": "bash", "blocks": [BIG]}},
+                        {"assemble": {"message": "second"}}],
+            env={"FAKE_MODE": "hangall", "DSH_RECALL_HOME": str(tmp_path)}, callTimeoutMs=1500)
+    first, post, second = r["results"]
+    assert first["ms"] <= 2000 and post["ms"] < 500 and second["ms"] < 500, r["results"]
+    assert len(r["warnings"]) == 1 and "context took over 1" in r["warnings"][0], r["warnings"]
+    assert _status(tmp_path)["state"] == "slow"
+
+
+def test_small_results_never_reach_the_worker(tmp_path):
+    # The fake worker's context answer names threshold 1000: after a request, a 900-char
+    # result is not sent (a hanging offload would otherwise cost the call deadline).
+    r = run("hang", [{"assemble": {"message": "hi"}}, {"post": {"name": "bash", "blocks": ["y" * 900]}},
+                     {"post": {"name": "bash", "blocks": ["y" * 900]}}])
+    assert [x["post"] for x in r["results"][1:]] == [None, None]
+    assert all(x["ms"] < 300 for x in r["results"][1:]) and r["warnings"] == []
+
+
+def test_no_worker_outlives_the_dsh_process(tmp_path):
+    import os
+    import time
+
+    pid_file = tmp_path / "pid"
+    run("hangall", [{"wait": 300}, {"exit": True}],
+        env={"FAKE_MODE": "hangall", "FAKE_PID_FILE": str(pid_file), "DSH_RECALL_HOME": str(tmp_path)})
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError("the worker outlived the dsh process by 5 s")

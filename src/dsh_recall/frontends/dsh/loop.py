@@ -7,7 +7,7 @@ The first line written is `{"id": 0, "ok": true, "result": {"ready": true, ...}}
 that is not a JSON object is answered with `id: null`. Stdout belongs to the protocol:
 anything else the process prints goes to stderr. The loop ends when stdin closes (dsh
 exited). Between requests, deferred work (history imports, embedding) runs in slices
-of at most `idle_s`, so a request waits for at most one slice.
+of at most `IDLE_SLICE_S` after `idle_s` of quiet, so a request waits for at most one slice.
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ import os
 import queue
 import sys
 import threading
+import time
 from typing import IO, Any
 
 from ...core.clean import clean_json
 from ...core.errors import RecallError
 from .worker import VERSION, Worker
 
-MAX_LINE_BYTES = 256 << 20  # a tool result can be big; a line past this is refused
+MAX_LINE_BYTES = 256 << 20
+# Deferred work runs in slices this short, so a tool result arriving meanwhile waits at most
+# one slice (plus the batch in flight), whatever the quiet period before it starts.
+IDLE_SLICE_S = 0.15  # a tool result can be big; a line past this is refused
 
 
 def _one_line(e: BaseException) -> str:
@@ -72,7 +76,12 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
         out.write(json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
         out.flush()
 
-    send({"id": 0, "ok": True, "result": {"ready": True, "version": VERSION, "pid": os.getpid()}})
+    try:  # the user's threshold: the plugin sends nothing shorter (no round trip)
+        threshold: int | None = worker.config(None).objects.threshold_chars
+    except Exception:  # noqa: BLE001 - a bad config is reported by the first request
+        threshold = None
+    send({"id": 0, "ok": True, "result": {"ready": True, "version": VERSION, "pid": os.getpid(),
+                                          "threshold_chars": threshold}})
     pending_idle = False
     try:
         while True:
@@ -81,7 +90,7 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
                              else None)
             except queue.Empty:
                 try:
-                    pending_idle = worker.idle(idle_s)
+                    pending_idle = worker.idle(min(idle_s, IDLE_SLICE_S))
                 except Exception as e:  # noqa: BLE001 - idle work is best effort
                     print(f"dsh-recall worker: idle work failed: {_one_line(e)}", file=sys.stderr)
                     pending_idle = False
@@ -95,8 +104,23 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
         worker.close()
 
 
+def _watch_parent(interval_s: float = 1.0) -> None:
+    """Exit when the parent (dsh) is gone, even if a request is stuck: dsh killed with
+    SIGKILL closes our stdin, but a wedged request would keep the process alive."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="dsh-recall-parent").start()
+
+
 def main(worker: Worker, idle_s: float = 0.5) -> None:
     """Run on this process's stdio; stdout is kept for the protocol only."""
+    _watch_parent()
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
     serve(sys.stdin.buffer, out, worker, idle_s)

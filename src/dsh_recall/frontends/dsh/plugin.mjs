@@ -16,6 +16,9 @@
 // logged once.
 
 import { spawn } from 'node:child_process'
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
 
 export const name = 'dsh-recall-native'
 
@@ -31,8 +34,12 @@ const DEFAULTS = Object.freeze({
   reaper: true,
   autoRecall: true,
   reclaim: true,
-  callTimeoutMs: 5000,
-  startTimeoutMs: 10000,
+  // Deadlines: a request never waits longer than this for the worker's answer (first request
+  // included: the worker starts when dsh loads the plugin, long before the first request).
+  callTimeoutMs: 1500,
+  // How long after its start a worker may take to print its ready line; calls made later
+  // than that while it is still silent pass through at once (and say so once).
+  startTimeoutMs: 1500,
   // A call overdue this long means a wedged worker: it is killed (and restarted once).
   hangMs: 60000,
   // Results shorter than this never go to the worker (objects.threshold_chars decides above).
@@ -67,9 +74,12 @@ function workerEnv (extra) {
 }
 
 class Worker {
-  constructor (c, warn) {
+  constructor (c, warn, health) {
     this.c = c
     this.warn = warn
+    this.health = health
+    this.startedAt = 0
+    this.threshold = null
     this.proc = null
     this.state = 'new' // new | running | dead | disabled
     this.starts = 0
@@ -88,6 +98,7 @@ class Worker {
     this.starts += 1
     this.ready = false
     this.buffer = ''
+    this.startedAt = Date.now()
     let proc
     try {
       proc = spawn(this.c.command, this.c.args.map(String), {
@@ -106,7 +117,12 @@ class Worker {
     proc.stdin.on('error', () => {}) // EPIPE after a death: `exit` reports it
     proc.on('error', (e) => this.died(proc, `could not run ${this.c.command} (${e && e.message})`))
     proc.on('exit', (code, signal) => this.died(proc, `exited (${signal ?? `code ${code}`})`))
-    // The worker must never keep dsh alive: it exits by itself when its stdin closes.
+    // The worker must never keep dsh alive: it exits by itself when its stdin closes (and,
+    // should dsh die without closing it, when it sees its parent gone). A worker still there
+    // when dsh exits is stopped then.
+    const onExit = () => { try { proc.kill('SIGTERM') } catch {} }
+    process.once('exit', onExit)
+    proc.once('exit', () => process.removeListener('exit', onExit))
     proc.unref()
     for (const s of [proc.stdin, proc.stdout, proc.stderr]) s?.unref?.()
   }
@@ -120,6 +136,7 @@ class Worker {
     for (const p of this.pending.values()) p.finish(null)
     this.pending.clear()
     const tail = this.stderr.trim().split('\n').slice(-3).join(' | ')
+    this.health(this.state, `${reason}${tail ? ` (stderr: ${tail})` : ''}`)
     this.warn(`died-${this.starts}`, `dsh-recall worker ${reason}; ` +
       (this.state === 'dead' ? 'tool results pass through until the next request restarts it'
         : 'giving up for this dsh process: dsh runs as it would without dsh-recall') +
@@ -135,13 +152,28 @@ class Worker {
       this.buffer = this.buffer.slice(nl + 1)
       let msg
       try { msg = JSON.parse(line) } catch { continue }
-      if (msg && msg.id === 0) { this.ready = true; continue }
+      if (msg && msg.id === 0) {
+        this.ready = true
+        const t = msg.result?.threshold_chars
+        if (Number.isInteger(t) && t > 0) this.threshold = t
+        this.health('ready', null)
+        continue
+      }
       const p = msg && this.pending.get(msg.id)
       if (!p) continue
       this.pending.delete(msg.id)
+      if (p.late) this.health('ready', null)
       if (!msg.ok) this.warn(`error-${p.op}`, `dsh-recall worker: ${p.op} failed: ${msg.error}`)
       p.finish(msg.ok ? msg.result : null)
     }
+  }
+
+  notReady () {
+    const ms = Date.now() - this.startedAt
+    this.health('starting', `no ready line ${ms} ms after start`)
+    this.warn(`start-${this.starts}`, `dsh-recall worker printed no ready line within ${ms} ms ` +
+      'of its start; tool results pass through and no recall is added until it does' +
+      (this.stderr.trim() ? ` (stderr: ${this.stderr.trim().split('\n').slice(-2).join(' | ')})` : ''))
   }
 
   // Restart after a death, at most once per process; called at request boundaries only.
@@ -154,6 +186,7 @@ class Worker {
     for (const p of this.pending.values()) {
       if (p.late) {
         if (now - p.deadline > this.c.hangMs && this.proc) {
+          this.health('hung', `no answer to ${p.op} for ${Math.round((now - p.deadline) / 1000)} s`)
           this.warn('hang', 'dsh-recall worker did not answer for a minute; stopping it')
           try { this.proc.kill('SIGKILL') } catch {}
         }
@@ -169,8 +202,15 @@ class Worker {
     return new Promise((resolve) => {
       if (this.state === 'new') this.start()
       if (this.state !== 'running' || this.proc === null || this.overdue()) return resolve(null)
+      const sinceStart = Date.now() - this.startedAt
+      if (!this.ready && sinceStart >= this.c.startTimeoutMs) {
+        // Silent since its start: pass through at once rather than make every call wait.
+        this.notReady()
+        return resolve(null)
+      }
       const id = this.nextId++
-      const wait = timeoutMs + (this.ready ? 0 : this.c.startTimeoutMs)
+      // Not ready yet: the start deadline bounds the wait as well.
+      const wait = this.ready ? timeoutMs : Math.min(timeoutMs, this.c.startTimeoutMs - sinceStart)
       let done = false
       const p = {
         op,
@@ -183,7 +223,12 @@ class Worker {
       }
       p.timer = setTimeout(() => {
         p.late = true // stays pending: later calls pass through until it answers
-        this.warn(`slow-${op}`, `dsh-recall worker: ${op} took over ${wait} ms; passing through`)
+        if (!this.ready) {
+          this.notReady()
+        } else {
+          this.health('slow', `${op} took over ${wait} ms`)
+          this.warn(`slow-${op}`, `dsh-recall worker: ${op} took over ${wait} ms; passing through`)
+        }
         if (!done) { done = true; resolve(null) }
       }, wait)
       p.timer.unref?.()
@@ -205,7 +250,9 @@ class Worker {
     this.pending.clear()
     if (proc) {
       try { proc.stdin.end() } catch {}
-      setTimeout(() => { try { proc.kill('SIGTERM') } catch {} }, 2000).unref?.()
+      // A healthy worker exits when its stdin closes; a hung one is stopped here. The timer
+      // is unref'd, so dsh's own exit also reaches the 'exit' hook below (kill at once).
+      setTimeout(() => { try { proc.kill('SIGKILL') } catch {} }, 500).unref?.()
     }
   }
 }
@@ -216,22 +263,66 @@ function textOf (message) {
     .map((b) => b.text).join('\n')
 }
 
+// The recall home the worker will use (core/paths.py: recall_home), from its environment.
+function recallHome (env) {
+  if (env.DSH_RECALL_HOME) return env.DSH_RECALL_HOME.replace(/^~(?=$|\/)/, homedir())
+  if (env.DSH_HOME) return join(env.DSH_HOME.replace(/^~(?=$|\/)/, homedir()), 'dsh-recall')
+  return join(homedir(), '.dsh', 'dsh-recall')
+}
+
+// What this plugin knows of its worker, for `dsh-recall status` / MCP `status` (worker.py
+// reads it): one small file, replaced whole, only when the state changes.
+function healthWriter (c) {
+  let path = null
+  try { path = join(recallHome(workerEnv(c.env)), 'dsh', 'plugin-status.json') } catch {}
+  let last = ''
+  const warnings = []
+  return {
+    warnings,
+    write (state, reason) {
+      if (!path) return
+      const key = `${state}\0${reason ?? ''}\0${warnings.length}`
+      if (key === last) return
+      last = key
+      const record = { dsh_pid: process.pid, state, reason: reason ?? null, at: Date.now() / 1000,
+        warnings: warnings.slice(-5) }
+      try {
+        mkdirSync(join(path, '..'), { recursive: true, mode: 0o700 })
+        const tmp = `${path}.${process.pid}.tmp`
+        writeFileSync(tmp, JSON.stringify(record), { mode: 0o600 })
+        renameSync(tmp, path)
+      } catch {}
+    }
+  }
+}
+
 export function apply (ctx, config) {
   const { c, unknown } = settings(config)
   const logger = ctx.logger ?? console
   const warned = new Set()
+  const status = healthWriter(c)
+  let health = { state: 'new', reason: null }
+  const setHealth = (state, reason) => {
+    health = { state, reason }
+    status.write(state, reason)
+  }
   const warn = (key, message) => {
     if (warned.has(key)) return
     warned.add(key)
+    status.warnings.push({ at: Date.now() / 1000, message: message.slice(0, 500) })
+    status.write(health.state, health.reason)
+    // dsh's logger reaches its log file; the console line reaches a terminal user too.
     try { logger.warn(message) } catch {}
   }
   if (unknown.length) warn('config', `dsh-recall plugin: unknown config keys ignored: ${unknown.join(', ')}`)
-  const worker = new Worker(c, warn)
+  const worker = new Worker(c, warn, setHealth)
+  // Start now: by the first request the worker has long printed its ready line.
+  if (c.reaper || c.autoRecall) worker.start()
   const sessions = new Map() // session id -> what this plugin remembers about it
   const state = (id) => {
     let s = sessions.get(id)
     if (!s) {
-      s = { message: null, compacted: false, tools: new Map(), reclaim: null }
+      s = { message: null, compacted: false, tools: new Map(), reclaim: null, threshold: null }
       sessions.set(id, s)
     }
     return s
@@ -252,7 +343,11 @@ export function apply (ctx, config) {
       const content = decision.content ?? result?.content
       if (!Array.isArray(content)) return decision
       const texts = content.map((b) => (b?.type === 'text' && typeof b.text === 'string') ? b.text : null)
-      if (!texts.some((t) => t !== null && t.length > c.minChars)) return decision
+      // Under the offload threshold nothing can change: no round trip (the worker's own
+      // threshold for this workspace once a request told it, else the user's default).
+      const s = exec.agent?.session?.id ? sessions.get(exec.agent.session.id) : undefined
+      const floor = Math.max(c.minChars, s?.threshold ?? worker.threshold ?? 0)
+      if (!texts.some((t) => t !== null && t.length > floor)) return decision
       const session = exec.agent?.session
       const answer = await worker.call('offload', {
         session: session?.id ?? null,
@@ -291,6 +386,7 @@ export function apply (ctx, config) {
       if (answer === null) return assembled
       if (compacted) s.compacted = false
       s.reclaim = answer.reclaim ?? null
+      if (Number.isInteger(answer.reclaim?.threshold_chars)) s.threshold = answer.reclaim.threshold_chars
       if (typeof answer.text !== 'string' || !answer.text) return assembled
       const sections = (assembled.sections ?? []).filter((x) => x.name !== SECTION)
       // interpolate: false keeps recalled text literal ({{...}} in it is not a variable).

@@ -54,13 +54,47 @@ def status_path() -> Path:
     return recall_home() / "dsh" / "worker-status.json"
 
 
-def last_status() -> dict[str, Any] | None:
-    """The counts the last worker wrote, or None when no worker ran under this home."""
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(status_path().read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def last_status() -> dict[str, Any] | None:
+    """The last worker's counts and the plugin's view of its health, or None when neither a
+    worker nor the plugin ran under this home. `running` is whether that worker's process is
+    alive now; `health` ("ready", "slow", "hung", "starting", "dead", "disabled") and
+    `reason` are the plugin's last word on it, and `warnings` its last messages."""
+    data = _read_json(status_path())
+    plugin = _read_json(status_path().with_name("plugin-status.json"))
+    if data is None and plugin is None:
+        return None
+    out: dict[str, Any] = dict(data or {})
+    out["running"] = _alive(out.get("pid"))
+    if plugin is not None:
+        out["health"] = plugin.get("state")
+        out["reason"] = plugin.get("reason")
+        out["warnings"] = [w.get("message") for w in plugin.get("warnings") or []
+                           if isinstance(w, dict)][-5:]
+        out["dsh_running"] = _alive(plugin.get("dsh_pid"))
+    if not out["running"] and not out.get("reason"):
+        out["reason"] = ("no worker has run under this recall home" if data is None
+                         else "the worker is not running (dsh exited, or it was stopped)")
+    return out
 
 
 def call_seq(call_id: str, where: str) -> int:
