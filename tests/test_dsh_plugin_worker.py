@@ -241,3 +241,18 @@ def test_serve_answers_in_order_and_survives_bad_lines(tmp_path):
     status = answers[6]["result"]
     assert status["objects"]["offloaded"] == 1 and status["objects"]["disk_bytes"] > 0
     assert status["worker"]["offloads"] == 1 and status["worker"]["pid"] == os.getpid()
+
+
+def test_every_request_counts_what_offloaded_results_keep_out_of_it(tmp_path):
+    w = Worker(dsh_home=str(tmp_path / "dsh"))
+    a = w.handle({"op": "offload", "session": "s1", "call_id": "c1", "tool": "bash", "blocks": [BIG]})
+    kept = len(BIG) - len(a["blocks"][0])
+    for i in range(3):
+        w.handle({"op": "context", "session": "s1", "message_id": "m1", "message": "go on"})
+    st = w.handle({"op": "status"})
+    assert st["per_request"]["tokens_kept_out_total"] == (3 * kept + 3) // 4
+    assert st["per_request"]["tokens_kept_out_last"] == (kept + 3) // 4
+    # A compaction summarizes the result away: later requests are not credited with it.
+    w.handle({"op": "context", "session": "s1", "message_id": "m2", "message": "x", "compacted": True})
+    w.handle({"op": "context", "session": "s1", "message_id": "m2", "message": "x"})
+    assert w.handle({"op": "status"})["per_request"]["tokens_kept_out_total"] == (4 * kept + 3) // 4

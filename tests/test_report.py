@@ -270,3 +270,25 @@ def test_cli_report_json_and_text(tmp_path):
     assert data["totals"]["kept_out_tokens"] == 225 + 100
     res = runner.invoke(cli, ["report", "--no-baseline", "--tokens", "chars/4"])
     assert res.exit_code == 0 and "kept out 1,300 chars = 325 tokens (chars / 4)" in res.output
+
+
+def test_cli_search_upper_bounds_and_the_recurring_per_request_saving_are_kept_apart(tmp_path):
+    home = Path(os.environ["DSH_RECALL_HOME"])
+    try:
+        usage.set_via("cli")  # a search typed in a terminal, outside any conversation
+        usage.record("code", "search", 100, 500_000, workspace="/w", home=home)
+        usage.set_via("mcp")  # the same search by an agent
+        usage.record("code", "search", 100, 1000, workspace="/w", home=home)
+        usage.set_via("dsh")  # an offload, then three requests that each kept it out
+        usage.record("objects", "offload", 900, 40_900, obj="o1", home=home)
+        for _ in range(3):
+            usage.record("objects", "request", 0, 40_000, home=home)
+    finally:
+        usage.set_via(None)
+    r = report.build(home, days=None, tokens="chars/4", baseline=False)
+    assert r["totals"]["calls"] == 2 and r["totals"]["kept_out_chars"] == 900 + 40_000
+    assert r["cli_searches"]["calls"] == 1 and r["cli_searches"]["replaced_chars"] == 500_000
+    assert r["per_request"] == {"requests": 3, "kept_out_chars": 120_000, "kept_out_tokens": 30_000}
+    text = report.render_text(r)
+    assert "dsh requests: 3; offloaded results kept 30,000 tokens out" in text
+    assert "command-line searches (outside any conversation, not counted above): 1 calls" in text

@@ -12,7 +12,11 @@ prints and the dashboard draws:
 - `indexes`: freshness of every code and notes index (stale files, pending vectors, last
   indexed) and of history;
 - `footprint`: bytes on disk under the recall home, by part;
-- `baseline`: dsh sessions with recall against those without (report_baseline).
+- `baseline`: dsh sessions with recall against those without (report_baseline);
+- `per_request`: the dsh plugin's recurring saving: per model request, what the results
+  offloaded so far in that conversation kept out of it, summed over requests;
+- `cli_searches`: searches run from the command line, outside any conversation: their upper
+  bounds are shown apart and never added to what conversations saved.
 
 Honest by construction: what a search "replaced" is the whole file / session / note its
 answer came from, an upper bound on what an agent would otherwise have read; the report
@@ -242,9 +246,19 @@ def build(home: Path | None = None, *, days: int | None = 30, now: float | None 
     tok = report_tokens.ratios(home, tokens)
     cpt = tok["chars_per_token"]
 
-    total, by_day, by_ws = _Group(), {}, {}
+    total, by_day, by_ws, cli = _Group(), {}, {}, _Group()
     day_recs: dict[str, list[dict[str, Any]]] = {}
+    requests = {"requests": 0, "kept_out_chars": 0}
     for r in recs:
+        if r["op"] == "request":  # the recurring saving, counted apart (see below)
+            requests["requests"] += 1
+            requests["kept_out_chars"] += r["rep"]
+            continue
+        if r.get("via") == "cli" and r["src"] != "objects":
+            # A search run from the command line, outside any conversation: its whole-file
+            # upper bound is no saving of any conversation's.
+            cli.add(r)
+            continue
         total.add(r)
         d = _day(r["t"])
         by_day.setdefault(d, _Group()).add(r)
@@ -274,6 +288,12 @@ def build(home: Path | None = None, *, days: int | None = 30, now: float | None 
         "tokens": tok, "totals": {k: v for k, v in totals.items() if k != "sources"},
         "sources": totals["sources"], "days": days_out, "workspaces": ws_out,
         "objects": objects, "indexes": idx, "footprint": footprint(home),
+        # Every model request of a dsh session with the plugin: what the results offloaded so
+        # far in that conversation kept out of that one request (the saving recurs).
+        "per_request": {**requests, "kept_out_tokens": report_tokens.tokens(
+            requests["kept_out_chars"], cpt.get("objects", cpt["all"]))},
+        # Searches from the command line, outside any conversation (upper bounds).
+        "cli_searches": cli.as_dict(cpt),
         "honesty": HONESTY + [tok["note"]],
         "log": {"records": len(recs), "unreadable_lines": bad,
                 "path": str(usage.log_dir(home))},
@@ -329,6 +349,16 @@ def render_text(r: dict[str, Any]) -> str:
         o = d["objects"]
         lines.append(f"{d['day']:<11} {d['calls']:>7,} {d['kept_out_chars']:>15,} "
                      f"{d['kept_out_tokens']:>10,} {o['offloaded']:>10,} {o['recalled']:>9,}")
+    pr = r.get("per_request") or {}
+    if pr.get("requests"):
+        lines += ["", f"dsh requests: {pr['requests']:,}; offloaded results kept "
+                  f"{pr['kept_out_tokens']:,} tokens out of them in all (each request counts "
+                  "every offloaded result still in its conversation)"]
+    c = r.get("cli_searches") or {}
+    if c.get("calls"):
+        lines += ["", f"command-line searches (outside any conversation, not counted above): "
+                  f"{c['calls']:,} calls, {c['returned_chars']:,} chars returned, upper bound "
+                  f"{c['replaced_chars']:,} chars of whole files / sessions / notes"]
     o = r["objects"]
     ratio = "-" if o["recall_hit_ratio"] is None else f"{o['recall_hit_ratio']:.0%}"
     lines += ["", f"objects: {o['offloaded']:,} offloaded, {o['recalled']:,} of them recalled "

@@ -12,7 +12,12 @@ What `rep` means per source (the report calls every such figure an upper bound):
 - notes search: the whole note files the passages came from;
 - objects offload: the full tool result, against the inline head + pointer + tail (`ret`);
 - objects recall: 0 (a recall brings `ret` chars back into the context; `tot` is the
-  object's size).
+  object's size);
+- objects request (the dsh plugin, once per model request): what every offloaded result still
+  in that conversation keeps out of this one request, the saving that recurs (`ret` 0).
+
+`via` names the front end ("cli", "mcp", "hook", "dsh"): a search from the CLI happened
+outside any conversation, so the report keeps its upper bound apart.
 
 Recording is on every hot path (a hook offloads on each tool call), so `record` costs one
 append, imports nothing heavy and never raises. `DSH_RECALL_USAGE=0` turns it off.
@@ -29,6 +34,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 USAGE_ENV = "DSH_RECALL_USAGE"
+# Which front end this process is (`via` in each record): "cli" for a command a person or a
+# script runs outside any conversation, "mcp", "hook", "dsh" (the plugin's worker) inside one.
+_VIA: str | None = None
+
+
+def set_via(name: str | None) -> None:
+    """Tag this process's records with the front end that made them."""
+    global _VIA
+    _VIA = name
 DIR_NAME = "usage"
 SOURCES = ("code", "history", "notes", "objects", "all")
 
@@ -64,6 +78,8 @@ def record(src: str, op: str, returned: int, replaced: int, *, hits: int | None 
             rec["obj"] = str(obj)
         if total is not None:
             rec["tot"] = int(total)
+        if _VIA is not None:
+            rec["via"] = _VIA
         sink = _SINK.get()
         if sink is not None:
             sink.append(rec)

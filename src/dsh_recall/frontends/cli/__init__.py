@@ -65,10 +65,13 @@ def main() -> None:
     # argv holds invalid UTF-8 as lone surrogates (surrogateescape): clean it at the door.
     # Each argument is also capped like any query (no path or flag comes near the cap).
     args = [cap_query(clean_text(a), QUERY_CHARS) for a in sys.argv[1:]]
+    from ...services import usage
+    command = _command(args)
+    usage.set_via({"mcp": "mcp", "hook": "hook", "worker": "dsh", "proxy": "mcp"}.get(command or "", "cli"))
     try:
         cli(args=args, prog_name="dsh-recall", standalone_mode=True)
     except SystemExit as e:
-        _leave_workers(e.code, _command(args) in _DONE_AT_ANSWER)
+        _leave_workers(e.code, command in _DONE_AT_ANSWER)
         raise
     except KeyboardInterrupt:
         raise

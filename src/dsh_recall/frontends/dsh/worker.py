@@ -33,7 +33,7 @@ from ...core.clean import cap_query, clean_text
 from ...core.config import Config, load_config
 from ...core.errors import InputError
 from ...core.paths import ensure_dir, recall_home
-from ...services import history
+from ...services import history, usage
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
@@ -116,6 +116,9 @@ class SessionState:
     anchor: str = ""
     anchor_until: int | None = None
     log_path: Path | None = None
+    # Chars the results offloaded so far keep out of each further request (reset when a
+    # compaction summarizes them away): the saving that recurs.
+    kept_chars: int = 0
 
 
 def _text(value: Any, limit: int | None = None) -> str:
@@ -144,7 +147,7 @@ class Worker:
         self._stalled: set[str] = set()
         self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
                        "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
-                       "errors": 0}
+                       "errors": 0, "request_chars_kept_out": 0, "last_request_chars_kept_out": 0}
         ensure_dir(status_path().parent)
         self._status_path = status_path()
         self.started = clock()
@@ -237,6 +240,7 @@ class Worker:
             if res.offloaded and len(res.inline) < len(block):
                 out.append(res.inline)
                 ids.append(res.id)
+                self.state(session).kept_chars += len(block) - len(res.inline)
                 self.counts["offloads"] += 1
                 self.counts["chars_in"] += len(full)
                 self.counts["chars_inline"] += len(res.inline)
@@ -276,6 +280,8 @@ class Worker:
                            channel=self.channel,
                            can_see=None if viewer is None or viewer.unfiltered else viewer.can_see)
         out = {str(seq): {"text": res.inline, "id": res.id} for seq, res in done.items()}
+        self.state(session).kept_chars += sum(max(0, res.chars - len(res.inline))
+                                              for res in done.values())
         if out:
             self.counts["reclaimed"] += len(out)
             self._write_status()
@@ -293,7 +299,13 @@ class Worker:
         path = self.log_path(session)
         transcript = str(path) if path else None
         rs = RecallService(cfg)
+        if st.kept_chars:
+            # This request is one more that the offloaded results stay out of.
+            self.counts["request_chars_kept_out"] += st.kept_chars
+            self.counts["last_request_chars_kept_out"] = st.kept_chars
+            usage.record("objects", "request", 0, st.kept_chars, workspace=cwd)
         if req.get("compacted"):
+            st.kept_chars = 0  # the compaction summarized those results away
             anchor = rs.anchor(session, transcript)
             if anchor is not None:
                 st.anchor = anchor["context"]
@@ -378,13 +390,20 @@ class Worker:
         cfg = self.config(_opt_text(req.get("cwd")))
         viewer = self.viewer(cfg)
         st = self.objects(cfg).stats(can_see=None if viewer is None or viewer.unfiltered else viewer.can_see)
+        snap = self.snapshot()
         return {"objects": {k: st[k] for k in ("offloaded", "live", "tokens_kept_out", "recalls",
                                                "recall_ratio", "disk_bytes")},
-                "worker": self.snapshot()}
+                # tokens_kept_out above counts each object once; these count every request
+                # each offloaded result stayed out of (the saving a provider bills).
+                "per_request": {"tokens_kept_out_last": snap["last_request_tokens_kept_out"],
+                                "tokens_kept_out_total": snap["request_tokens_kept_out"]},
+                "worker": snap}
 
     def snapshot(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "started": self.started, "updated": self.clock(),
-                "sessions": len(self.sessions), **self.counts}
+                "sessions": len(self.sessions), **self.counts,
+                "request_tokens_kept_out": (self.counts["request_chars_kept_out"] + 3) // 4,
+                "last_request_tokens_kept_out": (self.counts["last_request_chars_kept_out"] + 3) // 4}
 
     def _write_status(self) -> None:
         """This worker's counts, for `status` in other processes (the MCP server)."""
