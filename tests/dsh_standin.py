@@ -225,3 +225,14 @@ def session_events(dsh_home: Path) -> list[dict[str, Any]]:
             raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True).read()
         events += [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
     return events
+
+
+def with_usage(reply: Reply, input_tokens: int) -> Reply:
+    """`reply` (from `say`/`use`) as a raw SSE answer whose usage reports `input_tokens`:
+    dsh's compaction reads the provider-reported prompt size, which `sse` fixes at 10.
+    Error replies pass through unchanged."""
+    if "blocks" not in reply:
+        return reply
+    payload = sse(reply["blocks"], reply["stop"]).replace(
+        b'"usage": {"input_tokens": 10,', f'"usage": {{"input_tokens": {int(input_tokens)},'.encode(), 1)
+    return {"raw": ("text/event-stream", payload)}
