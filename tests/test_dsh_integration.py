@@ -123,7 +123,9 @@ def test_dsh_calls_our_mcp_tool_and_logs_the_result(tmp_path: Path) -> None:
     # dsh strips DSH_* variables from an MCP child's environment: pass ours in the patch.
     from dsh_recall.frontends.cli.integrate import dsh_patch
     patch = tmp_path / "cordis.patch.yml"
-    patch.write_text(dsh_patch(command=exe, workspace=repo, env={
+    # The full tool profile: this test calls code_search (the compact `recall` tool has its
+    # own test in test_mcp_compact.py).
+    patch.write_text(dsh_patch(command=exe, workspace=repo, tools="full", env={
         "DSH_RECALL_HOME": str(recall_home), "DSH_RECALL_EMBEDDER__NAME": "fake"}))
 
     standin = StandIn()

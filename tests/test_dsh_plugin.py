@@ -50,7 +50,8 @@ def _big_script(tmp: Path) -> str:
 
 def _patch(env: dict[str, str]) -> str:
     home = os.environ["DSH_RECALL_HOME"]  # this test's own recall home (conftest)
-    return dsh_patch(command=recall_exe(), env={"DSH_RECALL_HOME": home,
+    # The full tool profile: these tests call object_recall and status by name.
+    return dsh_patch(command=recall_exe(), tools="full", env={"DSH_RECALL_HOME": home,
                                                 "DSH_RECALL_EMBEDDER__NAME": "fake", **env})
 
 

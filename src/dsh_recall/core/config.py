@@ -234,8 +234,12 @@ class HistoryConfig(_Section):
 
 class ObjectsConfig(_Section):
     threshold_chars: int = Field(2500, ge=1)
+    # The inline form (docs/objects.md): head + note + failure region + tail, all of it
+    # but the note in inline_chars; head_chars and tail_chars are the head's and the tail's
+    # shares (whole lines), the region gets the rest when the output shows a failure.
+    inline_chars: int = Field(2000, ge=0, le=100_000)
     head_chars: int = Field(600, ge=0)
-    tail_chars: int = Field(240, ge=0)
+    tail_chars: int = Field(400, ge=0)
     spill_notice_chars: int = Field(600, ge=0)
     keep: int = Field(2, ge=0)
     budget_tokens: int | None = None
@@ -290,6 +294,16 @@ class McpConfig(_Section):
     # Directories a client's `configure {"workspace"}` may switch to (and below), besides
     # the server's workspace and its source roots.
     allowed_workspaces: list[str] = []
+
+
+class ReadsConfig(_Section):
+    """A whole-file `read` in dsh (no offset / limit) over `outline_over_chars` is shown as
+    its first `head_lines` lines plus an outline of its symbols by line range (at most
+    `outline_chars`); a ranged read always passes whole. 0 turns it off."""
+
+    outline_over_chars: int = Field(12000, ge=0)
+    head_lines: int = Field(30, ge=0, le=2000)
+    outline_chars: int = Field(2400, ge=200, le=50000)
 
 
 class RerankConfig(_Section):

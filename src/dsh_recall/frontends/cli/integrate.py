@@ -54,17 +54,22 @@ def default_command() -> str:
 
 def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
               env: dict[str, str] | None = None, server_name: str = SERVER_NAME,
-              native: bool = True, plugin: Path | None = None) -> str:
+              native: bool = True, plugin: Path | None = None, tools: str = "compact") -> str:
     """The cordis patch (YAML) that mounts `dsh-recall mcp` in dsh as `server_name` and,
     with `native`, the plugin that runs `dsh-recall worker` (frontends/dsh/plugin.mjs).
 
     dsh drops every DSH_* variable from an MCP child's environment, so settings such as
     DSH_RECALL_HOME must be passed in `env` here; both entries get the same `env`, so the
     server and the worker share one recall home.
+
+    `tools` is the server's tool profile: dsh sends every tool schema and the server's
+    instructions with every model request, so the default is the compact one
+    (`mcp__<server_name>__recall`, docs/mcp.md).
     """
-    args = ["mcp"] + (["--workspace", str(workspace)] if workspace else [])
+    args = ["mcp", "--tools", tools] + (["--workspace", str(workspace)] if workspace else [])
+    what = "one recall tool" if tools == "compact" else "recall tools"
     lines = [
-        "# dsh-recall: recall tools (code, history, objects, notes) as mcp__%s__*" % server_name,
+        f"# dsh-recall: {what} (code, history, objects, notes) as mcp__{server_name}__*",
         "- insert:",
         "    - id: mcp-%s" % server_name,
         "      name: '@deepseek-ai/dsh-mcp-client'",
@@ -251,9 +256,13 @@ def dsh() -> None:
 @click.option("--no-native", "no_native", is_flag=True,
               help="Mount the MCP server only, without the native plugin (no automatic "
                    "offload, auto-recall or anchors).")
+@click.option("--tools", "tools", type=click.Choice(["compact", "full"]), default="compact",
+              show_default=True,
+              help="The server's tool profile: `compact` (one `recall` tool, about 700 tokens "
+                   "per request in dsh) or `full` (every tool, about 2,500).")
 @handle_errors
 def dsh_patch_cmd(write: str | None, command: str | None, workspace: str | None,
-                  env: tuple[str, ...], no_native: bool) -> None:
+                  env: tuple[str, ...], no_native: bool, tools: str) -> None:
     """Print (or write) the patch mounting the recall server and the native plugin; dsh
     drops DSH_* variables from the server's environment, so pass them with --env."""
     pairs = {}
@@ -263,7 +272,7 @@ def dsh_patch_cmd(write: str | None, command: str | None, workspace: str | None,
             raise InputError(f"--env expects KEY=VALUE, got '{item}'")
         pairs[k] = v
     text = dsh_patch(command or default_command(), Path(workspace).resolve() if workspace else None,
-                     pairs, native=not no_native)
+                     pairs, native=not no_native, tools=tools)
     if write:
         path = Path(write).expanduser()
         old = path.read_text(encoding="utf-8") if path.exists() else ""

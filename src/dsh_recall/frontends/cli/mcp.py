@@ -25,13 +25,18 @@ from .common import get_config, handle_errors
                    "$DSH_RECALL_CHANNEL); decides which notes, history and objects it shows.")
 @click.option("--allow-workspace", "allow", multiple=True, type=click.Path(file_okay=False),
               help="A directory clients may switch their workspace to (repeatable).")
+@click.option("--tools", "tools", type=click.Choice(["full", "compact"]), default="full",
+              show_default=True,
+              help="Tool profile: `full` offers every tool; `compact` one `recall` tool with "
+                   "short schemas (about a quarter of the per-request tokens; what "
+                   "`integrate dsh patch` mounts).")
 @click.option("--watch", is_flag=True,
               help="Keep the workspace's code index and the notes indexes fresh as files "
                    "change (like `dsh-recall watch`, in the server process).")
 @click.pass_context
 @handle_errors
 def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None,
-        channel: str | None, allow: tuple[str, ...], watch: bool) -> None:
+        channel: str | None, allow: tuple[str, ...], tools: str, watch: bool) -> None:
     """Run the MCP server. Logs go to stderr; stdout belongs to the protocol."""
     from ..mcp import server  # the SDK is only imported when serving
 
@@ -43,7 +48,7 @@ def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None,
         from ...services import watch as watch_mod
         watch_mod.start_thread(watch_mod.build(cfg, [workspace]), server.log)
     if port is None:
-        server.run_stdio(workspace, cfg, cfg_file, channel=channel, allow=allow)
+        server.run_stdio(workspace, cfg, cfg_file, channel=channel, allow=allow, tools=tools)
     else:
         server.run_http(port, host or cfg.mcp.host, workspace, cfg, cfg_file,
-                        channel=channel, allow=allow)
+                        channel=channel, allow=allow, tools=tools)

@@ -4,7 +4,8 @@
 //   - insert: [{id: recall-native, name: /abs/path/plugin.mjs, config: {command, env, ...}}]
 //
 // What it does, all decided by one long-lived `dsh-recall worker` (JSON lines over stdio):
-//   tools/post-execute      big text results -> head + pointer + tail (the reaper)
+//   tools/post-execute      big text results -> head + pointer + tail (the reaper); a big
+//                           whole-file read -> head + outline + how to read a range
 //   system-prompt/assemble  per request: compaction anchor, history recall, notes block
 //   agent/pre-step          results already seen -> compaction/prune + tool/result replace
 //   session/event           remembers the user's message, compactions; imports each turn
@@ -32,6 +33,10 @@ const DEFAULTS = Object.freeze({
   // reaper; the worker reclaims them later only under objects.budget_tokens.
   passThrough: ['read', 'write', 'edit', 'todo_write', 'read_image', 'skill'],
   reaper: true,
+  // Whole-file reads over `readChars` go to the worker, which shortens those over its
+  // reads.outline_over_chars (search/reads.py); false leaves every read as dsh shows it.
+  reads: true,
+  readChars: 8000,
   autoRecall: true,
   reclaim: true,
   // Deadlines: a request never waits longer than this for the worker's answer (first request
@@ -338,6 +343,9 @@ export function apply (ctx, config) {
   ctx.on('tools/post-execute', async (exec, result, next) => {
     const decision = await next()
     try {
+      if (c.reaper && c.reads && exec.parent === undefined && exec.name === 'read') {
+        return await shortRead(exec, result, decision)
+      }
       if (!c.reaper || exec.parent !== undefined || passes(exec.name)) return decision
       if (decision?.kind !== 'accept' || Object.hasOwn(decision, 'value')) return decision
       const content = decision.content ?? result?.content
@@ -365,6 +373,25 @@ export function apply (ctx, config) {
       return decision
     }
   })
+
+  // A whole-file read (no offset / limit) over the threshold -> head + outline + how to read
+  // a range. A ranged read passes whole: the exact text of an edit is always one call away.
+  async function shortRead (exec, result, decision) {
+    if (decision?.kind !== 'accept' || Object.hasOwn(decision, 'value')) return decision
+    const args = exec.arguments ?? {}
+    if (args.offset !== undefined || args.limit !== undefined) return decision
+    const content = decision.content ?? result?.content
+    if (!Array.isArray(content) || content.length !== 1 || content[0]?.type !== 'text') return decision
+    const text = content[0].text
+    if (typeof text !== 'string' || text.length <= c.readChars) return decision
+    const session = exec.agent?.session
+    const answer = await worker.call('read', {
+      session: session?.id ?? null, cwd: session?.header?.cwd ?? null, call_id: exec.callId ?? null,
+      path: typeof args.file_path === 'string' ? args.file_path : null, text
+    })
+    if (typeof answer?.text !== 'string') return decision
+    return { ...decision, kind: 'accept', content: [{ ...content[0], text: answer.text }] }
+  }
 
   // -- auto-recall, notes, anchor: one section per request, absent when nothing is relevant
   ctx.on('system-prompt/assemble', async (assembly, context, next) => {

@@ -6,6 +6,9 @@ per-session recall state) and decides nothing the services do not already decide
 
 - `offload`: a tool result's text blocks -> `ObjectService.put` (the policy the Claude Code
   hook uses), after dsh's own output cut is undone from its spill file (spill.py).
+- `read`: a whole-file `read` over `reads.outline_over_chars` -> its head, an outline of its
+  declarations by line range, and how to read a range (search/reads.py); ranged reads are
+  never sent.
 - `context`: the block for the next request's system prompt: the compaction anchor while
   it is live, the history gate's recall block while it is live (`RecallService`), and the
   notes auto-recall block for the current user message (`NotesService.auto_recall`).
@@ -147,7 +150,7 @@ class Worker:
         self._stalled: set[str] = set()
         self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
                        "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
-                       "errors": 0, "request_chars_kept_out": 0, "last_request_chars_kept_out": 0}
+                       "errors": 0, "reads_shortened": 0, "request_chars_kept_out": 0, "last_request_chars_kept_out": 0}
         ensure_dir(status_path().parent)
         self._status_path = status_path()
         self.started = clock()
@@ -201,11 +204,12 @@ class Worker:
     # -- dispatch -------------------------------------------------------------------------
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")
-        fn = {"hello": self.op_hello, "offload": self.op_offload, "context": self.op_context,
+        fn = {"hello": self.op_hello, "offload": self.op_offload, "read": self.op_read,
+              "context": self.op_context,
               "reclaim": self.op_reclaim, "import": self.op_import, "status": self.op_status,
               "ping": lambda r: {"pong": True}}.get(op if isinstance(op, str) else "")
         if fn is None:
-            raise InputError(f"unknown op {str(op)[:40]!r}; ops: hello, offload, context, "
+            raise InputError(f"unknown op {str(op)[:40]!r}; ops: hello, offload, read, context, "
                              "reclaim, import, status, ping")
         self.counts["requests"] += 1
         return fn(req)
@@ -286,6 +290,39 @@ class Worker:
             self.counts["reclaimed"] += len(out)
             self._write_status()
         return {"replace": out}
+
+    def op_read(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A whole-file `read` result -> its short form (head + outline + how to read a
+        range), or None to leave it as it is (small, ranged, or not dsh's read format)."""
+        from ...chunkers.languages import language_for
+        from ...chunkers.outline import outline
+        from ...search.reads import parse_read, shorten_read, source_text
+
+        cfg = self.config(_opt_text(req.get("cwd")))
+        text = req.get("text")
+        if not isinstance(text, str):
+            raise InputError("read needs text: the read tool's output")
+        limit = cfg.reads.outline_over_chars
+        if not limit or len(text) <= limit:
+            return {"text": None}
+        text = clean_text(text)
+        parsed = parse_read(text)
+        if parsed is None:
+            return {"text": None}
+        path = _text(req.get("path"), 4096)
+        entries = outline(source_text(parsed), language_for(path), path)
+        short = shorten_read(text, entries, cfg.reads.head_lines, cfg.reads.outline_chars, parsed)
+        if short is None:
+            return {"text": None}
+        session = _text(req.get("session")) or "dsh"
+        kept = len(text) - len(short)
+        self.state(session).kept_chars += kept
+        self.counts["reads_shortened"] += 1
+        self.counts["chars_in"] += len(text)
+        self.counts["chars_inline"] += len(short)
+        usage.record("objects", "read", len(short), len(text), workspace=_opt_text(req.get("cwd")))
+        self._write_status()
+        return {"text": short, "outline": len(entries)}
 
     # -- auto-recall, notes, anchor ----------------------------------------------------------
     def op_context(self, req: dict[str, Any]) -> dict[str, Any]:

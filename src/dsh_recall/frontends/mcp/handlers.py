@@ -30,9 +30,24 @@ from ...services.channel import Viewer, channel_key_from_env
 from ...services import code as code_mod
 from ...services.code import CodeService
 from . import budget as budget_mod
+from . import compact as compact_mod
 from . import render as render_mod
 from .sources import SourceHandlers
 from .tools import ALL_TOOLS, ToolSpec, conform, validate_args
+
+# The server's instructions per tool profile (dsh puts them in every request's system prompt).
+INSTRUCTIONS = {
+    "full": (
+        "dsh-recall brings back exactly the slice of context you need, offline. "
+        "code_search: where something lives in the code (use before reading files). "
+        "history_search / history_detail: what was said or decided earlier in this session "
+        "(after a compaction, or when details are missing); wider only when the user asks. "
+        "object_recall: the part of a big offloaded tool result you need (failures=true: where a "
+        "failed command failed). notes_search: the "
+        "user's markdown notes. Answers are bounded; follow next_cursor for more."),
+    "compact": compact_mod.INSTRUCTIONS,
+}
+PROFILES = tuple(INSTRUCTIONS)
 
 
 def log(msg: str) -> None:
@@ -164,11 +179,13 @@ class RecallApp:
     `channel` is the access channel key of whoever started the server (flag, else
     `$DSH_RECALL_CHANNEL`); it decides which notes, history sessions and objects any of
     its clients may see. `allow` adds directories clients may switch their workspace to.
+    `tools`: the profile offered, "full" (every tool) or "compact" (one `recall` tool
+    answered by the same handlers: compact.py).
     """
 
     def __init__(self, workspace: Path | None = None, cfg: Config | None = None,
                  config_file: str | None = None, channel: str | None = None,
-                 allow: Iterable[str | Path] = ()):
+                 allow: Iterable[str | Path] = (), tools: str = "full"):
         self.workspace = Path(workspace or os.getcwd()).resolve()
         self.config_file = config_file
         self.cfg = cfg or load_config(workspace=self.workspace, config_file=config_file)
@@ -178,10 +195,15 @@ class RecallApp:
         self._jobs_lock = threading.Lock()
         self.history_backfill = Backfill()
         self.notes_backfill = Backfill()
-        self.specs: dict[str, ToolSpec] = {}
-        for spec in ALL_TOOLS:
-            if service_available(spec.service):
-                self.specs[spec.name] = spec
+        if tools not in PROFILES:
+            raise InputError(f"unknown tool profile '{tools}'; profiles: {', '.join(PROFILES)}")
+        self.profile = tools
+        # Every full-profile tool this build can answer; `specs` is what clients are offered.
+        self.available: dict[str, ToolSpec] = {
+            spec.name: spec for spec in ALL_TOOLS if service_available(spec.service)}
+        self.specs: dict[str, ToolSpec] = (
+            dict(self.available) if tools == "full" else {compact_mod.RECALL.name: compact_mod.RECALL})
+        self.instructions = INSTRUCTIONS[tools]
         self.default = Client(self)
         self._clients: "weakref.WeakKeyDictionary[Any, Client]" = weakref.WeakKeyDictionary()
         self._clients_lock = threading.Lock()
@@ -279,6 +301,15 @@ class Client(SourceHandlers):
         spec = self.specs.get(name)
         if spec is None:
             raise InputError(f"unknown tool '{name}'; tools: {', '.join(self.specs)}")
+        if spec is compact_mod.RECALL:
+            return compact_mod.call(self, args)
+        return self.run(spec, args)
+
+    def run(self, spec: ToolSpec, args: Any, render: Callable[[dict[str, Any]], str] | None = None
+            ) -> tuple[dict[str, Any], str]:
+        """Check the arguments against `spec`, run its handler and fit the answer; `render`
+        replaces the tool's text rendering (the compact profile's)."""
+        name = spec.name
         args = validate_args(spec, args)
         handler = getattr(self, "tool_" + name)
         try:
@@ -291,12 +322,14 @@ class Client(SourceHandlers):
         if name == "code_index" and args.get("wait_s"):
             self.app.job(self.workspace).wait(min(50.0, float(args["wait_s"])))
             data["job"] = self.app.job(self.workspace).snapshot()
-        return self.finish(spec, data, args)
+        return self.finish(spec, data, args, render=render)
 
     def finish(self, spec: ToolSpec, data: dict[str, Any], args: dict[str, Any],
-               offset: int = 0, more: bool = False) -> tuple[dict[str, Any], str]:
+               offset: int = 0, more: bool = False,
+               render: Callable[[dict[str, Any]], str] | None = None) -> tuple[dict[str, Any], str]:
         """Conform to the schema, then fit the token budget (paginating the list, if any)."""
-        render = lambda d: render_mod.render(spec.name, d)  # noqa: E731
+        if render is None:
+            render = lambda d: render_mod.render(spec.name, d)  # noqa: E731
         offset = data.pop("_offset", offset)
         more = bool(data.pop("_more", more))
         # `_base`: the list already starts at this absolute position (a service that pages

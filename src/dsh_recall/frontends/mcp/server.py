@@ -26,15 +26,7 @@ from ...core.errors import RecallError
 from ...core.paths import recall_home
 from .handlers import RecallApp, log
 
-INSTRUCTIONS = (
-    "dsh-recall brings back exactly the slice of context you need, offline. "
-    "code_search: where something lives in the code (use before reading files). "
-    "history_search / history_detail: what was said or decided earlier in this session "
-    "(after a compaction, or when details are missing); wider only when the user asks. "
-    "object_recall: the part of a big offloaded tool result you need (failures=true: where a "
-    "failed command failed). notes_search: the "
-    "user's markdown notes. Answers are bounded; follow next_cursor for more."
-)
+# The instructions of each tool profile are in handlers.INSTRUCTIONS.
 
 
 def _version() -> str:
@@ -60,7 +52,7 @@ def build_server(app: RecallApp) -> Server:
         for spec in app.specs.values():
             out.append(types.Tool(
                 name=spec.name, title=spec.title, description=spec.description,
-                input_schema=spec.input_schema, output_schema=spec.output_schema,
+                input_schema=spec.input_schema, output_schema=spec.output_schema or None,
                 annotations=types.ToolAnnotations(
                     title=spec.title, read_only_hint=spec.read_only,
                     destructive_hint=False, idempotent_hint=spec.read_only,
@@ -93,7 +85,7 @@ def build_server(app: RecallApp) -> Server:
         spec = app.specs.get(name)
         return spec.input_schema if spec else None
 
-    return Server("dsh-recall", version=_version(), instructions=INSTRUCTIONS,
+    return Server("dsh-recall", version=_version(), instructions=app.instructions,
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool,
                   get_tool_input_schema=input_schema)
 
@@ -186,14 +178,15 @@ def _stdio_files() -> tuple[Any, Any, Any]:
 
 def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
               config_file: str | None = None, channel: str | None = None,
-              allow: Iterable[str] = ()) -> None:
-    """Serve over stdin/stdout until the client closes the pipe."""
+              allow: Iterable[str] = (), tools: str = "full") -> None:
+    """Serve over stdin/stdout until the client closes the pipe; `tools`: the tool profile
+    (full or compact)."""
     _quiet_logging()
-    app = RecallApp(workspace, cfg, config_file, channel=channel, allow=allow)
+    app = RecallApp(workspace, cfg, config_file, channel=channel, allow=allow, tools=tools)
     for n in app.cfg.notices:
         log(n)
     server = build_server(app)
-    log(f"serving {len(app.specs)} tools on stdio for {app.workspace}")
+    log(f"serving {len(app.specs)} tools ({app.profile}) on stdio for {app.workspace}")
 
     async def main() -> None:
         stdin, stdout, restore = _stdio_files()
@@ -314,16 +307,16 @@ def build_http_app(app: RecallApp, host: str, port: int) -> Any:
 
 def run_http(port: int, host: str = "127.0.0.1", workspace: Path | None = None,
              cfg: Config | None = None, config_file: str | None = None,
-             channel: str | None = None, allow: Iterable[str] = ()) -> None:
+             channel: str | None = None, allow: Iterable[str] = (), tools: str = "full") -> None:
     """Serve streamable HTTP at http://host:port/mcp (loopback unless told otherwise)."""
     import uvicorn
 
     _quiet_logging()
-    app = RecallApp(workspace, cfg, config_file, channel=channel, allow=allow)
+    app = RecallApp(workspace, cfg, config_file, channel=channel, allow=allow, tools=tools)
     for n in app.cfg.notices:
         log(n)
     asgi = build_http_app(app, host, port)
-    log(f"serving {len(app.specs)} tools on http://{host}:{port}/mcp for {app.workspace}")
+    log(f"serving {len(app.specs)} tools ({app.profile}) on http://{host}:{port}/mcp for {app.workspace}")
     try:
         uvicorn.run(asgi, host=host, port=port, log_level="warning")
     finally:

@@ -217,7 +217,7 @@ class SourceHandlers:
     # -- status of each source ---------------------------------------------------------------
     def source_status(self) -> dict[str, Callable[[], dict[str, Any]]]:
         out: dict[str, Callable[[], dict[str, Any]]] = {}
-        specs = getattr(self, "specs", {})
+        specs = self.app.available  # type: ignore[attr-defined]
         if "history_search" in specs:
             def hist() -> dict[str, Any]:
                 from ...services import history

@@ -1,0 +1,325 @@
+"""The compact tool profile (`dsh-recall mcp --tools compact`): one `recall` tool whose
+schema and instructions cost at most 800 tokens per request, answering every mode through
+the full profile's handlers (same channel filtering, budget and cursors), with clear errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from dsh_recall.core.config import load_config
+from dsh_recall.core.errors import InputError
+from dsh_recall.core.text import estimate_tokens
+from dsh_recall.frontends.cli import cli
+from dsh_recall.frontends.mcp.handlers import RecallApp
+from dsh_recall.frontends.mcp.server import build_server
+from dsh_recall.services import history
+from dsh_recall.services.objects import ObjectService
+
+WORD = "quillmoss"
+REQUEST_BUDGET = 800  # tokens per model request for the tool list and the instructions
+
+
+def make_world(tmp_path: Path) -> dict[str, Any]:
+    """Code, two history sessions, two notes and two offloaded logs; the guest channel may
+    see one of each (its session, the public note, its log), the owner all."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "retry.py").write_text(f"def {WORD}_retry(call, attempts=3):\n"
+                                   f"    \"\"\"Retry the {WORD} upload with backoff.\"\"\"\n"
+                                   "    return call()\n")
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / "public.md").write_text(f"# Uploads\n\nThe {WORD} upload retries three times.\n")
+    (memory / "secret.md").write_text(f"# Keys\n\nThe {WORD} signing key is in the vault.\n")
+    smap = tmp_path / "sessions.json"
+    smap.write_text(json.dumps({"guest:1": "u-guest", "owner:1": "u-owner"}))
+    cfg = load_config(workspace=repo, overrides={
+        "embedder": {"name": "fake"},
+        "notes": {"roots": [str(memory)], "session_map": str(smap), "owner_ids": ["u-owner"]}})
+    for sid, chan in (("s-owner", None), ("s-guest", "guest:1")):
+        src = tmp_path / f"{sid}.jsonl"
+        with src.open("w") as f:
+            for seq in range(12):
+                text = (f"we decided the {WORD} upload retries three times ({sid})" if seq == 6
+                        else f"ordinary talk {seq} in {sid}")
+                f.write(json.dumps({"session": sid, "seq": seq, "role": "user", "text": text,
+                                    "workspace": str(repo)}) + "\n")
+        history.import_paths([str(src)], fmt="generic", cfg=cfg, channel=chan)
+    log = "".join(f"step {i} ok\n" for i in range(600))
+    with ObjectService(cfg.objects) as objs:
+        mine = objs.put(log + f"ERROR {WORD} upload failed (owner)\nexit 1\n" + log,
+                        session="o", tool="bash")
+        theirs = objs.put(log + f"ERROR {WORD} upload failed (guest)\nexit 1\n" + log,
+                          session="g", tool="bash", channel="guest:1")
+    return {"repo": repo, "cfg": cfg, "owner_obj": mine.id, "guest_obj": theirs.id}
+
+
+def _app(w: dict[str, Any], channel: str = "owner:1", tools: str = "compact") -> RecallApp:
+    return RecallApp(workspace=w["repo"], cfg=w["cfg"], channel=channel, tools=tools)
+
+
+async def _session(app: RecallApp, body):
+    async with Client(build_server(app)) as client:
+        return await body(client)
+
+
+def request_tokens(tools: list[Any], instructions: str | None, server: str = "recall") -> int:
+    """What a harness adds to each request, as dsh sends it: every tool's name (prefixed
+    mcp__<server>__), description and input schema, plus the instructions section."""
+    chars = sum(len(json.dumps({"name": f"mcp__{server}__{t.name}", "description": t.description,
+                                "input_schema": t.input_schema},
+                               ensure_ascii=False, separators=(",", ":"))) for t in tools)
+    if instructions:
+        chars += len(f"### MCP server: {server}\n\n{instructions}")
+    return -(-chars // 4)
+
+
+def test_the_compact_profile_costs_at_most_800_tokens_per_request(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    cost = {}
+    for profile in ("compact", "full"):
+        app = _app(w, tools=profile)
+        try:
+            async def body(client: Client):
+                return (await client.list_tools()).tools, client.instructions
+            tools, instructions = asyncio.run(_session(app, body))
+        finally:
+            app.close()
+        cost[profile] = request_tokens(tools, instructions)
+        if profile == "compact":
+            assert [t.name for t in tools] == ["recall"]
+            assert tools[0].output_schema is None  # the model never sees it; no cost either
+            desc = tools[0].description
+            assert "Not for a file you can read" in desc and "failures" in desc
+            assert tools[0].input_schema["properties"]["source"]["enum"] == [
+                "all", "code", "history", "notes", "objects"]
+    assert cost["compact"] <= REQUEST_BUDGET, cost
+    assert cost["full"] > 3 * cost["compact"], cost  # what the profile is for
+
+
+def _ok(res: Any) -> tuple[dict[str, Any], str]:
+    text = res.content[0].text
+    assert not res.is_error, text
+    return res.structured_content, text
+
+
+def test_recall_answers_every_mode_through_a_client_session(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    oid = w["owner_obj"]
+    app = _app(w)
+
+    async def body(client: Client) -> dict[str, Any]:
+        calls = {
+            "all": {"query": f"{WORD} upload"},
+            "code": {"query": f"{WORD} retry", "source": "code", "k": 2},
+            "history": {"query": f"{WORD} upload retries", "source": "history"},
+            "notes": {"query": f"{WORD} upload", "source": "notes"},
+            "objects": {"query": f"{WORD} upload failed", "source": "objects"},
+            "lines": {"id": oid, "lines": "600-602"},
+            "head": {"id": oid},
+            "query": {"id": oid, "query": "ERROR"},
+            "failures": {"id": oid, "failures": True},
+            "event": {"id": "s-owner#6"},
+            "in_session": {"id": "s-owner", "query": "decided retries"},
+            "session": {"id": "s-guest"},
+        }
+        return {k: _ok(await client.call_tool("recall", a)) for k, a in calls.items()}
+
+    try:
+        got = asyncio.run(_session(app, body))
+    finally:
+        app.close()
+    data, text = got["all"]
+    assert {r["source"] for r in data["results"]} == {"code", "history", "notes", "objects"}
+    # Every pointer in the text is one recall takes back: session#seq, an object id.
+    assert "[history] s-owner#6" in text and f"[objects] {oid} line 601" in text
+    assert "history_detail" not in text and "object_recall" not in text
+    data, text = got["code"]
+    assert data["results"][0]["path"] == "retry.py" and "== retry.py:1-3" in text
+    data, _ = got["history"]
+    assert {(h["session"], h["start_seq"]) for h in data["hits"]} >= {("s-owner", 6), ("s-guest", 6)}
+    data, _ = got["notes"]
+    assert {r["path"] for r in data["results"]} == {"public.md", "secret.md"}
+    data, _ = got["objects"]
+    assert {r["source"] for r in data["results"]} == {"objects"}
+    data, text = got["lines"]
+    assert data["text"] == f"step 599 ok\nERROR {WORD} upload failed (owner)\nexit 1\n"
+    assert text.splitlines()[0] == f"object {oid} lines 600-602 of 1202"
+    assert f"601| ERROR {WORD} upload failed (owner)" in text
+    data, text = got["head"]
+    assert data["text"].startswith("step 0 ok\nstep 1 ok\n") and "1| step 0 ok" in text
+    assert text.splitlines()[0] == f"object {oid} lines 1-200 of 1202"
+    data, text = got["query"]
+    assert data["matches"][0]["line"] == 601 and f"601| ERROR {WORD}" in text
+    data, _ = got["failures"]
+    assert data["failures"] is True and 601 in {m["line"] for m in data["matches"]}
+    data, text = got["event"]
+    assert data["session"]["id"] == "s-owner"
+    assert [e["seq"] for e in data["events"]] == [3, 4, 5, 6, 7, 8, 9]
+    assert "-- #6 user" in text and "we decided" in text
+    data, _ = got["in_session"]
+    assert {h["session"] for h in data["hits"]} == {"s-owner"}
+    assert data["hits"][0]["start_seq"] == 6
+    data, _ = got["session"]
+    assert [e["seq"] for e in data["events"]][:3] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("channel", ["guest:1", "owner:1", "nobody"])
+def test_recall_shows_exactly_what_the_full_tools_show_the_channel(tmp_path: Path,
+                                                                 channel: str) -> None:
+    w = make_world(tmp_path)
+    compact, full = _app(w, channel), _app(w, channel, tools="full")
+
+    def objects_visible(call) -> list[str]:
+        seen = []
+        for obj in (w["owner_obj"], w["guest_obj"]):
+            try:
+                call(obj)
+                seen.append(obj)
+            except InputError:
+                pass
+        return seen
+
+    try:
+        q = f"{WORD} upload"
+        fused, text = compact.call("recall", {"query": q, "k": 20})
+        want, _ = full.call("search_all", {"query": q, "limit": 20})
+        assert [(r["source"], r["title"]) for r in fused["results"]] == \
+            [(r["source"], r["title"]) for r in want["results"]]
+        notes, _ = compact.call("recall", {"query": q, "source": "notes"})
+        want_notes, _ = full.call("notes_search", {"query": q})
+        assert [r["path"] for r in notes["results"]] == [r["path"] for r in want_notes["results"]]
+        by_lines = objects_visible(lambda o: compact.call("recall", {"id": o, "lines": "1-2"}))
+        by_failures = objects_visible(lambda o: compact.call("recall", {"id": o, "failures": True}))
+        by_head = objects_visible(lambda o: compact.call("recall", {"id": o}))
+        by_full = objects_visible(lambda o: full.call("object_recall", {"id": o, "start": 0}))
+        assert by_lines == by_failures == by_head == by_full
+        events = []
+        for sid in ("s-owner", "s-guest"):
+            try:
+                compact.call("recall", {"id": f"{sid}#6"})
+                events.append(sid)
+            except InputError:
+                pass
+    finally:
+        compact.close()
+        full.close()
+    if channel == "guest:1":
+        assert by_lines == [w["guest_obj"]] and events == ["s-guest"]
+        assert [r["path"] for r in notes["results"]] == ["public.md"]
+        assert "secret" not in text and w["owner_obj"] not in text and "s-owner" not in text
+    elif channel == "owner:1":
+        assert len(by_lines) == 2 and events == ["s-owner", "s-guest"]
+    else:
+        assert by_lines == [] and events == []
+        assert {r["source"] for r in fused["results"]} == {"code"}
+
+
+def test_invalid_arguments_get_a_clear_error(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    oid = w["owner_obj"]
+    app = _app(w)
+    cases = [
+        ({}, "recall needs query (to search) or id (to fetch)"),
+        ({"query": "   "}, "recall needs query"),
+        ({"id": oid, "lines": "ten-twenty"}, "lines must be 'a-b'"),
+        ({"id": oid, "lines": "9-3"}, "lines must be 'a-b' with 1 <= a <= b"),
+        ({"id": oid, "lines": "5000-5010"}, "has 1202 lines"),
+        ({"lines": "1-5"}, "lines and failures need id"),
+        ({"query": "x", "failures": True}, "lines and failures need id"),
+        ({"id": oid, "lines": "1-5", "query": "ERROR"}, "not lines and query"),
+        ({"id": oid, "source": "code"}, "leave it out when you pass id"),
+        ({"id": "s-owner#6", "lines": "1-2"}, "is a history id"),
+        ({"id": "nope"}, "no object or session 'nope'"),
+        ({"id": "0badc0de"}, "no object '0badc0de'"),
+        ({"query": "x", "source": "galaxy"}, "one of: all, code, history, notes, objects"),
+        ({"query": "x", "k": 0}, "argument 'k'"),
+        ({"query": "x", "limit": 3}, "unknown argument 'limit'"),
+        ({"query": "x", "cursor": "zz"}, "invalid cursor"),
+    ]
+
+    async def body(client: Client):
+        out = [(await client.call_tool("recall", a), want) for a, want in cases]
+        # FTS syntax and stray quotes are words to look for, never a crash.
+        for q in ('AND OR NOT (', '"unbalanced', "NEAR(a b", "*", "col:val"):
+            for extra in ({}, {"source": "history"}, {"source": "notes"}, {"id": oid}):
+                res = await client.call_tool("recall", {"query": q, **extra})
+                assert not res.is_error, (q, extra, res.content[0].text)
+        return out
+
+    try:
+        out = asyncio.run(_session(app, body))
+    finally:
+        app.close()
+    for res, want in out:
+        msg = res.content[0].text
+        assert res.is_error and want in msg and "\n" not in msg, (want, msg)
+
+
+def test_recall_pages_a_search_with_its_cursor(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    for i in range(30):
+        (w["repo"] / f"mod{i}.py").write_text(
+            f"def {WORD}_handler_{i}(request):\n" + "".join(
+                f"    step_{j} = {WORD}(request, {j})\n" for j in range(30)))
+    app = _app(w)
+    app.token_budget = 700
+    try:
+        seen, cursor = [], None
+        for _ in range(30):
+            args = {"query": f"{WORD} handler request", "source": "code", "k": 12}
+            data, text = app.call("recall", {**args, "cursor": cursor} if cursor else args)
+            seen += [(r["path"], r["start_line"]) for r in data["results"]]
+            cursor = data.get("next_cursor")
+            if not cursor:
+                break
+            assert f'cursor="{cursor}"' in text
+    finally:
+        app.close()
+    assert len(seen) >= 12 and len(seen) == len(set(seen)), "pages go on without repeats"
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=200) | st.sampled_from(["\ud800", "x" * 5000, "#", "a#1", "#7",
+                                                     "1-", "-1", "0-0", "3-2", "1-99999999999",
+                                                     "AND OR NOT (", "~nobody"]))
+def test_any_text_ends_in_an_answer_or_a_one_line_error(tmp_path_factory, text: str) -> None:
+    tmp = tmp_path_factory.mktemp("w")
+    (tmp / "a.py").write_text("def deploy():\n    return 1\n")
+    app = RecallApp(tmp, load_config(workspace=tmp, overrides={"embedder": {"name": "fake"}}),
+                    tools="compact")
+    try:
+        for args in ({"query": text}, {"id": text}, {"id": text, "query": "x"},
+                     {"id": "s#1", "query": text}, {"id": "0badc0de", "lines": text}):
+            try:
+                data, rendered = app.call("recall", args)
+            except InputError as e:
+                assert "\n" not in str(e)
+                continue
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+            rendered.encode("utf-8")
+    finally:
+        app.close()
+
+
+def test_integrate_dsh_patch_mounts_the_compact_profile() -> None:
+    r = CliRunner()
+    for extra in ([], ["--no-native"]):
+        out = r.invoke(cli, ["integrate", "dsh", "patch", *extra]).output
+        assert 'args: ["mcp", "--tools", "compact"]' in out, out
+        assert ("id: recall-native" in out) == (not extra)
+    out = r.invoke(cli, ["integrate", "dsh", "patch", "--tools", "full"]).output
+    assert 'args: ["mcp", "--tools", "full"]' in out
+    # Other harnesses keep the full profile (Claude Code, Codex).
+    assert 'args = ["mcp"]' in r.invoke(cli, ["integrate", "codex"]).output
