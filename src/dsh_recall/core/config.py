@@ -379,6 +379,7 @@ class Config(_Section):
     embedder: EmbedderConfig = EmbedderConfig()
     history: HistoryConfig = HistoryConfig()
     objects: ObjectsConfig = ObjectsConfig()
+    reads: ReadsConfig = ReadsConfig()
     notes: NotesConfig = NotesConfig()
     mcp: McpConfig = McpConfig()
     rerank: RerankConfig = RerankConfig()
