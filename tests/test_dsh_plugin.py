@@ -250,7 +250,8 @@ def test_results_already_seen_are_reclaimed_with_the_replay_safe_pair_under_a_bu
     (tmp_path / "repo").mkdir()
     big = tmp_path / "repo" / "notes.txt"
     big.write_text("".join(f"row {i:04d} of the inventory table, shelf {i % 17}\n" for i in range(600)))
-    steps = [("read", {"file_path": str(big)}, "toolu_read"),
+    # A ranged read passes whole when produced (a whole-file one would be shortened at once).
+    steps = [("read", {"file_path": str(big), "offset": 1, "limit": 2000}, "toolu_read"),
              ("bash", {"description": "one", "command": "echo one"}, "toolu_b1"),
              ("bash", {"description": "two", "command": "echo two"}, "toolu_b2"),
              ("bash", {"description": "three", "command": "echo three"}, "toolu_b3")]

@@ -42,6 +42,8 @@ const DEFAULTS = Object.freeze({
   readChars: 8000,
   autoRecall: true,
   reclaim: true,
+  // Requests a reclaim's saving is counted over against the cache miss it causes (pays()).
+  reclaimHorizon: 4,
   // Deadlines: a request never waits longer than this for the worker's answer (first request
   // included: the worker starts when dsh loads the plugin, long before the first request).
   callTimeoutMs: 1500,
@@ -500,6 +502,23 @@ export function apply (ctx, config) {
     return s.tools.get(callId) ?? null
   }
 
+  // A rewrite of history makes the provider's cache miss from the first rewritten result on,
+  // once; the tokens it removes are saved on every later request. Rewrite only when the
+  // saving over `reclaimHorizon` requests outweighs that one miss.
+  function pays (session, chosen) {
+    const first = Math.min(...chosen.map(([k]) => Number(k)))
+    let after = 0
+    let saved = 0
+    const replaced = new Map(chosen.map(([k, rep]) => [Number(k), rep.text.length]))
+    for (const seq of session.surface?.nodes ?? []) {
+      if (seq < first) continue
+      const chars = textOf(session.eventAt(seq)?.data?.message).length
+      after += chars
+      if (replaced.has(seq)) saved += Math.max(0, chars - replaced.get(seq))
+    }
+    return saved * c.reclaimHorizon > after
+  }
+
   async function reclaim (session, s) {
     const { threshold_chars: threshold, budget, budget_tokens: budgetTokens } = s.reclaim
     const meter = service('tokenMeter')
@@ -516,13 +535,17 @@ export function apply (ctx, config) {
       const callId = message?.toolCallId ?? message?.source?.callId
       const tool = callId ? toolName(session, s, callId) : null
       const through = tool === null || passes(tool)
-      results.push({ seq, tool, text: text.length > threshold && (budget || !through) ? text : null, pass_through: through })
+      // Our own recall answers are what the model asked for: never taken back.
+      const ours = tool !== null && String(tool).startsWith(mcpPrefix)
+      results.push({ seq, tool, text: !ours && text.length > threshold && (budget || !through) ? text : null, pass_through: through })
     }
     if (!results.some((r) => r.text !== null)) return
     const answer = await worker.call('reclaim', {
       session: session.id, cwd: session.header?.cwd ?? null, results, context_tokens: tokens
     })
-    for (const [key, rep] of Object.entries(answer?.replace ?? {})) {
+    const chosen = Object.entries(answer?.replace ?? {}).filter(([, rep]) => typeof rep?.text === 'string')
+    if (!chosen.length || !pays(session, chosen)) return
+    for (const [key, rep] of chosen) {
       const seq = Number(key)
       const ev = session.eventAt(seq)
       if (ev?.type !== 'tool/result' || typeof rep?.text !== 'string') continue
