@@ -69,7 +69,7 @@ def test_restore_puts_back_only_a_verified_pointer_form():
     # Another object's text around the same note, an unknown id, a pasted note alone.
     assert restore_notes(inline, {"abcd1234": BIG.replace("00001", "99999")}.get).ids == ()
     assert restore_notes(inline, {}.get).ids == ()
-    note = inline[inline.index("[dsh-recall: "):inline.index("QUERY`.]") + 8]
+    note = inline[inline.index("[dsh-recall: "):inline.index("query=...]") + 10]
     assert restore_notes(f"see {note} here", found.get).text == f"see {note} here"
 
 
@@ -256,3 +256,25 @@ def test_every_request_counts_what_offloaded_results_keep_out_of_it(tmp_path):
     w.handle({"op": "context", "session": "s1", "message_id": "m2", "message": "x", "compacted": True})
     w.handle({"op": "context", "session": "s1", "message_id": "m2", "message": "x"})
     assert w.handle({"op": "status"})["per_request"]["tokens_kept_out_total"] == (4 * kept + 3) // 4
+
+
+def test_a_question_about_a_decision_recalls_the_turns_that_made_it(tmp_path):
+    dsh_home = tmp_path / "dsh"
+    _session_log(dsh_home, "s-dec", [
+        _user("Fix the session cookie bug. We decided to keep the SameSite=Lax default because "
+              "the SSO redirect breaks with Strict; do not change it."),
+        _assistant("Understood: SameSite stays Lax for the SSO redirect. Let me look at the code."),
+        _call("c1"), _result("c1", "$ grep -rn samesite src/flask\nsrc/flask/sessions.py:210:    "
+                                   "def get_cookie_samesite(self, app):"),
+        _assistant("The samesite value is read in sessions.py get_cookie_samesite."),
+        _user("run the tests"), _assistant("12 passed, 1 failed in test_sessions.py"),
+        _user("fix the failing test"), _assistant("Fixed the assertion in test_sessions.py."),
+        _user("now update the changelog"), _assistant("Changelog updated.")])
+    w = Worker(dsh_home=str(dsh_home))
+    w.handle({"op": "context", "session": "s-dec", "message_id": "m1", "message": "fix it"})
+    r = w.handle({"op": "context", "session": "s-dec", "message_id": "m2",
+                  "message": "as we discussed earlier, what did we decide about the SameSite setting and why?"})
+    block = r["blocks"]["recall"]
+    # The turn that made the decision, with its reason, not only a line that names the term.
+    assert "We decided to keep the SameSite=Lax default because the SSO redirect breaks" in block
+    assert block.count("\n- seq ") <= 3 and 'recall id="s-dec#<seq>"' in block

@@ -33,9 +33,9 @@ def _hook(event: str, payload: dict) -> dict | None:
 def test_session_start_after_compaction_injects_the_anchor_then_gate_waits(imported):
     out = _hook("session-start", {"session_id": imported, "source": "compact"})
     ctx = out["hookSpecificOutput"]["additionalContext"]
-    assert "mock summary of earlier work" in ctx and "history_detail" in ctx
+    assert "mock summary of earlier work" in ctx and "recall id=" in ctx
     assert "seq 27 user: Read big.txt again" in ctx
-    # The anchor is live: "continue" does not re-inject for the next turns.
+    # The anchor is live: "continue" (a process command) does not re-inject for the next turns.
     assert _hook("user-prompt-submit", {"session_id": imported, "prompt": "continue"}) is None
     assert _hook("session-start", {"session_id": imported, "source": "startup"}) is None
 
@@ -60,15 +60,20 @@ def test_hooks_never_break_on_garbage():
     assert res.stderr.startswith("dsh-recall hook: did nothing:")  # says why, on stderr
 
 
-def test_anchor_prefers_user_messages_and_stays_bounded():
+def test_anchor_keeps_decisions_and_open_tasks_and_stays_bounded():
     events = [{"seq": 1, "role": "user", "text": "fix the login bug"},
               {"seq": 2, "role": "assistant", "text": "x" * 5000},
               {"seq": 3, "role": "tool", "text": "y" * 9000},
               {"seq": 4, "role": "user", "text": "now add tests"},
-              {"seq": 5, "role": "assistant", "text": "short"}]
+              {"seq": 5, "role": "assistant", "text": "We decided to keep the token refresh in "
+                                                       "middleware because the SDK retries; next: the logout test."},
+              {"seq": 6, "role": "assistant", "text": "short"},
+              {"seq": 7, "role": "assistant", "text": "Listing the files now."}]
     a = build_anchor("s", "summary " * 50, events, budget_chars=1200)
-    assert [f.seq for f in a.fragments] == [1, 2, 4]
+    # The user's own words and the agent's decision; filler and tool output never.
+    assert [f.seq for f in a.fragments] == [1, 4, 5, 7]
     assert all(f.role != "tool" for f in a.fragments)
+    assert "keep the token refresh in middleware" in a.render()
     assert len(a.render()) < 1200 + 400
     assert a.ttl == 3
 

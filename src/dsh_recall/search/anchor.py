@@ -1,18 +1,20 @@
 """The compaction anchor: one bounded block injected right after a compaction.
 
 Pure: given the compaction summary and the original events it replaced, keep the summary
-plus up to 3 key original fragments (the user's own messages first, then the longest text
-blocks), each cut to a share of the budget, and say how to get the exact text back (one
-history_detail call). The anchor lives for 3 turns.
+plus up to 4 key original fragments (the turns that state a decision, a reason or an open
+task, the user's own first), each cut to a share of the budget, and say how to get the exact
+text back (one recall call). The anchor lives for 3 turns; it does not silence the history
+gate (a question about something the summary lost still gets its own recall).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 ANCHOR_TTL_TURNS = 3
-MAX_FRAGMENTS = 3
+MAX_FRAGMENTS = 4
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,8 @@ class Anchor:
             for f in self.fragments:
                 cut = f" (cut; {f.full_chars} chars in all)" if len(f.text) < f.full_chars else ""
                 lines.append(f"- seq {f.seq} {f.role}{cut}: {f.text}")
-        lines.append(f"Exact original text: history_detail(session=\"{self.session}\", "
-                     "around=<seq>). Search more with history_search.")
+        lines.append(f"Exact original text: recall id=\"{self.session}#<seq>\" (history_detail "
+                     "with the full tool set); search more with recall source=history.")
         return "\n".join(lines)
 
 
@@ -53,18 +55,29 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(0, n - 1)] + "…"
 
 
+# What a decision or an open task sounds like, in the user's words or the agent's: the
+# fragments a summary most often loses and the next turns most need.
+_DECISION = re.compile(
+    r"\b(decid\w*|agreed?|chose|choose|keep|kept|don'?t|do not|never|always|must|should|"
+    r"instead|because|so that|we'?ll|let'?s|plan|todo|next|still|remaining|left to|open|"
+    r"blocked|wait(?:ing)? for|later|follow[- ]up)\b", re.I)
+
+
+def _weight(e: dict[str, Any]) -> tuple[int, int]:
+    text = e.get("text") or ""
+    cues = len(_DECISION.findall(text[:4000]))
+    return (min(cues, 6) + (2 if e.get("role") == "user" else 0), int(e["seq"]))
+
+
 def build_anchor(session: str, summary: str, events: Sequence[dict[str, Any]],
                  budget_chars: int = 2400, max_fragments: int = MAX_FRAGMENTS) -> Anchor:
     """Summary + up to `max_fragments` fragments of `events` ({seq, role, text}), within
-    `budget_chars` in all. User messages come first (newest first), then the longest
-    assistant text blocks; tool output is never a fragment (it is recallable on demand)."""
+    `budget_chars` in all. Fragments are the turns (the user's or the agent's) that state a
+    decision, a reason or an open task, weighted to the user's own words and then to the
+    newest; tool output is never a fragment (it is recallable on demand)."""
     summary_part = _cut(summary, max(200, budget_chars // 2))
-    users = [e for e in events if e.get("role") == "user" and (e.get("text") or "").strip()]
-    others = [e for e in events if e.get("role") == "assistant" and (e.get("text") or "").strip()]
-    picked: list[dict[str, Any]] = sorted(users, key=lambda e: -int(e["seq"]))[:max_fragments]
-    if len(picked) < max_fragments:
-        longest = sorted(others, key=lambda e: (-len(e["text"]), int(e["seq"])))
-        picked += longest[: max_fragments - len(picked)]
+    turns = [e for e in events if e.get("role") in ("user", "assistant") and (e.get("text") or "").strip()]
+    picked: list[dict[str, Any]] = sorted(turns, key=_weight, reverse=True)[:max_fragments]
     picked.sort(key=lambda e: int(e["seq"]))
     room = max(0, budget_chars - len(summary_part))
     share = room // max(1, len(picked))

@@ -21,6 +21,7 @@ from .channel import Viewer, channel_key_from_env
 
 RECENT_IN_CONTEXT = 2  # events this close to the end are still in the model's context
 CONTEXT_BUDGET_CHARS = 2400
+MAX_HITS = 3  # turns an auto-recall block quotes
 
 
 def _regular(path: str) -> bool:
@@ -100,11 +101,23 @@ class RecallService:
         finally:
             store.close()
         out: dict[str, Any] = {"fire": d.fire, "reason": d.reason, "kind": d.kind, "turn": turn}
+        if d.fire and d.kind == "process" and turn <= int(st.get("anchor_until") or -1):
+            # "continue" right after a compaction: the live anchor already restores the work.
+            # A question about the past still fires (the summary may have lost its answer).
+            return {**out, "fire": False, "reason": "the compaction anchor is live"}
         if not d.fire:
             return out
         key = channel_key_from_env()
-        found = history.search(" ".join(d.query_terms), session=session, cfg=self.cfg,
-                               viewer=Viewer(self.cfg, key) if key else None)
+        viewer = Viewer(self.cfg, key) if key else None
+        # The question itself ranks the turns that answer it (a decision, its reason); the
+        # gate's terms alone found the turns that merely mention them. One hit per event,
+        # the best few, none of those still in the model's context.
+        query = prompt if d.kind == "past_reference" else " ".join(d.query_terms)
+        found = history.search(query, session=session, cfg=self.cfg, viewer=viewer,
+                               detail=True, limit=MAX_HITS + RECENT_IN_CONTEXT + 2)
+        recent_seqs = {int(e["seq"]) for e in recent}
+        found["hits"] = [h for h in found.get("hits") or []
+                         if int(h.get("start_seq", -1)) not in recent_seqs][:MAX_HITS]
         text = self._render_hits(session, d.reason, found)
         if not text:
             return {**out, "fire": False, "reason": d.reason + "; but history found nothing"}
@@ -118,7 +131,8 @@ class RecallService:
         lines = [f"[dsh-recall] Earlier in this session (auto-recall: {reason}):"]
         for h in hits:
             lines.append(f"- seq {h['start_seq']}-{h['end_seq']} {h['role']}: {h['snippet']}")
-        lines.append(f"Exact text: history_detail(session=\"{session}\", around=<seq>).")
+        lines.append(f"Exact text: recall id=\"{session}#<seq>\" (history_detail with the "
+                     "full tool set).")
         text = "\n".join(lines)
         return text[:CONTEXT_BUDGET_CHARS]
 
@@ -133,6 +147,8 @@ class RecallService:
         if a["summary"] is None:
             return None
         turn = int(self.state(session).get("turn", 0))
-        self._set(session, live_until=turn + ANCHOR_TTL_TURNS)
+        # Its own lifetime: the gate's `live_until` stays free, so a question about what the
+        # summary lost still fires history recall while the anchor is live.
+        self._set(session, anchor_until=turn + ANCHOR_TTL_TURNS)
         return {"session": session, "summary": a["summary"]["text"], "ttl": a["ttl"],
                 "fragments": a["fragments"], "context": a["context"]}

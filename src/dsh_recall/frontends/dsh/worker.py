@@ -347,7 +347,7 @@ class Worker:
             anchor = rs.anchor(session, transcript)
             if anchor is not None:
                 st.anchor = anchor["context"]
-                st.anchor_until = int(rs.state(session).get("live_until") or 0)
+                st.anchor_until = int(rs.state(session).get("anchor_until") or 0)
                 self.counts["anchors"] += 1
         message_id = _opt_text(req.get("message_id"))
         message = cap_query(_text(req.get("message"), MAX_MESSAGE_CHARS))
