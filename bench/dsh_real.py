@@ -56,11 +56,17 @@ DEFAULT_TAG = "flask-d8c37f43724cd9fb0870f77877b7c4c7e38a19e0"
 
 
 def window_patch(window: int | None) -> str:
-    """The cordis patch rows that set dsh's context window for a model it does not know."""
+    """The cordis patch rows that set dsh's context window for a model it does not know.
+
+    compaction-basic keeps 65,536 tokens of headroom by default: in a 64k window that leaves
+    no pressure budget, so dsh logs a config error and never compacts. 4,096 of headroom
+    and an 8,192-token output cap give thresholds of 52,428 (64k) and 20,480 (32k) tokens.
+    """
     if window is None:
         return ""
     return ("- id: llm-deepseek\n  config:\n"
-            f"    defaultContextWindow: {window}\n    maxTokens: 8192\n")
+            f"    defaultContextWindow: {window}\n    maxTokens: 8192\n"
+            "- id: compaction-basic\n  config:\n    headroomTokens: 4096\n    maxTokens: 4096\n")
 
 
 def serialize(body: dict[str, Any]) -> str:

@@ -14,9 +14,16 @@ git repository, plus
 Facts the model must have in front of it when it answers (`Facts`): the failing test id,
 the first ground-truth error line of each CI log, the decision stated in turn 1, the note's
 deploy command, and the exact old text of the edit. The brain checks each in the request it
-received; when it is missing it fetches it the way the arm allows: the recall tool(s) when
-the request's `tools` list has them, otherwise bash/grep/a ranged read, as an agent in plain
-dsh would.
+received; when it is missing it fetches it the way the arm allows: the recall tool when the
+request's `tools` list has `mcp__recall__recall` (its `source` enum read from the schema),
+else the older per-source tools, else -- or when the recall answer does not hold the fact --
+bash grep (the log file, the notes folder, the dsh session file) or a ranged `read`, as an
+agent in plain dsh would. The old text of the edit always comes from what the model saw: the
+full read, or a grep + ranged read when the full read was shortened.
+
+A compaction request (dsh's "You are now acting as a compaction engine" prompt) gets a terse
+checkpoint in dsh's template (`checkpoint`): the first 80 characters of each user message and
+the files and commands, never tool output -- the same in every arm.
 """
 
 from __future__ import annotations
@@ -218,11 +225,45 @@ def result_of(body: dict[str, Any], call_id: str) -> str:
 
 
 def is_summary_request(body: dict[str, Any]) -> bool:
-    """dsh's compaction asks the model for a summary in a request of its own."""
-    if last_is_tool_result(body):
-        return False
-    tail = json.dumps((body.get("messages") or [{}])[-1], ensure_ascii=False).lower()
-    return not body.get("tools") or ("summar" in tail and "compact" in (tail + system_text(body).lower()))
+    """dsh's compaction asks for a checkpoint in a request of its own: the history so far
+    plus one more user text ("You are now acting as a compaction engine ...")."""
+    last = (body.get("messages") or [{}])[-1]
+    content = last.get("content")
+    texts = [content] if isinstance(content, str) else [
+        b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+    return any("acting as a compaction engine" in t for t in texts)
+
+
+SUMMARY_CHARS = 80
+
+
+def checkpoint(body: dict[str, Any]) -> str:
+    """The stand-in's answer to a compaction request: dsh's template, filled tersely the
+    way a hurried model would: the first SUMMARY_CHARS characters of each user message,
+    the files read and the commands run, never tool output. Deterministic, the same in
+    every arm, and it keeps none of the facts' strings whole."""
+    asks, files, commands = [], [], []
+    for m in body.get("messages") or []:
+        for b in m.get("content") if isinstance(m.get("content"), list) else []:
+            if not isinstance(b, dict):
+                continue
+            if m.get("role") == "user" and b.get("type") == "text":
+                t = b.get("text", "")
+                if not t.startswith(("Current runtime context", "You are now acting", "This is an automatically", "## ",
+                                     "<compacted-summary>", "</compacted-summary>")) and len(t) > 3:
+                    asks.append(t[:SUMMARY_CHARS] + ("..." if len(t) > SUMMARY_CHARS else ""))
+            elif b.get("type") == "tool_use":
+                inp = b.get("input") or {}
+                if inp.get("file_path"):
+                    files.append(inp["file_path"])
+                elif inp.get("command"):
+                    commands.append(inp["command"].split("|")[0][:60])
+    bullets = lambda xs: "\n".join(f"- {x}" for x in dict.fromkeys(xs)) or "- (none)"  # noqa: E731
+    return (f"## Primary Request and Intent\n{bullets(asks)}\n\n"
+            "## Key Technical Concepts\n- flask, FLASK_DEBUG parsing, pytest, Maven/Gradle CI logs\n\n"
+            f"## Files and Code\n{bullets(files)}\n\n## Errors and Fixes\n- checks test fails on 'off'\n\n"
+            f"## Pending Jobs\n- (none)\n\n## Current Work\n{bullets(commands[-3:])}\n\n"
+            "## Next Step\n- continue the current request\n\n## Critical Context\n- see the requests above")
 
 
 # -- the brain ---------------------------------------------------------------------------------
@@ -281,10 +322,7 @@ class Brain:
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
         if is_summary_request(body):
             self.log.summaries += 1
-            # A short, generic summary: it does not copy the facts (a real model's might).
-            return say("Summary: working in a flask tree on FLASK_DEBUG parsing in "
-                       "get_debug_flag; ran the checks tests, read helpers.py, cli.py, scaffold.py and app.py, "
-                       "looked at three CI logs under ci/.")
+            return say(checkpoint(body))
         if not last_is_tool_result(body):
             idx = next((i for i, t in enumerate(TURNS) if t == last_user_text(body)), None)
             if idx is not None and idx != self.turn:  # a new user turn
@@ -367,8 +405,10 @@ class Brain:
             body = yield self.call(old, {"query": query})
             how = old
         else:
+            how = ""
+        if not how or not self.seen(body, fact):  # no recall tool, or it missed: as plain dsh
             body = yield self.bash(plain_cmd, f"search for the {fact}")
-            how = "bash grep"
+            how = (how + " missed, then " if how else "") + "bash grep"
         self.check(body, fact, how)
         return body
 
@@ -387,8 +427,10 @@ class Brain:
                 body = yield self.call(tool, {"id": ids[0], "query": "ERROR FAILED Exception error:"})
                 how += " + query"
         else:
+            how = ""
+        if not how or not self.seen(body, fact):
             body = yield self.bash(plain_cmd, f"find the error lines for the {fact}")
-            how = "bash grep"
+            how = (how + " missed, then " if how else "") + "bash grep"
         self.check(body, fact, how)
         return body
 
