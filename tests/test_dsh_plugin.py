@@ -280,3 +280,45 @@ def test_results_already_seen_are_reclaimed_with_the_replay_safe_pair_under_a_bu
                and e["surfaceOp"].get("startSeq") == original["seq"]]
     assert prune and replace and "[dsh-recall: " in json.dumps(replace[0]["data"])
     assert "row 0300 of the inventory" in json.dumps(original["data"])  # the log keeps it
+
+
+def test_a_worker_that_never_gets_ready_is_reported_and_left_behind_by_nobody(tmp_path):
+    """A worker that never prints its ready line: the session runs as plain dsh would, the
+    plugin's status says why (MCP `status` reads it), and no worker is left after dsh exits."""
+    silent = tmp_path / "silent_worker.py"
+    pid_file = tmp_path / "worker.pid"
+    silent.write_text("import os, sys, time\n"
+                      f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                      "sys.stdin.read()\n")
+    patch = _patch({}).replace('args: ["worker"]', f'args: [{json.dumps(str(silent))}]')
+    patch = patch.replace(f'command: {json.dumps(recall_exe())}\n        args: [{json.dumps(str(silent))}]',
+                          f'command: {json.dumps(sys.executable)}\n        args: [{json.dumps(str(silent))}]')
+    assert str(silent) in patch and sys.executable in patch
+
+    def brain(body):
+        if not last_is_tool_result(body):
+            return use("bash", {"description": "big", "command": _big_script(tmp_path)}, "toolu_big")
+        return say("done")
+
+    with dsh_session(tmp_path, brain, patch) as (session, standin, _):
+        assert session.run("print a lot please").final_response == "done"
+        status = json.loads((Path(os.environ["DSH_RECALL_HOME"]) / "dsh" / "plugin-status.json").read_text())
+    assert status["state"] == "starting" and "no ready line" in status["reason"]
+    assert any("no ready line" in w["message"] for w in status["warnings"])
+    # dsh's own output went through untouched.
+    shown = results(standin.requests[-1])["toolu_big"]
+    assert "[dsh-recall: " not in shown and "[output truncated; full output: " in shown
+    from dsh_recall.frontends.dsh.worker import last_status
+    seen = last_status()
+    assert seen is not None and seen["health"] == "starting" and "no ready line" in seen["reason"]
+    pid = int(pid_file.read_text())
+    import time
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError("the silent worker outlived dsh")

@@ -322,8 +322,10 @@ export function apply (ctx, config) {
     warned.add(key)
     status.warnings.push({ at: Date.now() / 1000, message: message.slice(0, 500) })
     status.write(health.state, health.reason)
-    // dsh's logger reaches its log file; the console line reaches a terminal user too.
+    // dsh 0.2.1rc2 keeps no log file and drops warn-level lines of its logger: stderr (once
+    // per kind of trouble) is where a dsh user sees it, as dsh's own plugin-start errors.
     try { logger.warn(message) } catch {}
+    try { process.stderr.write(`${message}\n`) } catch {}
   }
   if (unknown.length) warn('config', `dsh-recall plugin: unknown config keys ignored: ${unknown.join(', ')}`)
   const worker = new Worker(c, warn, setHealth)
