@@ -32,7 +32,7 @@ def _run(payload, raw: bytes | None = None):
 
 
 def _obj_id(text: str) -> str:
-    return text.split("as object ")[1][:8]
+    return text.split("to object ")[1][:8]
 
 
 def test_bash_output_keeps_its_shape():
@@ -44,8 +44,10 @@ def test_bash_output_keeps_its_shape():
     new = hso["updatedToolOutput"]
     assert set(new) == set(resp)
     assert new["stderr"] == "warning: slow\n" and new["interrupted"] is False
-    assert new["stdout"].startswith("PASS tests/unit/test_0.py") and len(new["stdout"]) < 1500
-    assert "test_login" not in new["stdout"]
+    assert new["stdout"].startswith("PASS tests/unit/test_0.py") and len(new["stdout"]) < 2300
+    # The middle left; the failure stayed in view (the inline form's failure region / tail).
+    assert "test_200.py" not in new["stdout"]
+    assert "FAILED tests/unit/test_api.py::test_login - AssertionError: 401 != 200" in new["stdout"]
     with ObjectService() as svc:
         m = svc.search(_obj_id(new["stdout"]), "FAILED").matches[0]
         assert m.line == 401 and "test_login" in m.text
@@ -68,21 +70,21 @@ def test_mcp_list_of_blocks_and_image_untouched():
     assert "updatedToolOutput" not in hso
     new = hso["updatedMCPToolOutput"]
     assert isinstance(new, list) and new[1] == image and new[2] == resp[2]
-    assert new[0]["type"] == "text" and "as object " in new[0]["text"]
+    assert new[0]["type"] == "text" and "to object " in new[0]["text"]
 
 
 def test_mcp_content_object_form():
     resp = {"content": [{"type": "text", "text": BIG}], "isError": False}
     _, out = _run(_payload("mcp__ci__get_log", resp))
     new = json.loads(out)["hookSpecificOutput"]["updatedMCPToolOutput"]
-    assert new["isError"] is False and "as object " in new["content"][0]["text"]
+    assert new["isError"] is False and "to object " in new["content"][0]["text"]
 
 
 def test_grep_output_and_path_fields_kept():
     resp = {"mode": "content", "numFiles": 3, "filenames": [], "content": BIG, "numLines": 431}
     _, out = _run(_payload("Grep", resp))
     new = json.loads(out)["hookSpecificOutput"]["updatedToolOutput"]
-    assert new["mode"] == "content" and new["numLines"] == 431 and "as object " in new["content"]
+    assert new["mode"] == "content" and new["numLines"] == 431 and "to object " in new["content"]
 
 
 def test_small_read_and_image_results_pass_through():
@@ -134,7 +136,7 @@ def test_real_process_stdin_stdout(_isolated_home):
          "hook", "claude-code", "post-tool-use"],
         input=json.dumps(_payload("Bash", resp)).encode(), capture_output=True, timeout=60)
     assert p.returncode == 0 and p.stderr == b""
-    assert "as object " in json.loads(p.stdout)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    assert "to object " in json.loads(p.stdout)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
 
 
 def test_a_hook_that_does_nothing_says_why_on_stderr(tmp_path, _isolated_home):

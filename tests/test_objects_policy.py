@@ -35,14 +35,18 @@ def test_render_keeps_head_and_tail_and_points_at_the_middle():
     assert out.head_end <= CFG.head_chars
     assert len(text) - out.tail_start <= CFG.tail_chars
     assert "abcd1234" in out.text and NOTE_MARKER in out.text
-    assert f"chars {out.head_end}-{out.tail_start}" in out.text
+    # whole lines: the note names the omitted line range, the output's size and the id
+    first = text.count("\n", 0, out.head_end) + 1
+    last = text.count("\n", 0, out.tail_start)
+    assert (f"lines {first}-{last} of 400 ({len(text):,} chars) moved to object abcd1234;"
+            in out.text)
     # cut at line boundaries when one is near
     assert text[out.head_end - 1] == "\n" and text[out.tail_start - 1] == "\n"
 
 
 def test_render_skips_when_pointer_is_not_shorter():
     cfg = ObjectsConfig(threshold_chars=10, head_chars=600, tail_chars=240)
-    assert render_inline("x" * 1000, "abcd1234", "Bash", cfg) is None
+    assert render_inline("x" * 900, "abcd1234", "Bash", cfg) is None
 
 
 def test_spill_notice_in_tail_is_kept_whole():
@@ -50,13 +54,14 @@ def test_spill_notice_in_tail_is_kept_whole():
               "/home/u/.claude/projects/p/tool-results/abc123.txt)")
     trailer = "x" * 200 + "\n"  # pushes the natural tail start into the middle of the notice
     text = _log(300) + "... " + notice + "\n" + trailer
-    out = render_inline(text, "abcd1234", "mcp__x__y", CFG)
+    cfg = ObjectsConfig(tail_chars=240)
+    out = render_inline(text, "abcd1234", "mcp__x__y", cfg)
     assert out is not None
-    assert text[out.tail_start] == "("  # opening paren included
+    assert text[out.tail_start:].startswith("... (Output")  # the notice's line, whole
     assert notice in out.text
-    assert len(text) - out.tail_start > CFG.tail_chars
+    assert len(text) - out.tail_start > cfg.tail_chars
     # with no room for it (spill_notice_chars 0) the notice is cut like any text
-    bare = render_inline(text, "abcd1234", None, ObjectsConfig(spill_notice_chars=0))
+    bare = render_inline(text, "abcd1234", None, ObjectsConfig(tail_chars=240, spill_notice_chars=0))
     assert notice not in bare.text
 
 
@@ -131,7 +136,7 @@ def test_put_note_line_range_counts_newlines_only():
     assert out is not None
     first = text.count("\n", 0, out.head_end) + 1
     last = first + text.count("\n", out.head_end, out.tail_start - 1)
-    assert f"lines {first}-{last})" in out.text and last <= 400
+    assert f"lines {first}-{last} of 400 " in out.text and last <= 400
 
 
 def test_search_huge_line_returns_window_around_hit():

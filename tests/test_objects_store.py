@@ -35,7 +35,8 @@ def test_put_get_search_roundtrip(tmp_path):
     with ObjectService(path=tmp_path / "o.sqlite") as svc:
         res = svc.put(text, session="s", seq=3, tool="Bash")
         assert res.offloaded and len(res.id) == 8 and res.chars == len(text)
-        assert res.id in res.inline and len(res.inline) < 1200
+        assert res.id in res.inline and len(res.inline) < svc.cfg.inline_chars + 200
+        assert "2001| ERROR: test_widget_renders failed" in res.inline
         first = svc.get(res.id)
         assert first.start == 0 and first.text == text[:8000] and first.total == len(text)
         hit = svc.search(res.id, "error")

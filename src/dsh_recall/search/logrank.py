@@ -370,7 +370,7 @@ def blocks(view: str, starts: Sequence[int], flags: Sequence[int],
 
 
 def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit: int = 20,
-                   cfg: RankConfig = DEFAULT) -> list[int]:
+                   cfg: RankConfig = DEFAULT, fallback: bool = True) -> list[int]:
     """Up to `limit` line indices (in file order) where the log most likely failed.
 
     The best block (see `blocks`) from its first line: its messages, the first
@@ -378,7 +378,9 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
     `outcome_lines` outcome lines from after it (`BUILD FAILED`, `exit code 1`); with
     room left, the frames left out, then the next blocks scoring at least half the best.
     Empty lines, advice and (with `collapse_repeats`) repeats are left out. A log without
-    an error-shaped line answers with its last non-empty lines.
+    an error-shaped line answers with its last non-empty lines; without `fallback`, a log
+    with no failure signal (no block holding a message, a failing test, an assertion, a
+    trace head or an outcome: a green run, a listing) answers with none.
     """
     n = len(starts)
     if limit <= 0 or n == 0:
@@ -411,6 +413,8 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
         return True
 
     found = blocks(view, starts, flags, cfg)
+    if not fallback and not any(b.kinds & (_STRONG | EXIT) for b in found):
+        return []
     if not found:
         for li in range(n - 1, -1, -1):
             if len(chosen) >= limit:
@@ -503,3 +507,49 @@ class Prior:
 def prior(flags: Sequence[int], region: Sequence[int], cfg: RankConfig = DEFAULT) -> Prior:
     """The log prior of `flags` with `region` as the failure region (see `Prior`)."""
     return Prior(flags, region, cfg)
+
+
+def digest(view: str, starts: Sequence[int], flags: Sequence[int], limit: int = 40,
+           cfg: RankConfig = DEFAULT, per_block: int = 2) -> list[int]:
+    """Line indices of the failure region in priority order, for a view that shows a few
+    lines of each failure rather than many of one (the inline form of an offloaded result):
+    first the first `per_block` message lines (a message, a failing test, an assertion, a
+    trace head, an outcome) of every block scoring at least half the best, best block
+    first; then `failure_region`'s lines. Blocks before the log's last success are left
+    out once the best block comes after it; repeats are left out as there. Empty when the
+    log has no failure signal (see `failure_region`)."""
+    found = blocks(view, starts, flags, cfg)
+    if not any(b.kinds & (_STRONG | EXIT) for b in found):
+        return []
+    ranked = sorted(found, key=lambda b: (-b.score, -b.last))
+    best = ranked[0]
+    ok = last_success(flags)
+    after = best.first > ok >= 0
+    out: list[int] = []
+    seen: set[int] = set()
+    keys: set[str] = set()
+    for b in ranked:
+        if b.score < 0.5 * best.score:
+            break
+        if after and b.first <= ok:
+            continue
+        taken = 0
+        for li in range(b.first, b.last + 1):
+            if taken >= per_block or len(out) >= limit:
+                break
+            e = effective(flags[li])
+            if not e & (_STRONG | EXIT | PHRASE):
+                continue
+            ls, le = _line_bounds(view, starts, li)
+            key = _NUM.sub("0", content(view[ls:le]))
+            if cfg.collapse_repeats and key in keys:
+                continue
+            keys.add(key)
+            seen.add(li)
+            out.append(li)
+            taken += 1
+    for li in failure_region(view, starts, flags, limit, cfg, fallback=False):
+        if li not in seen and len(out) < limit:
+            seen.add(li)
+            out.append(li)
+    return out

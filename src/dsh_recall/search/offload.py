@@ -28,6 +28,12 @@ RECALL_DEFAULT_CHARS = 8000
 RECALL_MAX_CHARS = 24000
 SEARCH_LIMIT = 20
 LINE_TEXT_MAX = 400
+# The inline form: a cut inside a line is marked with CUT; a failure-region line over
+# REGION_LINE_MAX chars is shown cut; the finder is asked for at most REGION_LIMIT lines.
+CUT = "\u2026"
+REGION_LINE_MAX = 300
+REGION_LIMIT = 20
+NOTE_CHARS = 160  # about what a note costs (render_note), for plan_offloads
 
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -86,66 +92,103 @@ def _joins_previous(text: str, i: int) -> bool:
 
 
 def _head_end(text: str, n: int) -> int:
-    """Where the head stops: at most n, preferring a line end in the last quarter."""
+    """Where the head stops: after its last whole line within n chars, or inside the first
+    line when that line alone is longer than n."""
+    if n <= 0:
+        return 0
     if n >= len(text):
         return len(text)
-    j = text.rfind("\n", (3 * n) // 4, n)
-    cut = j + 1 if j != -1 else n
+    j = text.rfind("\n", 0, n)
+    if j != -1:
+        return j + 1
+    cut = n
     while cut > 0 and _joins_previous(text, cut):
         cut -= 1
     return cut
 
 
 def _tail_start(text: str, n: int, spill_chars: int) -> int:
-    """Where the tail starts: about n from the end, at a line start when one is near,
-    moved earlier (by up to spill_chars) to hold a harness spill notice whole."""
+    """Where the tail starts: at the first line start at most n from the end, or inside the
+    last line when that line alone is longer than n; moved earlier (by up to spill_chars)
+    to hold a harness spill notice whole, from its line's start when that fits."""
+    size = len(text)
     if n <= 0:
-        start = len(text)
+        start = size
+    elif n >= size:
+        start = 0
     else:
-        start = max(0, len(text) - n)
-        j = text.find("\n", start, start + n // 4)
-        if j != -1 and j + 1 < len(text):
+        start = size - n
+        j = text.find("\n", start - 1)
+        if j != -1 and j + 1 < size:
             start = j + 1
-    if spill_chars > 0:
+    if spill_chars > 0 and start > 0:
         lo = max(0, start - spill_chars)
         last = None
         for m in _SPILL.finditer(text, lo):
             last = m
         if last is not None and last.start() < start:
-            # Keep the notice whole: back to its opening paren/bracket on the same line.
             line_start = text.rfind("\n", 0, last.start()) + 1
             opener = max(text.rfind("(", line_start, last.start()),
                          text.rfind("[", line_start, last.start()))
-            begin = opener if opener != -1 else line_start
-            if start - begin <= spill_chars:
-                start = begin
-    while 0 < start < len(text) and _joins_previous(text, start):
+            for begin in (line_start, opener):
+                if begin != -1 and start - begin <= spill_chars:
+                    start = min(start, begin)
+                    break
+    while 0 < start < size and _joins_previous(text, start):
         start -= 1
     return start
 
 
+def _mid_line(text: str, pos: int) -> bool:
+    """Whether a cut at `pos` falls inside a line (not at a line start, not at an end)."""
+    return 0 < pos < len(text) and text[pos - 1] != "\n"
+
+
 @dataclass(frozen=True)
 class Inline:
-    """What stays in the conversation: text[:head_end] + note + text[tail_start:]."""
+    """What stays in the conversation: text[:head_end] + note + the failure region's lines
+    (numbered, `region`: their 1-based numbers) + text[tail_start:]."""
 
     text: str
     head_end: int
     tail_start: int
+    region: tuple[int, ...] = ()
 
 
-def render_note(obj_id: str, tool: str | None, total: int, start: int, end: int,
-                first_line: int, last_line: int) -> str:
-    """The one-paragraph pointer placed between head and tail."""
-    what = f"this {tool} output" if tool else "this output"
-    return (
-        f"{NOTE_MARKER}{end - start:,} of {total:,} chars of {what} (chars {start}-{end}, "
-        f"lines {first_line}-{last_line}) were moved out of the context as object {obj_id}. "
-        f"Get them back with the recall tool (id={obj_id}, start + count for a range, at most "
-        f"{RECALL_MAX_CHARS:,} per call; query: matching lines; failures=true: where it "
-        f"failed), or "
-        f"`dsh-recall object get {obj_id} --start {start} --count {RECALL_DEFAULT_CHARS}` / "
-        f"`dsh-recall object search {obj_id} QUERY`.]"
-    )
+def region_line(number: int, line: str) -> str:
+    r"""A failure-region line as shown inline: `N| text`, the text after its last bare \r
+    (what a terminal shows of a progress bar), cut after `REGION_LINE_MAX` chars with the
+    count of chars left out."""
+    line = line.rstrip("\r")
+    r = line.rfind("\r")
+    if r != -1:
+        line = line[r + 1:]
+    if len(line) > REGION_LINE_MAX:
+        cut = REGION_LINE_MAX
+        while cut > 0 and _joins_previous(line, cut):
+            cut -= 1
+        line = f"{line[:cut]}{CUT}[+{len(line) - cut:,} chars]"
+    return f"{number}| {line}\n"
+
+
+def render_note(obj_id: str, total_chars: int, total_lines: int, first_line: int,
+                last_line: int, chars: tuple[int, int] | None = None) -> str:
+    """The pointer between head and region: the omitted line range (and char range, when a
+    cut fell inside a line), the object id, how to get more. Paid on every later request,
+    so it is one short line."""
+    span = f" (chars {chars[0]}-{chars[1]})" if chars else ""
+    return (f"{NOTE_MARKER}lines {first_line}-{last_line}{span} of {total_lines:,} "
+            f"({total_chars:,} chars) moved to object {obj_id}; recall id={obj_id} with "
+            f"lines=a-b or query=...]")
+
+
+# render_note's wording, for putting a pointer form back (search.restore).
+POINTER_NOTE = re.compile(
+    re.escape(NOTE_MARKER)
+    + r"lines (?P<a>\d{1,15})-(?P<b>\d{1,15})(?: \(chars (?P<start>\d{1,15})-(?P<end>\d{1,15})"
+    r"\))? of [\d,]{1,20} \([\d,]{1,20} chars\) moved to object (?P<id>[0-9a-f]{8}); "
+    r"recall id=(?P=id) with lines=a-b or query=\.\.\.\]")
+_REGION_NUMBER = re.compile(r"(\d{1,15})\| ")
 
 
 def render_dropped_note(tool: str | None, total: int, start: int, end: int,
@@ -161,30 +204,135 @@ def render_dropped_note(tool: str | None, total: int, start: int, end: int,
     )
 
 
+def _fit_region(idx: LineIndex, lo: int, hi: int, room: int,
+                rank: logrank.RankConfig) -> tuple[dict[int, str], bool]:
+    """Failure-region lines between line indices lo (included) and hi (excluded), as shown
+    (`region_line`), in file order, in at most `room` chars: taken in the order
+    `logrank.digest` ranks them (the first lines of each failure, then more of the worst)
+    while they fit; and whether the output has a failure signal at all (without one the
+    region is empty)."""
+    view, starts = idx.view, idx.starts
+    shown: dict[int, str] = {}
+    ranked = logrank.digest(view, starts, idx.flags, 2 * REGION_LIMIT, rank)
+    for li in ranked:
+        if not lo <= li < hi:
+            continue
+        ls, le = starts[li], starts[li + 1] - 1 if li + 1 < len(starts) else len(view)
+        line = region_line(li + 1, view[ls:le])
+        if len(line.split("| ", 1)[1].strip()) <= 1:  # pytest's bare `E` spacer lines
+            continue
+        if len(line) <= room:
+            shown[li] = line
+            room -= len(line)
+    return dict(sorted(shown.items())), bool(ranked)
+
+
 def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig,
-                  over_cap: int | None = None) -> Inline | None:
-    """Head + note + tail for `text` (already surrogate-joined), or None when the pointer
-    form would not be shorter than the text itself. With `over_cap` (the store's cap in
-    bytes) the note says the middle was too big to store instead of naming an object."""
-    head_end = _head_end(text, cfg.head_chars)
-    tail_start = max(head_end, _tail_start(text, cfg.tail_chars, cfg.spill_notice_chars))
+                  over_cap: int | None = None, idx: LineIndex | None = None,
+                  rank: logrank.RankConfig | None = logrank.DEFAULT) -> Inline | None:
+    """The pointer form of `text` (already surrogate-joined), or None when it would not be
+    shorter than the text itself.
+
+    Head (whole lines, up to `head_chars`), the note, the failure region's lines numbered
+    (`region_line`), then the tail (whole lines): all of it in `inline_chars`. With a
+    failure signal the tail gets at least `tail_chars`, the region what is left, and the
+    region's unused room grows the tail; without one (a green run, a listing) the form is
+    head + note + tail of `tail_chars`. A line is cut (marked `CUT`) only when the head's
+    first line or the tail's last line is alone longer than its share; then the note states
+    the char range too. A harness spill notice near the tail is kept whole (up to
+    `spill_notice_chars` more). `idx` is `build_index(text)` when the caller has it; `rank`
+    None: no region. With `over_cap` (the store's cap in bytes) there is no region and the
+    note says the middle was too big to store.
+    """
+    size = len(text)
+    budget = max(0, getattr(cfg, "inline_chars", cfg.head_chars + cfg.tail_chars))
+    head_end = _head_end(text, min(cfg.head_chars, budget))
+    tail_room = min(cfg.tail_chars, budget - head_end)
+    tail_start = max(head_end, _tail_start(text, tail_room, cfg.spill_notice_chars))
     if tail_start <= head_end:
         return None
-    first_line = count_breaks(text, 0, head_end) + 1
+    shown: dict[int, str] = {}
+    if over_cap is None and rank is not None:
+        idx = idx if idx is not None else build_index(text)
+        lo = count_breaks(text, 0, head_end) + (1 if _mid_line(text, head_end) else 0)
+        hi = count_breaks(text, 0, tail_start)
+        room = budget - head_end - (size - tail_start)
+        shown, signal = _fit_region(idx, lo, hi, room, rank)
+        if signal and not _mid_line(text, tail_start):
+            # What the region left grows the tail, a whole line at a time (a region line
+            # the tail takes in is shown once, in the tail).
+            left = room - sum(map(len, shown.values()))
+            li = hi - 1
+            while tail_start > head_end and li >= lo:
+                ps = max(head_end, text.rfind("\n", 0, tail_start - 1) + 1)
+                cost = tail_start - ps - len(shown.get(li, ""))
+                if cost > left or _mid_line(text, ps):
+                    break
+                left -= cost
+                shown.pop(li, None)
+                tail_start, li = ps, li - 1
+            if tail_start <= head_end:
+                return None
+    first = count_breaks(text, 0, head_end) + 1
     # The omitted span ends just before tail_start (often a line start): don't count the
     # newline that closes the last omitted line as another line.
-    last_line = first_line + count_breaks(text, head_end, max(head_end, tail_start - 1))
-    if over_cap is None:
-        note = render_note(obj_id, tool, len(text), head_end, tail_start, first_line, last_line)
+    last = first + count_breaks(text, head_end, max(head_end, tail_start - 1))
+    head_cut, tail_cut = _mid_line(text, head_end), _mid_line(text, tail_start)
+    if over_cap is not None:
+        note = render_dropped_note(tool, size, head_end, tail_start, first, last, over_cap)
     else:
-        note = render_dropped_note(tool, len(text), head_end, tail_start, first_line, last_line,
-                                   over_cap)
+        lines = count_breaks(text) + (0 if text.endswith("\n") else 1)
+        note = render_note(obj_id, size, lines, first, last,
+                           (head_end, tail_start) if head_cut or tail_cut else None)
     head = text[:head_end]
-    sep = "" if not head or head.endswith("\n") else "\n"
-    out = f"{head}{sep}{note}\n{text[tail_start:]}"
-    if len(out) >= len(text):
+    sep = CUT + "\n" if head_cut else ("" if not head or head.endswith("\n") else "\n")
+    out = "".join([head, sep, note, "\n", *shown.values(), CUT if tail_cut else "",
+                   text[tail_start:]])
+    if len(out) >= size:
         return None
-    return Inline(out, head_end, tail_start)
+    return Inline(out, head_end, tail_start, tuple(li + 1 for li in shown))
+
+
+def pointer_span(text: str, m: re.Match[str], original: str) -> tuple[int, int] | None:
+    """Where the pointer form whose note is `m` (a `POINTER_NOTE` match in `text`) stands in
+    `text`, as (start, end), when it is exactly a form of `original`: its head before the
+    note, numbered lines that are `original`'s own lines after it, then its tail. None
+    otherwise (a pasted note, another object's text around it)."""
+    a, b = int(m["a"]), int(m["b"])
+    if m["start"] is not None:
+        s, e = int(m["start"]), int(m["end"])
+    else:
+        starts = line_starts(original)
+        if not 1 <= a <= b <= len(starts):
+            return None
+        s = starts[a - 1]
+        e = starts[b] if b < len(starts) else len(original)
+    if not 0 <= s <= e <= len(original):
+        return None
+    head = original[:s]
+    before = head + (CUT + "\n" if _mid_line(original, s) else
+                     "" if not head or head.endswith("\n") else "\n")
+    lo = m.start() - len(before)
+    if lo < 0 or text[lo:m.start()] != before or not text.startswith("\n", m.end()):
+        return None
+    p = m.end() + 1
+    starts = None
+    while (num := _REGION_NUMBER.match(text, p)) is not None:
+        n = int(num[1])
+        if not a <= n <= b:
+            break
+        if starts is None:
+            starts = line_starts(original)
+        ls = starts[n - 1]
+        le = starts[n] - 1 if n < len(starts) else len(original)
+        shown = region_line(n, _ANSI.sub("", original[ls:le]))
+        if not text.startswith(shown, p):
+            break
+        p += len(shown)
+    after = (CUT if _mid_line(original, e) else "") + original[e:]
+    if not text.startswith(after, p):
+        return None
+    return lo, p + len(after)
 
 
 @dataclass(frozen=True)
@@ -214,7 +362,8 @@ def plan_offloads(items: Sequence[Candidate], cfg: ObjectsConfig,
     if cfg.budget_tokens is None:
         return [c.seq for c in eligible]
     total = context_tokens if context_tokens is not None else sum(c.tokens for c in items)
-    inline_tokens = (cfg.head_chars + cfg.tail_chars + len(NOTE_MARKER) + 400) // 4
+    inline_tokens = (getattr(cfg, "inline_chars", cfg.head_chars + cfg.tail_chars)
+                     + NOTE_CHARS) // 4
     chosen: list[int] = []
     for c in eligible:
         if total <= cfg.budget_tokens:

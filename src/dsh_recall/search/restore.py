@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from .offload import NOTE_MARKER
+from .offload import NOTE_MARKER, POINTER_NOTE, pointer_span
 
-# render_note's wording (search/offload.py): the char range and the id are what we need.
+# The previous release's note (head + note + tail): the char range and the id are what we
+# need. The current one is offload.POINTER_NOTE, checked by offload.pointer_span.
 NOTE = re.compile(
     re.escape(NOTE_MARKER)
     + r"[\d,]{1,20} of [\d,]{1,20} chars of this (?:[^\n]{0,300}? )?output "
@@ -37,22 +38,17 @@ def restore_notes(text: str, lookup: Callable[[str], str | None]) -> RestoredTex
     out: list[str] = []
     ids: list[str] = []
     pos = 0
-    for m in NOTE.finditer(text):
+    notes = sorted([*NOTE.finditer(text), *POINTER_NOTE.finditer(text)], key=lambda m: m.start())
+    for m in notes:
         if m.start() < pos:
             continue
         original = lookup(m.group("id"))
         if original is None:
             continue
-        start, end = int(m.group("start")), int(m.group("end"))
-        if not 0 <= start <= end <= len(original):
+        span = (pointer_span if m.re is POINTER_NOTE else _old_span)(text, m, original)
+        if span is None or span[0] < pos:
             continue
-        head, tail = original[:start], original[end:]
-        sep = "" if not head or head.endswith("\n") else "\n"
-        before = head + sep
-        after = "\n" + tail
-        lo, hi = m.start() - len(before), m.end() + len(after)
-        if lo < pos or text[lo:m.start()] != before or text[m.end():hi] != after:
-            continue
+        lo, hi = span
         out.append(text[pos:lo])
         out.append(original)
         ids.append(m.group("id"))
@@ -61,3 +57,17 @@ def restore_notes(text: str, lookup: Callable[[str], str | None]) -> RestoredTex
         return RestoredText(text)
     out.append(text[pos:])
     return RestoredText("".join(out), tuple(ids))
+
+
+def _old_span(text: str, m: re.Match[str], original: str) -> tuple[int, int] | None:
+    """Where a previous release's pointer form (head + `NOTE` + tail) stands in `text`."""
+    start, end = int(m.group("start")), int(m.group("end"))
+    if not 0 <= start <= end <= len(original):
+        return None
+    head, tail = original[:start], original[end:]
+    before = head + ("" if not head or head.endswith("\n") else "\n")
+    after = "\n" + tail
+    lo, hi = m.start() - len(before), m.end() + len(after)
+    if lo < 0 or text[lo:m.start()] != before or text[m.end():hi] != after:
+        return None
+    return lo, hi

@@ -234,16 +234,23 @@ class ObjectService:
             if cut is None:
                 return PutResult(None, text, chars, False)
             return PutResult(None, cut.text, chars, True, dropped=True)
-        # The note's length does not depend on the id's value, so the cut points and the
-        # inline size are known before the id is allocated.
-        probe = render_inline(text, "0" * 8, tool, self.cfg)
-        if probe is None:
-            return PutResult(None, text, chars, False)
         session = session or DEFAULT_SESSION
         data = encode_text(text)
         sha = text_sha(data)
-        # Compress and index outside the write lock (skipped when the text is stored already).
-        parts = None if self.store.has_blob(sha) else _blob_parts(data, text)
+        # One index serves the failure region of the inline form and the search index
+        # stored with the text (compressed outside the write lock; read back when the
+        # text is stored already).
+        stored_parts = self.store.has_blob(sha)
+        idx = self._stored_index(sha, text) if stored_parts else None
+        if idx is None:
+            idx = build_index(text)
+        rank = rank_config(self._cfg) or logrank.DEFAULT
+        # The note's length does not depend on the id's value, so the cut points and the
+        # inline size are known before the id is allocated.
+        probe = render_inline(text, "0" * 8, tool, self.cfg, idx=idx, rank=rank)
+        if probe is None:
+            return PutResult(None, text, chars, False)
+        parts = None if stored_parts else _blob_parts(data, text, idx)
         row = ObjectRow(
             id="", session=session, seq=-1 if seq is None else seq, tool=tool, chars=chars,
             tokens=estimate_tokens(text), inline_chars=len(probe.text),
@@ -258,7 +265,7 @@ class ObjectService:
             # Already offloaded under this (session, seq): what we were given is the pointer
             # form (or something else): leave it as it is.
             return PutResult(stored.id, text, stored.chars, True)
-        final = render_inline(text, stored.id, tool, self.cfg)
+        final = render_inline(text, stored.id, tool, self.cfg, idx=idx, rank=rank)
         assert final is not None
         usage.object_offload(stored.id, len(final.text), chars, created)
         if created and (self.cfg.max_age_days is not None or self.cfg.max_bytes is not None):
@@ -312,19 +319,33 @@ class ObjectService:
             raise InputError(f"object '{row.id}' has no payload; run `dsh-recall object gc`")
         return data.decode("utf-8", "surrogatepass")
 
+    def _stored_index(self, sha: str, text: str | None = None) -> LineIndex | None:
+        """The search index stored with blob `sha`, or None when it has none of this
+        version. `text`: the blob's text when the caller has it (else read)."""
+        parts = self.store.search_parts(sha)
+        if parts is None or parts.version != INDEX_VERSION:
+            return None
+        if parts.view is not None:
+            view = parts.view.decode("utf-8", "surrogatepass")
+        elif text is not None:
+            view = text
+        else:
+            data = self.store.payload(sha)
+            if data is None:  # pragma: no cover - prevented by the evict transaction
+                return None
+            view = data.decode("utf-8", "surrogatepass")
+        starts, shapes, flags = parts.arrays
+        return LineIndex(view, starts, shapes, parts.esc_at, parts.esc_cum, flags)
+
     def _index(self, row: ObjectRow) -> LineIndex:
         """The stored search index of a live object (built and stored on first search for a
         payload written by an older version)."""
-        parts = self.store.search_parts(row.sha or "")
-        if parts is None or parts.version != INDEX_VERSION:
+        idx = self._stored_index(row.sha or "")
+        if idx is None:
             text = self._text(row)
             idx = build_index(text)
             self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
-            return idx
-        view = (self._text(row) if parts.view is None
-                else parts.view.decode("utf-8", "surrogatepass"))
-        starts, shapes, flags = parts.arrays
-        return LineIndex(view, starts, shapes, parts.esc_at, parts.esc_cum, flags)
+        return idx
 
     def size(self, obj_id: str, can_see: CanSee | None = None) -> int:
         """Total chars of a live object, without reading its payload or counting a recall."""
