@@ -18,6 +18,19 @@ through the official MCP client (stdio), as a harness would:
   eval-deep-research.jsonl for `notes_search`;
 - `status` and `configure` along the way.
 
+Then a second server with `--tools compact` answers the same kinds of call through its one
+`recall` tool (a search per code query, history question and notes query; each object by
+id alone, by lines, by query and failures=true; the history hits by session#seq), counted
+the same way, one row per mode (history by id: `session#seq` and a query within the session,
+on the sessions the full run found, since locomo's sessions are not in the server's
+workspace that `source="history"` searches).
+
+Before the answers, the per-request cost of each tool profile: what a harness sends with
+every model request (each tool's name, description and input schema, plus the server's
+instructions, at one token per 4 chars), listed through the MCP client; with --dsh, also as
+measured in the request body a real dsh runtime sends (tests/dsh_standin.py, offline),
+including the three resource tools and system prompt section dsh adds for any MCP server.
+
 Every list answer's next_cursor is followed for up to --pages more pages. An answer is
 counted the way the server budgets it (frontends/mcp/budget.answer_tokens: the compact
 JSON of the structured content plus the text rendering plus the envelope allowance);
@@ -28,6 +41,7 @@ answer sizes depend on what is ranked, not on how well, so the budget check hold
 real model too, while ranking quality is measured by the other benches.
 
     python bench/mcp_budget.py [--budget N] [--pages N] [--code-queries N] [--questions N]
+                               [--dsh] [--schemas-only]
 """
 
 from __future__ import annotations
@@ -122,15 +136,16 @@ def notes_queries() -> list[str]:
     return qs
 
 
-def measure(res: Any) -> tuple[int, int]:
-    """(tokens as the server budgets the answer, tokens of the whole result on the wire)."""
+def measure(res: Any) -> tuple[int, int, int]:
+    """(tokens as the server budgets the answer, tokens of the whole result on the wire,
+    tokens of its text alone: what dsh shows the model)."""
     from dsh_recall.core.text import estimate_tokens
     from dsh_recall.frontends.mcp.budget import answer_tokens
 
     text = "".join(getattr(c, "text", "") for c in res.content)
     budgeted = answer_tokens(res.structured_content or {}, lambda _: text)
     wire = estimate_tokens(res.model_dump_json(by_alias=True, exclude_none=True))
-    return budgeted, wire
+    return budgeted, wire, estimate_tokens(text)
 
 
 class Recorder:
@@ -146,9 +161,9 @@ class Recorder:
         for page in range(1 + (self.pages if tool in LIST_TOOLS else 0)):
             a = dict(args, cursor=cursor) if cursor else args
             res = await self.session.call_tool(tool, a)
-            budgeted, wire = measure(res)
+            budgeted, wire, text_tok = measure(res)
             sc = res.structured_content or {}
-            self.rows.append({"tool": tool, "tokens": budgeted, "wire": wire,
+            self.rows.append({"tool": tool, "tokens": budgeted, "wire": wire, "text": text_tok,
                               "error": bool(res.is_error), "page": page,
                               "truncated": bool(sc.get("truncated")),
                               "msg": res.content[0].text[:160] if res.is_error else ""})
@@ -163,7 +178,9 @@ async def run_calls(world: dict[str, Any], pages: int) -> list[dict[str, Any]]:
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     (flask, flask_qs), (pytest_tree, pytest_qs) = world["trees"]
-    params = StdioServerParameters(command=EXE, args=["mcp"], env=world["env"], cwd=str(flask))
+    # The pytest tree is not below the flask one: the user allows it, as a user would.
+    params = StdioServerParameters(command=EXE, args=["mcp", "--allow-workspace", str(pytest_tree)],
+                                   env=world["env"], cwd=str(flask))
     with open(world["tmp"] / "server.stderr", "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
@@ -191,6 +208,7 @@ async def run_calls(world: dict[str, Any], pages: int) -> list[dict[str, Any]]:
                     if hits:
                         h = hits[0]
                         around = h.get("start_seq", h.get("seq", 0))
+                        world["history_hits"].append((q["question"], h["session"], around))
                         await rec.call("history_detail", {"session": h["session"],
                                                           "around": around,
                                                           "window": 20 if i % 5 == 0 else 3})
@@ -216,6 +234,131 @@ async def run_calls(world: dict[str, Any], pages: int) -> list[dict[str, Any]]:
                 return rec.rows
 
 
+async def run_recall(world: dict[str, Any], pages: int) -> list[dict[str, Any]]:
+    """The compact profile: the same kinds of call through `recall`, one row per mode."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    (flask, flask_qs), (pytest_tree, pytest_qs) = world["trees"]
+    params = StdioServerParameters(command=EXE, args=["mcp", "--tools", "compact"],
+                                   env=world["env"], cwd=str(flask))
+    with open(world["tmp"] / "server-compact.stderr", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                rec_all: list[dict[str, Any]] = []
+
+                async def recall(mode: str, args: dict[str, Any]) -> Any:
+                    cursor, first = None, None
+                    for page in range(1 + pages):
+                        a = dict(args, cursor=cursor) if cursor else args
+                        res = await session.call_tool("recall", a)
+                        budgeted, wire, text_tok = measure(res)
+                        sc = res.structured_content or {}
+                        rec_all.append({"tool": f"recall {mode}", "tokens": budgeted, "wire": wire,
+                                        "text": text_tok,
+                                        "error": bool(res.is_error), "page": page,
+                                        "truncated": bool(sc.get("truncated")),
+                                        "msg": res.content[0].text[:160] if res.is_error else ""})
+                        first = first or res
+                        cursor = sc.get("next_cursor")
+                        if res.is_error or not cursor:
+                            break
+                    return first
+
+                for q in flask_qs + pytest_qs[:10]:
+                    await recall("all", {"query": q})
+                    await recall("code", {"query": q, "source": "code", "k": 20})
+                # source="history" searches the server's workspace, and locomo's sessions
+                # belong to workspaces of their own: the history modes here are the ones by
+                # id, on the sessions the full run's searches found.
+                for question, sid, seq in world["history_hits"]:
+                    await recall("session+query", {"id": sid, "query": question})
+                    await recall("session#seq", {"id": f"{sid}#{seq}"})
+                for obj in world["objects"]:
+                    oid = obj["id"]
+                    await recall("id", {"id": oid})
+                    await recall("lines", {"id": oid, "lines": "1-400"})
+                    await recall("failures", {"id": oid, "failures": True})
+                    for q in filter(None, (obj["error_line"], "error")):
+                        await recall("id+query", {"id": oid, "query": q})
+                for q in world["notes_queries"]:
+                    await recall("notes", {"query": q, "source": "notes"})
+                return rec_all
+
+
+def schema_costs(env: dict[str, str], tmp: Path) -> dict[str, dict[str, int]]:
+    """Per profile: {tools, chars, tokens} of the tool list + instructions as listed."""
+    from mcp import Client
+
+    from dsh_recall.core.config import load_config
+    from dsh_recall.frontends.mcp.handlers import PROFILES, RecallApp
+    from dsh_recall.frontends.mcp.server import build_server
+
+    out = {}
+    for profile in PROFILES:
+        app = RecallApp(tmp, load_config(workspace=tmp, overrides={"embedder": {"name": "fake"}}),
+                        tools=profile)
+
+        async def listing() -> tuple[list[Any], str | None]:
+            async with Client(build_server(app)) as c:
+                return (await c.list_tools()).tools, c.instructions
+        try:
+            tools, instructions = asyncio.run(listing())
+        finally:
+            app.close()
+        chars = sum(len(json.dumps({"name": f"mcp__recall__{t.name}", "description": t.description,
+                                    "input_schema": t.input_schema}, ensure_ascii=False,
+                                   separators=(",", ":"))) for t in tools)
+        chars += len(f"### MCP server: recall\n\n{instructions}") if instructions else 0
+        out[profile] = {"tools": len(tools), "chars": chars, "tokens": -(-chars // 4)}
+    return out
+
+
+def dsh_costs(tmp: Path) -> dict[str, dict[str, int]]:
+    """Per arm (stock dsh, full, compact): what the first request body carries, measured in
+    the real dsh runtime against the offline stand-in."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import dsh_standin as ds
+
+    from dsh_recall.frontends.cli.integrate import dsh_patch
+
+    why = ds.runtime_available()
+    if why:
+        print(f"  --dsh skipped: {why}")
+        return {}
+    out = {}
+    for arm in ("stock", "full", "compact"):
+        patch = None if arm == "stock" else dsh_patch(
+            command=ds.recall_exe(), tools=arm, env={"DSH_RECALL_HOME": str(tmp / f"dsh-{arm}"),
+                                                     "DSH_RECALL_EMBEDDER__NAME": "fake"})
+        with ds.dsh_session(tmp / f"dsh-{arm}", lambda b: ds.say("ok"), patch) as (sess, st, _):
+            sess.run("hello")
+        body = st.requests[0]
+        tools = body.get("tools") or []
+        out[arm] = {"tools": len(tools),
+                    "ours": sum(t["name"].startswith("mcp__recall__") for t in tools),
+                    "tool_chars": len(json.dumps(tools, ensure_ascii=False, separators=(",", ":"))),
+                    "system_chars": len(ds.system_text(body))}
+    return out
+
+
+def print_schema_table(listed: dict[str, dict[str, int]], dsh: dict[str, dict[str, int]]) -> None:
+    print("per-request cost of the tool list (1 token ~ 4 chars)")
+    print(f"{'profile':10}{'tools':>6}{'listed chars':>14}{'listed tok':>12}"
+          + (f"{'dsh +tools':>12}{'dsh +system':>13}{'dsh +tok':>10}" if dsh else ""))
+    for profile, c in listed.items():
+        line = f"{profile:10}{c['tools']:6d}{c['chars']:14d}{c['tokens']:12d}"
+        if dsh and profile in dsh and "stock" in dsh:
+            dt = dsh[profile]["tool_chars"] - dsh["stock"]["tool_chars"]
+            dsys = dsh[profile]["system_chars"] - dsh["stock"]["system_chars"]
+            line += f"{dt:12d}{dsys:13d}{-(-(dt + dsys) // 4):10d}"
+        print(line)
+    if dsh:
+        print("dsh + = added to the first request body over stock dsh (the recall server's tools, "
+              "its instructions section, and the 3 resource tools + section dsh adds for any "
+              "MCP server)")
+
+
 def p95(values: list[int]) -> int:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))] if s else 0
@@ -223,9 +366,11 @@ def p95(values: list[int]) -> int:
 
 def print_table(rows: list[dict[str, Any]], budget: int) -> int:
     order = ["code_search", "code_index", "history_search", "history_detail",
-             "object_recall", "notes_search", "status", "configure"]
-    head = (f"{'tool':16}{'calls':>6}{'pages>1':>8}{'errors':>7}{'cut':>5}{'max tok':>9}"
-            f"{'p95 tok':>9}{'max wire':>9}{'budget':>8}{'over':>6}")
+             "object_recall", "notes_search", "status", "configure",
+             "recall all", "recall code", "recall session+query", "recall session#seq",
+             "recall notes", "recall id", "recall lines", "recall id+query", "recall failures"]
+    head = (f"{'tool':20}{'calls':>6}{'pages>1':>8}{'errors':>7}{'cut':>5}{'max tok':>9}"
+            f"{'p95 tok':>9}{'max wire':>9}{'p95 text':>9}{'budget':>8}{'over':>6}")
     print(head)
     over_total = 0
     for tool in order + sorted({r["tool"] for r in rows} - set(order)):
@@ -235,9 +380,10 @@ def print_table(rows: list[dict[str, Any]], budget: int) -> int:
         toks = [r["tokens"] for r in rs]
         over = sum(t > budget for t in toks)
         over_total += over
-        print(f"{tool:16}{len(rs):6d}{sum(r['page'] > 0 for r in rs):8d}"
+        print(f"{tool:20}{len(rs):6d}{sum(r['page'] > 0 for r in rs):8d}"
               f"{sum(r['error'] for r in rs):7d}{sum(r['truncated'] for r in rs):5d}"
-              f"{max(toks):9d}{p95(toks):9d}{max(r['wire'] for r in rs):9d}{budget:8d}{over:6d}")
+              f"{max(toks):9d}{p95(toks):9d}{max(r['wire'] for r in rs):9d}"
+              f"{p95([r['text'] for r in rs]):9d}{budget:8d}{over:6d}")
     errs = [r for r in rows if r["error"]]
     for r in errs[:5]:
         print(f"  error in {r['tool']}: {r['msg']}")
@@ -251,6 +397,10 @@ def main() -> int:
     ap.add_argument("--code-queries", type=int, default=30)
     ap.add_argument("--questions", type=int, default=50)
     ap.add_argument("--keep", action="store_true", help="keep the temporary recall home")
+    ap.add_argument("--dsh", action="store_true",
+                    help="also measure the tool list in a real dsh request (needs the runtime)")
+    ap.add_argument("--schemas-only", action="store_true",
+                    help="print the per-request cost of the tool profiles and stop")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="mcp-budget-"))
@@ -262,11 +412,17 @@ def main() -> int:
            "DSH_RECALL_MCP__TOKEN_BUDGET": str(args.budget),
            "PATH": os.environ.get("PATH", "")}
     os.environ.update(env)
+    (tmp / "ws").mkdir()
+    print_schema_table(schema_costs(env, tmp / "ws"), dsh_costs(tmp) if args.dsh else {})
+    if args.schemas_only:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    print()
     t0 = time.perf_counter()
     from dsh_recall.core.config import load_config
 
     cfg = load_config()
-    world: dict[str, Any] = {"tmp": tmp, "env": env, "budget": args.budget}
+    world: dict[str, Any] = {"tmp": tmp, "env": env, "budget": args.budget, "history_hits": []}
     world["trees"] = swebench_trees(args.code_queries)
     world["questions"] = import_history(tmp, cfg, args.questions)
     world["objects"] = offload_logs(cfg)
@@ -275,6 +431,7 @@ def main() -> int:
     t0 = time.perf_counter()
     try:
         rows = asyncio.run(run_calls(world, args.pages))
+        rows += asyncio.run(run_recall(world, args.pages))
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -287,7 +444,8 @@ def main() -> int:
     over = print_table(rows, args.budget)
     from dsh_recall.frontends.mcp.budget import ENVELOPE_TOKENS as ENVELOPE
     print(f"tok = the server's count (compact JSON + JSON-quoted text rendering + {ENVELOPE} "
-          "envelope); wire = the whole result as received; cut = answers with truncated text")
+          "envelope); wire = the whole result as received; text = its text content alone (what "
+          "dsh shows the model); cut = answers with truncated text")
     return 1 if over else 0
 
 

@@ -323,3 +323,52 @@ def test_integrate_dsh_patch_mounts_the_compact_profile() -> None:
     assert 'args: ["mcp", "--tools", "full"]' in out
     # Other harnesses keep the full profile (Claude Code, Codex).
     assert 'args = ["mcp"]' in r.invoke(cli, ["integrate", "codex"]).output
+
+
+@pytest.mark.slow
+def test_in_the_real_dsh_runtime_recall_costs_at_most_800_tokens_per_request(tmp_path: Path) -> None:
+    """dsh mounts `integrate dsh patch` (compact profile, native plugin): the request body the
+    model endpoint receives carries `mcp__recall__recall` and nothing else of ours, and the
+    recall server's part of it is at most 800 tokens; a recall call reaches our index."""
+    from dsh_standin import dsh_session, recall_exe, results, runtime_available, say, use, \
+        system_text
+
+    from dsh_recall.frontends.cli.integrate import dsh_patch
+
+    why = runtime_available()
+    if why:
+        pytest.skip(why)
+    repo = tmp_path / "repo"
+    (repo / "ledger").mkdir(parents=True)
+    (repo / "ledger" / "books.py").write_text(
+        f"def {WORD}_reconcile(entries):\n    return sum(e.debit - e.credit for e in entries)\n")
+    patch = dsh_patch(command=recall_exe(), workspace=repo, env={
+        "DSH_RECALL_HOME": str(tmp_path / "recall-home"), "DSH_RECALL_EMBEDDER__NAME": "fake"})
+
+    def brain(body: dict[str, Any]) -> dict[str, Any]:
+        if results(body):
+            return say("done")
+        return use("mcp__recall__recall", {"query": f"{WORD} reconcile", "source": "code"},
+                   "toolu_recall_1")
+
+    with dsh_session(tmp_path, brain, patch) as (session, standin, _):
+        session.run("where do we reconcile the ledger?")
+    first = standin.requests[0]
+    tools = {t["name"]: t for t in first.get("tools") or []}
+    ours = [n for n in tools if n.startswith("mcp__recall__")]
+    assert ours == ["mcp__recall__recall"], ours
+    # dsh adds three resource tools and a system prompt section for any mounted MCP server;
+    # they are counted too: the cost is what mounting recall adds to every request.
+    added = [tools[n] for n in (*ours, "list_mcp_resources", "list_mcp_resource_templates",
+                                "read_mcp_resource") if n in tools]
+    chars = sum(len(json.dumps(t, ensure_ascii=False, separators=(",", ":"))) for t in added)
+    system = system_text(first)
+    for head in ("### MCP server: recall", "## MCP resource servers"):
+        at = system.find(head)
+        if at != -1:
+            end = system.find("\n#", at + len(head))
+            chars += len(system[at:end if end != -1 else len(system)])
+    assert "### MCP server: recall" in system, "dsh puts the instructions in the system prompt"
+    assert -(-chars // 4) <= REQUEST_BUDGET, chars
+    answer = next(iter(results(standin.requests[-1]).values()))
+    assert "ledger/books.py" in answer and f"{WORD}_reconcile" in answer

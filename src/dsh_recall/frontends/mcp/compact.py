@@ -8,7 +8,8 @@ arguments pick the mode; each mode is answered by the full profile's own handler
 rendering is tighter and points back at `recall` instead of the other tools.
 
     recall(query, source?, k?)          search: all (search_all), code, history, notes, objects
-    recall(id="3f9a1c2e", lines="a-b")  lines of an offloaded object (id alone: from line 1)
+    recall(id="3f9a1c2e", lines="a-b")  lines of an offloaded object (id alone: from line 1,
+                                        up to 8,000 chars)
     recall(id="3f9a1c2e", query=...)    its matching lines; failures=true: where it failed
     recall(id="<session>#<seq>")        the original events around seq (query: search that
                                         session; a bare session id: browse it)
@@ -59,7 +60,8 @@ INSTRUCTIONS = (
 OBJECT_ID = re.compile(r"[0-9a-fA-F]{8}")
 EVENT_ID = re.compile(r"(.+)#(\d+)")
 LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
-FIRST_LINES = 200  # id alone: this many lines from the top (the budget may cut further)
+FIRST_LINES = 200  # id alone: up to this many lines from the top,
+FIRST_CHARS = 8000  # and at most this many chars (object_recall's default slice)
 HISTORY_WINDOW = 3  # events either side of session#seq
 SEARCH_K = 8  # hits of a search without k
 MAX_CHARS = 24000  # object_recall's largest `count`
@@ -123,7 +125,8 @@ def plan(a: dict[str, Any]) -> Plan:
         if query or a.get("failures"):
             want = {"query": query} if query else {"failures": True}
             return Plan("object_recall", {"id": oid, **want, "limit": min(int(k or 20), 20)})
-        return Plan("object_recall", {"id": oid}, lines=(1, FIRST_LINES))
+        return Plan("object_recall", {"id": oid}, lines=(1, FIRST_LINES),
+                    extra={"max_chars": FIRST_CHARS})
     if a.get("lines") or a.get("failures"):
         raise InputError(f"lines and failures are for an object id (8 hex chars); "
                          f"{oid[:60]!r} is a history id: pass query to search that session, "
@@ -139,7 +142,8 @@ def plan(a: dict[str, Any]) -> Plan:
     return Plan("history_detail", {"session": session, "page": 1, **page})
 
 
-def object_range(client: Any, oid: str, first: int, last: int) -> tuple[dict[str, Any], int]:
+def object_range(client: Any, oid: str, first: int, last: int,
+                 max_chars: int = MAX_CHARS) -> tuple[dict[str, Any], int]:
     """(start / count arguments of object_recall for lines first..last, the object's line
     count), read from its stored line index with the client's access channel: an object
     the channel may not see is unknown here exactly as in object_recall."""
@@ -161,7 +165,7 @@ def object_range(client: Any, oid: str, first: int, last: int) -> tuple[dict[str
         raise InputError(f"object {row.id} has {n} lines; ask for lines within 1-{n}")
     start = idx.text_offset(starts[first - 1])
     end = idx.text_offset(starts[last]) if last < n else row.chars
-    return {"start": start, "count": max(1, min(end - start, MAX_CHARS))}, n
+    return {"start": start, "count": max(1, min(end - start, max_chars, MAX_CHARS))}, n
 
 
 # -- renderings --------------------------------------------------------------------------------
@@ -310,7 +314,7 @@ def call(client: Any, args: Any) -> tuple[dict[str, Any], str]:
     render = RENDERERS[p.tool]
     sub = dict(p.args)
     if p.lines is not None:
-        rng, total = object_range(client, sub["id"], *p.lines)
+        rng, total = object_range(client, sub["id"], *p.lines, **p.extra)
         sub.update(rng)
         render = object_lines(p.lines[0], p.lines[1], total)
     try:
