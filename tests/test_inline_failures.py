@@ -39,7 +39,7 @@ def _parts(text: str, out) -> tuple[str, str, list[str], str]:
     if 0 < out.tail_start < len(text) and text[out.tail_start - 1] != "\n":
         assert body.endswith(CUT)  # the tail starts inside a line
         body = body[:-len(CUT)]
-    return out.text[:note_at], out.text[note_at:note_end], body.splitlines(), \
+    return out.text[:note_at], out.text[note_at:note_end], body.split("\n")[:-1], \
         text[out.tail_start:]
 
 
