@@ -412,7 +412,8 @@ class Brain:
         self.check(body, fact, how)
         return body
 
-    def recover_object(self, body: dict[str, Any], fact: str, call_id: str, plain_cmd: str) -> Step:
+    def recover_object(self, body: dict[str, Any], fact: str, call_id: str,
+                       plain_cmds: list[str]) -> Step:
         """The failure region of an earlier big output: the recall tool on its object id
         when one was offloaded, else bash grep over the file."""
         names = tool_names(body)
@@ -428,8 +429,10 @@ class Brain:
                 how += " + query"
         else:
             how = ""
-        if not how or not self.seen(body, fact):
-            body = yield self.bash(plain_cmd, f"find the error lines for the {fact}")
+        for cmd in plain_cmds:  # greps until one shows it, as an agent would
+            if how and self.seen(body, fact):
+                break
+            body = yield self.bash(cmd, f"find the error lines for the {fact}")
             how = (how + " missed, then " if how else "") + "bash grep"
         self.check(body, fact, how)
         return body
@@ -445,7 +448,7 @@ class Brain:
         self.check(body, "test failure", "in the test run")
         if not self.seen(body, "test failure"):
             body = yield from self.recover_object(
-                body, "test failure", run_id, pytest_cmd() + " 2>&1 | grep -E '^(FAILED|E )'")
+                body, "test failure", run_id, [pytest_cmd() + " 2>&1 | grep -E '^(FAILED|E )'"])
         yield say("ANSWER: get_debug_flag treats 'off' as true; the failing test: "
                   f"{self.said('test failure')}. The fix belongs in helpers.py.")
 
@@ -459,9 +462,9 @@ class Brain:
             fact = f"ci {case}"
             self.check(body, fact, "in the cat output")
             if not self.seen(body, fact):
-                grep = (f"grep -n -E 'ERROR|FAIL|Exception' {path} | head -20; echo ...; "
-                        f"grep -n -E 'ERROR|FAIL|Exception' {path} | tail -20")
-                body = yield from self.recover_object(body, fact, ids[path], grep)
+                greps = [f"grep -n -A3 -E 'ERROR|FAILED' {path} | head -60",
+                         f"grep -n -E 'ERROR|FAILED|Exception' {path} | tail -40"]
+                body = yield from self.recover_object(body, fact, ids[path], greps)
         yield say("ANSWER: " + "; ".join(f"{c}: {self.said('ci ' + c)}" for c in CI_CASES))
 
     def t3(self, body: dict[str, Any]) -> Step:
