@@ -142,15 +142,15 @@ def history_search(cmd: str, w: dict) -> None:
 
 
 def object_put(cmd: str, w: dict) -> None:
-    # "head + tail stay inline; the middle comes back by id, range or search"
+    # "head + the failure lines + tail stay inline; the middle comes back by id, range or search"
     out = run(cmd).output
     assert out.startswith("2024-05-01 12:00:00 INFO step 0 ok")
-    assert "INFO step 2999 ok" in out and "FAILED" not in out
-    obj = re.search(r"as object (\w+)", out)
+    assert "INFO step 2999 ok" in out and "ERROR test_checkout FAILED: expected 200, got 500" in out
+    assert "INFO step 1500 ok" not in out  # the passing middle left the context
+    obj = re.search(r"moved to object (\w+)", out)
     assert obj, out
     w["object_id"] = obj.group(1)
-    start = re.search(r"--start (\d+) --count (\d+)", out)
-    got = run(f"object get {obj.group(1)} --start {start.group(1)} --count 200").output
+    got = run(f"object get {obj.group(1)} --start 40000 --count 200").output
     assert "INFO step" in got
 
 
