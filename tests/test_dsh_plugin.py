@@ -322,3 +322,24 @@ def test_a_worker_that_never_gets_ready_is_reported_and_left_behind_by_nobody(tm
     else:
         os.kill(pid, 9)
         raise AssertionError("the silent worker outlived dsh")
+
+
+def test_a_red_test_run_reaches_the_model_with_its_failures_inline(tmp_path):
+    """A real red `pytest -v` output (tests/fixtures/inline) printed by `bash`: the next
+    request carries head + note + the failure lines + tail, so no recall call is needed."""
+    red = Path(__file__).parent / "fixtures" / "inline" / "pytest_red.txt"
+
+    def brain(body):
+        if not last_is_tool_result(body):
+            return use("bash", {"description": "tests", "command": f"cat {red}"}, "toolu_red")
+        return say("done")
+
+    with dsh_session(tmp_path, brain, _patch({})) as (session, standin, _):
+        assert session.run("run the tests").final_response == "done"
+    shown = results(standin.requests[-1])["toolu_red"]
+    full = red.read_text()
+    assert len(shown) < len(full) / 4 and re.search(r"moved to object [0-9a-f]{8}", shown)
+    for line in ("ZeroDivisionError: division by zero", "AssertionError: case mismatch for alpha",
+                 "AssertionError: assert {'threshold':..., 'head': 600} == {'threshold':..., 'head': 640}"):
+        assert line in shown, line
+    assert shown.rstrip().endswith(full.rstrip().splitlines()[-1])  # the summary line, whole
