@@ -123,7 +123,7 @@ def test_known_terms_sees_only_older_turns(tmp_path, cfg):
     assert svc.recent_events("nope", 2) == []
 
 
-def test_anchor_is_summary_plus_three_fragments_users_first(tmp_path, cfg):
+def test_anchor_is_summary_plus_fragments_decisions_and_users_first(tmp_path, cfg):
     rows = [{"session": "c", "seq": 0, "role": "user", "text": "set the retry limit to 7"},
             {"session": "c", "seq": 1, "role": "assistant", "text": "long reply " * 100},
             {"session": "c", "seq": 2, "role": "tool", "text": "tool output " * 500},
@@ -132,9 +132,10 @@ def test_anchor_is_summary_plus_three_fragments_users_first(tmp_path, cfg):
             {"session": "c", "seq": 5, "role": "summary", "text": "We tuned retries. " * 200}]
     _import(tmp_path, rows, cfg)
     a = svc.compaction_anchor("c", budget_chars=1500)
-    assert [f["seq"] for f in a["fragments"]] == [0, 1, 4]
+    assert [f["seq"] for f in a["fragments"]] == [0, 1, 3, 4]  # never the tool output
     assert a["summary"]["truncated"] == len("We tuned retries. " * 200)
-    assert a["ttl"] == 3 and "history_detail" in a["context"] and "retry limit to 7" in a["context"]
+    assert a["ttl"] == 3 and "recall id=" in a["context"] and "retry limit to 7" in a["context"]
+    assert "keep the backoff exponential" in a["context"]
     assert len(a["context"]) < 1500 + 400
     # No compaction: no anchor, and the recall service says so with None.
     _import(tmp_path, [{"session": "d", "seq": 0, "role": "user", "text": "hi"}], cfg)

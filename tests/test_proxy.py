@@ -73,9 +73,10 @@ def test_proxy_forwards_offloads_and_recalls(tmp_path, _isolated_home):
             big = await client.call_tool("big", {})
             inline = _text(big)
             assert "line 0 ok" in inline and inline.rstrip().endswith("line 2999 after")
-            assert "FATAL" not in inline
-            assert len(inline) < 2000
-            obj_id = inline.split("as object ")[1][:8]
+            # The failure line is kept inline (the failure finder's region); the rest is gone.
+            assert "FATAL: disk quota exceeded" in inline and "line 1500 ok" not in inline
+            assert len(inline) < 2600
+            obj_id = inline.split("moved to object ")[1][:8]
 
             found = _text(await client.call_tool("recall", {"id": obj_id, "query": "fatal"}))
             first = found.splitlines()[0]
