@@ -243,6 +243,9 @@ class ObjectsConfig(_Section):
     spill_notice_chars: int = Field(600, ge=0)
     keep: int = Field(2, ge=0)
     budget_tokens: int | None = None
+    # A reclaim that rewrites history pays when what it removes, over this many later
+    # requests, outweighs the one prompt-cache miss it causes (search/offload.reclaim_pays).
+    reclaim_horizon: int = Field(4, ge=1, le=1000)
     max_age_days: float | None = None
     max_bytes: int | None = None
     # A result over this many bytes of UTF-8 is not stored: head and tail stay inline.

@@ -362,8 +362,7 @@ def plan_offloads(items: Sequence[Candidate], cfg: ObjectsConfig,
     if cfg.budget_tokens is None:
         return [c.seq for c in eligible]
     total = context_tokens if context_tokens is not None else sum(c.tokens for c in items)
-    inline_tokens = (getattr(cfg, "inline_chars", cfg.head_chars + cfg.tail_chars)
-                     + NOTE_CHARS) // 4
+    inline_tokens = (cfg.inline_chars + NOTE_CHARS) // 4
     chosen: list[int] = []
     for c in eligible:
         if total <= cfg.budget_tokens:
@@ -371,6 +370,21 @@ def plan_offloads(items: Sequence[Candidate], cfg: ObjectsConfig,
         chosen.append(c.seq)
         total -= max(0, c.tokens - inline_tokens)
     return chosen
+
+
+def reclaim_pays(chosen: Sequence[Candidate], cfg: ObjectsConfig,
+                 surface: Sequence[tuple[int, int]]) -> bool:
+    """Whether rewriting `chosen` results already in a conversation pays: a rewrite makes
+    the provider's prompt cache miss once, from the first rewritten result to the end
+    (`surface`: (seq, chars) of every message of the conversation, in order); what it
+    removes is saved on each of the next `cfg.reclaim_horizon` requests."""
+    if not chosen:
+        return False
+    first = min(c.seq for c in chosen)
+    after = sum(chars for seq, chars in surface if seq >= first)
+    inline = cfg.inline_chars + NOTE_CHARS
+    saved = sum(max(0, c.chars - inline) for c in chosen)
+    return saved * cfg.reclaim_horizon > after
 
 
 def clamp_range(total: int, start: int | None, count: int | None) -> tuple[int, int]:

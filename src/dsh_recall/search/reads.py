@@ -7,7 +7,7 @@ its declarations with their line ranges, and one sentence saying how to read any
 exactly (a ranged read always passes whole, so the text for an edit is one call away).
 
 Pure: parses dsh's read format (`<path>..</path>`, `<type>file</type>`, `<content>` with
-`N: line` rows and a closing note) and renders the short form; the outline comes in.
+`N: line` rows and a closing note), outlines what it shows and renders the short form.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..chunkers.outline import Entry
+from ..chunkers.languages import language_for
+from ..chunkers.outline import Entry, outline
+from ..core.config import ReadsConfig
 
 NOTE_START = "[dsh-recall: "
 _ROW = re.compile(r"(\d+): ?(.*)\Z", re.S)
@@ -98,25 +100,33 @@ def shorten_read(text: str, entries: Sequence[Entry], head_lines: int, outline_c
     rest_chars = sum(len(line) + 1 for _, line in rows[len(shown):])
     left = [e for e in entries if e.end + first - 1 > last_shown]
     outline, more = _outline_lines(left, first, outline_chars)
+    top_only = False
     if more:  # too many for the budget: the top level alone, if that fits better
         top, top_more = _outline_lines([e for e in left if e.depth == 0], first, outline_chars)
         if top_more < more and len(top) >= len(outline) // 2:
-            outline, more = top, top_more
-            more_what = "declarations (top level shown)" if top_more else ""
-        else:
-            more_what = "declarations"
-    else:
-        more_what = ""
+            outline, more, top_only = top, top_more, True
+    if more:
+        outline.append(f"... and {more} more declarations" + (" (top level shown)" if top_only else ""))
+    if top_only:
+        outline.append("(members left out: read a class's range to see them)")
     head = "".join(f"{n}: {line}\n" for n, line in shown)
     left_out = f"lines {last_shown + 1}-{rows[-1][0]}"
-    where = (" Outline of what is left out (line ranges):\n" + "\n".join(outline)
-             + (f"\n... and {more} more {more_what}" if more else "")
-             + ("\n(members left out: read a class's range to see them)"
-                if more_what.startswith("declarations (") or (not more and len(left) > len(outline))
-                else "")) if outline else ""
+    where = " Outline of what is left out (line ranges):\n" + "\n".join(outline) if outline else ""
     note = (f"{NOTE_START}{left_out} of {total} ({rest_chars:,} chars) are not shown, to keep them "
             f"out of every later request.{where}\nRead any range exactly with offset and limit "
             f"(a ranged read is shown whole: use it for the text of an edit); grep finds a "
             f"string.]\n")
     short = f"{out.header}<content>\n{head}\n{note}</content>"
     return short if len(short) < len(text) else None
+
+
+def short_read(text: str, path: str, cfg: ReadsConfig) -> str | None:
+    """The short form of a dsh `read` result of `path` under `cfg`, or None to leave it as it
+    is (under `cfg.outline_over_chars`, not dsh's read format, or not shorter)."""
+    if not cfg.outline_over_chars or len(text) <= cfg.outline_over_chars:
+        return None
+    parsed = parse_read(text)
+    if parsed is None:
+        return None
+    entries = outline(source_text(parsed), language_for(path), path)
+    return shorten_read(text, entries, cfg.head_lines, cfg.outline_chars, parsed)

@@ -31,6 +31,7 @@ from ..search.offload import (
     join_surrogates,
     make_id,
     plan_offloads,
+    reclaim_pays,
     render_inline,
     scrub_surrogates,
     search_index,
@@ -274,15 +275,21 @@ class ObjectService:
 
     def reclaim(self, session: str, results: Sequence[ResultText],
                 context_tokens: int | None = None, channel: str | None = None,
-                can_see: CanSee | None = None) -> dict[int, PutResult]:
+                can_see: CanSee | None = None,
+                surface: Sequence[tuple[int, int]] | None = None) -> dict[int, PutResult]:
         """Apply the whole policy to a conversation's results (oldest first): keep the newest
         `keep`, honour `budget_tokens`, skip what the store already offloaded (of the
-        channels `can_see` allows). Returns the rewritten results by seq."""
+        channels `can_see` allows). With `surface` ((seq, chars) of every message, in
+        order), nothing is rewritten unless the rewrite pays for its cache miss
+        (`reclaim_pays`). Returns the rewritten results by seq."""
         session = _clean(session) or DEFAULT_SESSION
         done = self.store.offloaded_seqs(session, self._channels(can_see))
         items = [Candidate(r.seq, len(r.text or ""), estimate_tokens(r.text or ""), r.text is not None)
                  for r in results]
         chosen = set(plan_offloads(items, self.cfg, done, context_tokens))
+        if surface is not None and not reclaim_pays([c for c in items if c.seq in chosen],
+                                                    self.cfg, surface):
+            return {}
         out: dict[int, PutResult] = {}
         for r in results:
             if r.seq in chosen and r.text is not None:

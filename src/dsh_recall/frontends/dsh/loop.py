@@ -24,10 +24,10 @@ from ...core.clean import clean_json
 from ...core.errors import RecallError
 from .worker import VERSION, Worker
 
-MAX_LINE_BYTES = 256 << 20
+MAX_LINE_BYTES = 256 << 20  # a tool result can be big; a line past this is refused
 # Deferred work runs in slices this short, so a tool result arriving meanwhile waits at most
 # one slice (plus the batch in flight), whatever the quiet period before it starts.
-IDLE_SLICE_S = 0.15  # a tool result can be big; a line past this is refused
+IDLE_SLICE_S = 0.15
 
 
 def _one_line(e: BaseException) -> str:
@@ -76,12 +76,12 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
         out.write(json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
         out.flush()
 
-    try:  # the user's threshold: the plugin sends nothing shorter (no round trip)
-        threshold: int | None = worker.config(None).objects.threshold_chars
+    try:  # the user's thresholds: the plugin sends nothing shorter (no round trip)
+        floors: dict[str, Any] = worker.floors(None)
     except Exception:  # noqa: BLE001 - a bad config is reported by the first request
-        threshold = None
+        floors = {}
     send({"id": 0, "ok": True, "result": {"ready": True, "version": VERSION, "pid": os.getpid(),
-                                          "threshold_chars": threshold}})
+                                          **floors}})
     pending_idle = False
     try:
         while True:

@@ -12,8 +12,8 @@
 //                           turn, once, as a user message (the system prompt never changes)
 //   session/event           remembers the user's message, compactions; imports each turn
 //
-// It never blocks or breaks dsh: the worker starts on first need; every call has a
-// deadline; while a call is overdue the next ones pass through at once; when the worker
+// It never blocks or breaks dsh: the worker starts when dsh loads the plugin; every call
+// has a deadline; while a call is overdue the next ones pass through at once; when the worker
 // dies, calls pass through until the next request restarts it (once per dsh process); a
 // second death leaves dsh as it would be without this plugin. Each kind of trouble is
 // logged once.
@@ -36,14 +36,11 @@ const DEFAULTS = Object.freeze({
   // reaper; the worker reclaims them later only under objects.budget_tokens.
   passThrough: ['read', 'write', 'edit', 'todo_write', 'read_image', 'skill'],
   reaper: true,
-  // Whole-file reads over `readChars` go to the worker, which shortens those over its
-  // reads.outline_over_chars (search/reads.py); false leaves every read as dsh shows it.
+  // Whole-file reads over the worker's reads.outline_over_chars become head + outline
+  // (search/reads.py); false leaves every read as dsh shows it.
   reads: true,
-  readChars: 8000,
   autoRecall: true,
   reclaim: true,
-  // Requests a reclaim's saving is counted over against the cache miss it causes (pays()).
-  reclaimHorizon: 4,
   // Deadlines: a request never waits longer than this for the worker's answer (first request
   // included: the worker starts when dsh loads the plugin, long before the first request).
   callTimeoutMs: 1500,
@@ -90,7 +87,7 @@ class Worker {
     this.warn = warn
     this.health = health
     this.startedAt = 0
-    this.threshold = null
+    this.floors = {}
     this.proc = null
     this.state = 'new' // new | running | dead | disabled
     this.starts = 0
@@ -165,8 +162,7 @@ class Worker {
       try { msg = JSON.parse(line) } catch { continue }
       if (msg && msg.id === 0) {
         this.ready = true
-        const t = msg.result?.threshold_chars
-        if (Number.isInteger(t) && t > 0) this.threshold = t
+        this.floors = floorsOf(msg.result) // the user's; a session's own come with its context
         this.health('ready', null)
         continue
       }
@@ -268,6 +264,16 @@ class Worker {
   }
 }
 
+// Sizes under which the worker would change nothing (worker.py: floors): such results are
+// never sent.
+function floorsOf (answer) {
+  const out = {}
+  for (const k of ['threshold_chars', 'read_chars']) {
+    if (Number.isInteger(answer?.[k]) && answer[k] >= 0) out[k] = answer[k]
+  }
+  return out
+}
+
 function textOf (message) {
   const blocks = Array.isArray(message?.content) ? message.content : []
   return blocks.filter((b) => b && b.type === 'text' && typeof b.text === 'string')
@@ -336,7 +342,7 @@ export function apply (ctx, config) {
     let s = sessions.get(id)
     if (!s) {
       s = { message: null, askedFor: null, compacted: false, delivered: new Set(), tools: new Map(),
-        reclaim: null, threshold: null }
+        reclaim: null, floors: {} }
       sessions.set(id, s)
     }
     return s
@@ -362,8 +368,7 @@ export function apply (ctx, config) {
       const texts = content.map((b) => (b?.type === 'text' && typeof b.text === 'string') ? b.text : null)
       // Under the offload threshold nothing can change: no round trip (the worker's own
       // threshold for this workspace once a request told it, else the user's default).
-      const s = exec.agent?.session?.id ? sessions.get(exec.agent.session.id) : undefined
-      const floor = Math.max(c.minChars, s?.threshold ?? worker.threshold ?? 0)
+      const floor = Math.max(c.minChars, floorOf(exec, 'threshold_chars') ?? 0)
       if (!texts.some((t) => t !== null && t.length > floor)) return decision
       const session = exec.agent?.session
       const answer = await worker.call('offload', {
@@ -383,6 +388,13 @@ export function apply (ctx, config) {
     }
   })
 
+  // The size under which the worker would change nothing, for this call's session (its
+  // workspace's config, once a request told it), else the user's; undefined before either.
+  const floorOf = (exec, key) => {
+    const s = exec.agent?.session?.id ? sessions.get(exec.agent.session.id) : undefined
+    return s?.floors?.[key] ?? worker.floors[key]
+  }
+
   // A whole-file read (no offset / limit) over the threshold -> head + outline + how to read
   // a range. A ranged read passes whole: the exact text of an edit is always one call away.
   async function shortRead (exec, result, decision) {
@@ -392,7 +404,8 @@ export function apply (ctx, config) {
     const content = decision.content ?? result?.content
     if (!Array.isArray(content) || content.length !== 1 || content[0]?.type !== 'text') return decision
     const text = content[0].text
-    if (typeof text !== 'string' || text.length <= c.readChars) return decision
+    const floor = floorOf(exec, 'read_chars')
+    if (typeof text !== 'string' || floor === 0 || text.length <= Math.max(c.minChars, floor ?? 0)) return decision
     const session = exec.agent?.session
     const answer = await worker.call('read', {
       session: session?.id ?? null, cwd: session?.header?.cwd ?? null, call_id: exec.callId ?? null,
@@ -485,7 +498,7 @@ export function apply (ctx, config) {
       s.delivered.clear() // what was delivered before may be summarized away
     }
     s.reclaim = answer.reclaim ?? null
-    if (Number.isInteger(answer.reclaim?.threshold_chars)) s.threshold = answer.reclaim.threshold_chars
+    s.floors = floorsOf(answer.floors)
     const parts = answer.blocks && typeof answer.blocks === 'object' ? answer.blocks : {}
     const fresher = Object.values(parts).filter((t) => typeof t === 'string' && t && !s.delivered.has(t))
     if (!fresher.length) return null
@@ -504,23 +517,6 @@ export function apply (ctx, config) {
     return s.tools.get(callId) ?? null
   }
 
-  // A rewrite of history makes the provider's cache miss from the first rewritten result on,
-  // once; the tokens it removes are saved on every later request. Rewrite only when the
-  // saving over `reclaimHorizon` requests outweighs that one miss.
-  function pays (session, chosen) {
-    const first = Math.min(...chosen.map(([k]) => Number(k)))
-    let after = 0
-    let saved = 0
-    const replaced = new Map(chosen.map(([k, rep]) => [Number(k), rep.text.length]))
-    for (const seq of session.surface?.nodes ?? []) {
-      if (seq < first) continue
-      const chars = textOf(session.eventAt(seq)?.data?.message).length
-      after += chars
-      if (replaced.has(seq)) saved += Math.max(0, chars - replaced.get(seq))
-    }
-    return saved * c.reclaimHorizon > after
-  }
-
   async function reclaim (session, s) {
     const { threshold_chars: threshold, budget, budget_tokens: budgetTokens } = s.reclaim
     const meter = service('tokenMeter')
@@ -529,8 +525,10 @@ export function apply (ctx, config) {
     // Under the budget nothing is chosen: do not even send the texts.
     if (budget && typeof tokens === 'number' && typeof budgetTokens === 'number' && tokens <= budgetTokens) return
     const results = []
+    const surface = [] // [seq, chars] of every message: what a rewrite makes uncached
     for (const seq of session.surface?.nodes ?? []) {
       const ev = session.eventAt(seq)
+      surface.push([seq, textOf(ev?.data?.message).length])
       if (ev?.type !== 'tool/result') continue
       const message = ev.data?.message
       const text = textOf(message)
@@ -543,11 +541,9 @@ export function apply (ctx, config) {
     }
     if (!results.some((r) => r.text !== null)) return
     const answer = await worker.call('reclaim', {
-      session: session.id, cwd: session.header?.cwd ?? null, results, context_tokens: tokens
+      session: session.id, cwd: session.header?.cwd ?? null, results, context_tokens: tokens, surface
     })
-    const chosen = Object.entries(answer?.replace ?? {}).filter(([, rep]) => typeof rep?.text === 'string')
-    if (!chosen.length || !pays(session, chosen)) return
-    for (const [key, rep] of chosen) {
+    for (const [key, rep] of Object.entries(answer?.replace ?? {})) {
       const seq = Number(key)
       const ev = session.eventAt(seq)
       if (ev?.type !== 'tool/result' || typeof rep?.text !== 'string') continue

@@ -165,6 +165,14 @@ class Worker:
             self._configs[key] = load_config(workspace=ws, config_file=self.config_file)
         return self._configs[key]
 
+    def floors(self, cwd: str | None) -> dict[str, int]:
+        """The sizes under which nothing would change, for the plugin to keep to itself: a
+        result at or under `threshold_chars` is never offloaded, a read at or under
+        `read_chars` never shortened (0: reads are never shortened)."""
+        cfg = self.config(cwd)
+        return {"threshold_chars": cfg.objects.threshold_chars,
+                "read_chars": cfg.reads.outline_over_chars}
+
     @staticmethod
     def quiet(cfg: Config) -> Config:
         """`cfg` without embedding in the request path: idle time fills vectors."""
@@ -259,7 +267,9 @@ class Worker:
 
     def op_reclaim(self, req: dict[str, Any]) -> dict[str, Any]:
         """Results already in the conversation (oldest first) -> those to shadow now, by
-        seq, with their pointer text. Read-like tools count only under a token budget."""
+        seq, with their pointer text. Read-like tools count only under a token budget; with
+        `surface` ([seq, chars] of every message) only a rewrite that pays for its cache
+        miss is made."""
         session = _text(req.get("session")) or "dsh"
         cfg = self.config(_opt_text(req.get("cwd")))
         svc = self.objects(cfg)
@@ -280,10 +290,14 @@ class Worker:
             results.append(ResultText(r["seq"], text if isinstance(text, str) else None,
                                       _opt_text(r.get("tool"))))
         tokens = req.get("context_tokens")
+        raw = req.get("surface")
+        surface = [(int(x[0]), int(x[1])) for x in raw if isinstance(x, list) and len(x) == 2
+                   and all(isinstance(v, int) for v in x)] if isinstance(raw, list) else None
         viewer = self.viewer(cfg)
         done = svc.reclaim(session, results, tokens if isinstance(tokens, int) else None,
                            channel=self.channel,
-                           can_see=None if viewer is None or viewer.unfiltered else viewer.can_see)
+                           can_see=None if viewer is None or viewer.unfiltered else viewer.can_see,
+                           surface=surface)
         out = {str(seq): {"text": res.inline, "id": res.id} for seq, res in done.items()}
         self.state(session).kept_chars += sum(max(0, res.chars - len(res.inline))
                                               for res in done.values())
@@ -295,24 +309,14 @@ class Worker:
     def op_read(self, req: dict[str, Any]) -> dict[str, Any]:
         """A whole-file `read` result -> its short form (head + outline + how to read a
         range), or None to leave it as it is (small, ranged, or not dsh's read format)."""
-        from ...chunkers.languages import language_for
-        from ...chunkers.outline import outline
-        from ...search.reads import parse_read, shorten_read, source_text
+        from ...search.reads import short_read
 
         cfg = self.config(_opt_text(req.get("cwd")))
         text = req.get("text")
         if not isinstance(text, str):
             raise InputError("read needs text: the read tool's output")
-        limit = cfg.reads.outline_over_chars
-        if not limit or len(text) <= limit:
-            return {"text": None}
         text = clean_text(text)
-        parsed = parse_read(text)
-        if parsed is None:
-            return {"text": None}
-        path = _text(req.get("path"), 4096)
-        entries = outline(source_text(parsed), language_for(path), path)
-        short = shorten_read(text, entries, cfg.reads.head_lines, cfg.reads.outline_chars, parsed)
+        short = short_read(text, _text(req.get("path"), 4096), cfg.reads)
         if short is None:
             return {"text": None}
         session = _text(req.get("session")) or "dsh"
@@ -323,7 +327,7 @@ class Worker:
         self.counts["chars_inline"] += len(short)
         usage.record("objects", "read", len(short), len(text), workspace=_opt_text(req.get("cwd")))
         self._write_status()
-        return {"text": short, "outline": len(entries)}
+        return {"text": short}
 
     # -- auto-recall, notes, anchor ----------------------------------------------------------
     def op_context(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -374,6 +378,7 @@ class Worker:
         return {"text": text, "header": HEADER,
                 "blocks": {k: v[:MAX_CONTEXT_CHARS] for k, v in parts.items() if v},
                 "parts": {k: bool(v) for k, v in parts.items()}, "turn": st.turn,
+                "floors": self.floors(cwd),
                 "reclaim": {"threshold_chars": cfg.objects.threshold_chars,
                             "budget": cfg.objects.budget_tokens is not None,
                             "budget_tokens": cfg.objects.budget_tokens,
