@@ -44,3 +44,17 @@ def kill_9_when(cmd: list[str], env: dict[str, str], db: Path, count_sql: str, t
         time.sleep(0.01)
     proc.wait()
     return killed
+
+
+def gone_within(pid: int, timeout_s: float = 5.0) -> bool:
+    """Whether process `pid` ends within `timeout_s`; if not, it is killed (the test fails
+    on the False, and leaves nothing behind)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    return False

@@ -27,6 +27,7 @@ import pytest
 
 from dsh_standin import (dsh_session, last_is_tool_result, last_user_text, overflow, recall_exe,
                          results, runtime_available, say, session_events, system_text, use)
+from procs import gone_within
 from dsh_recall.frontends.cli.integrate import dsh_patch
 from dsh_recall.frontends.dsh.worker import HEADER
 
@@ -311,17 +312,7 @@ def test_a_worker_that_never_gets_ready_is_reported_and_left_behind_by_nobody(tm
     from dsh_recall.frontends.dsh.worker import last_status
     seen = last_status()
     assert seen is not None and seen["health"] == "starting" and "no ready line" in seen["reason"]
-    pid = int(pid_file.read_text())
-    import time
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, 9)
-        raise AssertionError("the silent worker outlived dsh")
+    assert gone_within(int(pid_file.read_text())), "the silent worker outlived dsh"
 
 
 def test_a_red_test_run_reaches_the_model_with_its_failures_inline(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from procs import gone_within
 from dsh_recall.frontends.dsh import PLUGIN_PATH
 
 NODE = shutil.which("node")
@@ -137,19 +138,7 @@ def test_small_results_never_reach_the_worker(tmp_path):
 
 
 def test_no_worker_outlives_the_dsh_process(tmp_path):
-    import os
-    import time
-
     pid_file = tmp_path / "pid"
     run("hangall", [{"wait": 300}, {"exit": True}],
         env={"FAKE_MODE": "hangall", "FAKE_PID_FILE": str(pid_file), "DSH_RECALL_HOME": str(tmp_path)})
-    pid = int(pid_file.read_text())
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, 9)
-        raise AssertionError("the worker outlived the dsh process by 5 s")
+    assert gone_within(int(pid_file.read_text())), "the worker outlived the dsh process by 5 s"
