@@ -254,9 +254,9 @@ def build(home: Path | None = None, *, days: int | None = 30, now: float | None 
             requests["requests"] += 1
             requests["kept_out_chars"] += r["rep"]
             continue
-        if r.get("via") == "cli" and r["src"] != "objects":
-            # A search run from the command line, outside any conversation: its whole-file
-            # upper bound is no saving of any conversation's.
+        if r.get("via") in usage.OUTSIDE and r["src"] != "objects":
+            # A search run outside any conversation (command line, dashboard): its
+            # whole-file upper bound is no saving of any conversation's.
             cli.add(r)
             continue
         total.add(r)
@@ -292,7 +292,7 @@ def build(home: Path | None = None, *, days: int | None = 30, now: float | None 
         # far in that conversation kept out of that one request (the saving recurs).
         "per_request": {**requests, "kept_out_tokens": report_tokens.tokens(
             requests["kept_out_chars"], cpt.get("objects", cpt["all"]))},
-        # Searches from the command line, outside any conversation (upper bounds).
+        # Searches outside any conversation: command line, dashboard (upper bounds).
         "cli_searches": cli.as_dict(cpt),
         "honesty": HONESTY + [tok["note"]],
         "log": {"records": len(recs), "unreadable_lines": bad,

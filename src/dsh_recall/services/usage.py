@@ -16,8 +16,8 @@ What `rep` means per source (the report calls every such figure an upper bound):
 - objects request (the dsh plugin, once per model request): what every offloaded result still
   in that conversation keeps out of this one request, the saving that recurs (`ret` 0).
 
-`via` names the front end ("cli", "mcp", "hook", "dsh"): a search from the CLI happened
-outside any conversation, so the report keeps its upper bound apart.
+`via` names the front end ("cli", "web", "mcp", "hook", "dsh"): a search from the CLI or the
+dashboard happened outside any conversation, so the report keeps its upper bound apart.
 
 Recording is on every hot path (a hook offloads on each tool call), so `record` costs one
 append, imports nothing heavy and never raises. `DSH_RECALL_USAGE=0` turns it off.
@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 USAGE_ENV = "DSH_RECALL_USAGE"
-# Which front end this process is (`via` in each record): "cli" for a command a person or a
-# script runs outside any conversation, "mcp", "hook", "dsh" (the plugin's worker) inside one.
+# Which front end this process is (`via` in each record): "cli" or "web" (the dashboard)
+# outside any conversation; "mcp", "hook", "dsh" (the plugin's worker) inside one.
 _VIA: str | None = None
+# Front ends whose searches happen outside any conversation.
+OUTSIDE = frozenset({"cli", "web"})
 
 
 def set_via(name: str | None) -> None:

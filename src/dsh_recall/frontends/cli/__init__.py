@@ -67,7 +67,7 @@ def main() -> None:
     args = [cap_query(clean_text(a), QUERY_CHARS) for a in sys.argv[1:]]
     from ...services import usage
     command = _command(args)
-    usage.set_via({"mcp": "mcp", "hook": "hook", "worker": "dsh", "proxy": "mcp"}.get(command or "", "cli"))
+    usage.set_via(_VIA.get(command or "", "cli"))
     try:
         cli(args=args, prog_name="dsh-recall", standalone_mode=True)
     except SystemExit as e:
@@ -81,6 +81,10 @@ def main() -> None:
         click.echo(one_line_error(e), err=True)
         sys.exit(1)
 
+
+# The front end a command's usage records name (services/usage.py): inside a conversation
+# (an MCP client, a harness hook, the dsh plugin's worker) or outside one ("cli", "web").
+_VIA = {"mcp": "mcp", "proxy": "mcp", "hook": "hook", "worker": "dsh", "serve": "web"}
 
 # Commands whose work is committed once they answer: nothing is left to finalize, and
 # finalizing (numpy, SQLite, the modules) cost a cold search about 25 ms of its ~280.
