@@ -22,6 +22,7 @@ from dsh_recall.core.text import estimate_tokens
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.mcp.handlers import RecallApp
 from dsh_recall.frontends.mcp.server import build_server
+from dsh_recall.search.offload import build_index
 from dsh_recall.services import history
 from dsh_recall.services.objects import ObjectService
 
@@ -264,6 +265,79 @@ def test_invalid_arguments_get_a_clear_error(tmp_path: Path) -> None:
     for res, want in out:
         msg = res.content[0].text
         assert res.is_error and want in msg and "\n" not in msg, (want, msg)
+
+
+# -- lines of an object ---------------------------------------------------------------------
+ESC = st.sampled_from(["", "\x1b[32m", "\x1b[0m", "\x1b[1;31m", "\x1bM"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(ESC, st.text(st.characters(blacklist_characters="\n\x1b"),
+                                            max_size=6), ESC, st.sampled_from(["\n", "\r\n"])),
+                     min_size=1, max_size=12),
+       open_end=st.booleans(), data=st.data())
+def test_a_line_span_is_those_lines_of_the_stored_text(rows, open_end: bool, data) -> None:
+    """Escapes at a line's start or end and CRLF: the span of lines a..b is exactly those
+    lines as stored (their escapes and line breaks included), past the end clamped."""
+    lines = [f"{pre}{body}{post}{nl}" for pre, body, post, nl in rows]
+    if open_end:  # a last line without a line break (with a char that is not an escape)
+        lines.append("tail\x1b[0m")
+    text = "".join(lines)
+    n = len(lines)
+    a = data.draw(st.integers(1, n))
+    b = data.draw(st.integers(a, n + 3))
+    s, e, count = build_index(text).line_span(a, b)
+    assert count == n
+    assert text[s:e] == "".join(lines[a - 1:b])
+    assert build_index(text).line_span(n + 1, n + 2)[:2] == (len(text), len(text))
+
+
+def test_lines_of_a_coloured_log_are_exactly_those_lines(tmp_path: Path) -> None:
+    """A log with an escape at every line start: lines="1-3" is lines 1 to 3 with their
+    colour codes, numbered 1-3, and counts one recall."""
+    w = make_world(tmp_path)
+    log = "".join(f"\x1b[32mstep {i} ok\x1b[0m\n" for i in range(3000))
+    with ObjectService(w["cfg"].objects) as objs:
+        oid = objs.put(log, session="c", tool="bash").id
+        before = objs.stats()["recalls"]
+    app = _app(w)
+    try:
+        data, text = app.call("recall", {"id": oid, "lines": "1-3"})
+        mid, mid_text = app.call("recall", {"id": oid, "lines": "1500-1501"})
+        full, full_text = _app(w, tools="full").call("object_recall", {"id": oid, "lines": "2-2"})
+    finally:
+        app.close()
+    assert data["text"] == "".join(f"\x1b[32mstep {i} ok\x1b[0m\n" for i in range(3))
+    assert text.splitlines() == [f"object {oid} lines 1-3 of 3000",
+                                 "1| \x1b[32mstep 0 ok\x1b[0m", "2| \x1b[32mstep 1 ok\x1b[0m",
+                                 "3| \x1b[32mstep 2 ok\x1b[0m", "-- 2997 lines after 3"]
+    assert mid["text"] == "\x1b[32mstep 1499 ok\x1b[0m\n\x1b[32mstep 1500 ok\x1b[0m\n"
+    assert mid_text.splitlines()[0] == f"object {oid} lines 1500-1501 of 3000"
+    # The full tool takes lines too, answered the same way.
+    assert full["text"] == "\x1b[32mstep 1 ok\x1b[0m\n" and "2| \x1b[32mstep 1 ok" in full_text
+    with ObjectService(w["cfg"].objects) as objs:
+        assert objs.stats()["recalls"] == before + 3
+
+
+def test_lines_fill_the_budget_as_the_compact_answer_is_rendered(tmp_path: Path) -> None:
+    """The slice is fitted with the rendering it is sent with: a compact answer keeps the
+    lines that fit under the budget (measured as sent), not fewer."""
+    from dsh_recall.frontends.mcp.budget import answer_tokens
+    from dsh_recall.frontends.mcp.compact import RENDERERS
+
+    w = make_world(tmp_path)
+    app = _app(w)
+    app.token_budget = 1500
+    try:
+        data, text = app.call("recall", {"id": w["owner_obj"], "lines": "1-1202"})
+    finally:
+        app.close()
+    sent = answer_tokens(data, RENDERERS["object_recall"])
+    assert sent <= 1500
+    # One more fifth of text (the fitting's step) would not have fitted.
+    longer = {**data, "text": data["text"] + "x" * (len(data["text"]) // 4)}
+    assert answer_tokens(longer, RENDERERS["object_recall"]) > 1500, sent
+    assert text.splitlines()[-1].startswith("-- more: lines=")
 
 
 def test_recall_pages_a_search_with_its_cursor(tmp_path: Path) -> None:

@@ -494,6 +494,25 @@ class LineIndex:
         k = bisect.bisect_right(self.esc_at, pos) - 1
         return pos + (self.esc_cum[k] if k >= 0 else 0)
 
+    def line_span(self, first: int, last: int) -> tuple[int, int, int]:
+        r"""(start, end, line count): where lines `first`..`last` (1-based, inclusive, line
+        breaks included) are in the stored text. `last` past the end means the last line;
+        `first` past it gives the empty span at the end. A line starts right after the
+        stored \n, so an escape at the start of a line belongs to that line (the view offset
+        of a line start would map past it). A final line break starts no line."""
+        starts = self.starts
+        n = len(starts)
+        if n > 1 and starts[-1] >= len(self.view):
+            n -= 1
+        size = len(self.view) + (self.esc_cum[-1] if self.esc_cum else 0)
+
+        def start(i: int) -> int:  # 0-based line i: just after the \n that ends line i - 1
+            return 0 if i <= 0 else self.text_offset(starts[i] - 1) + 1
+
+        if first > n:
+            return size, size, n
+        return start(first - 1), start(last) if last < n else size, n
+
 
 def build_index(text: str) -> LineIndex:
     """The search index of `text` (already surrogate-joined): a pass for the escapes, one

@@ -380,6 +380,31 @@ class ObjectService:
         usage.object_recall(row.id, e - s, len(text))
         return GetResult(row.id, s, scrub_surrogates(text[s:e]), len(text))
 
+    def lines(self, obj_id: str, first: int, last: int, max_chars: int | None = None,
+              can_see: CanSee | None = None) -> dict[str, Any]:
+        """Lines `first`..`last` (1-based; `last` past the end: up to the last line), at most
+        `max_chars` code points of them (default 8,000, max 24,000, so the text may end
+        inside a line). Counts one recall, as `get` does. Returns {id, total (chars), start,
+        text, line (first), end_line (`last` as clamped), line_count}; `first` past the last
+        line is an InputError naming the count."""
+        if first < 1 or last < first:
+            raise InputError(f"lines must be a-b with 1 <= a <= b, not {first}-{last}")
+        _non_negative("max_chars", max_chars)
+        row = self._row(obj_id, can_see)
+        text = self._text(row)
+        # The stored index with the text already read (no second payload read); a payload
+        # of an older version without one gets a fresh index, not stored on this read path.
+        idx = self._stored_index(row.sha or "", text) or build_index(text)
+        s, e, n = idx.line_span(first, last)
+        if first > n:
+            raise InputError(f"object {row.id} has {n} lines; ask for lines within 1-{n}")
+        s, cap = clamp_range(len(text), s, max_chars)
+        e = min(e, cap)
+        self.store.bump("recalls")
+        usage.object_recall(row.id, e - s, len(text))
+        return {"id": row.id, "total": len(text), "start": s, "text": scrub_surrogates(text[s:e]),
+                "line": first, "end_line": min(last, n), "line_count": n}
+
     def search(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT,
                can_see: CanSee | None = None) -> SearchResult:
         """Up to `limit` (max 20) lines matching `query`: whole query, all words, then fuzzy,

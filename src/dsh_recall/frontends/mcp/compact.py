@@ -21,11 +21,12 @@ session, with `#seq` when it points at one event.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...core.errors import InputError
-from .tools import BOOL, I, S, ToolSpec, obj
+from . import render as render_mod
+from .tools import BOOL, I, S, ToolSpec, obj, validate_args
 
 RECALL_SOURCES = ["all", "code", "history", "notes", "objects"]
 
@@ -59,31 +60,19 @@ INSTRUCTIONS = (
 
 OBJECT_ID = re.compile(r"[0-9a-fA-F]{8}")
 EVENT_ID = re.compile(r"(.+)#(\d+)")
-LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
 FIRST_LINES = 200  # id alone: up to this many lines from the top,
 FIRST_CHARS = 8000  # and at most this many chars (object_recall's default slice)
 HISTORY_WINDOW = 3  # events either side of session#seq
 SEARCH_K = 8  # hits of a search without k
-MAX_CHARS = 24000  # object_recall's largest `count`
+MAX_CHARS = 24000  # object_recall's largest `count`: what lines="a-b" may return
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Which full-profile tool answers a recall call, with which arguments. `lines`: the
-    object line range still to resolve into a character range (needs the object's index)."""
+    """Which full-profile tool answers a recall call, with which arguments."""
 
     tool: str
     args: dict[str, Any]
-    lines: tuple[int, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _lines(value: str) -> tuple[int, int]:
-    m = LINES.fullmatch(value)
-    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise InputError(f"lines must be 'a-b' with 1 <= a <= b (e.g. lines=\"120-160\"); "
-                         f"got {value[:40]!r}")
-    return int(m.group(1)), int(m.group(2))
 
 
 def plan(a: dict[str, Any]) -> Plan:
@@ -120,13 +109,14 @@ def plan(a: dict[str, Any]) -> Plan:
         if len(modes) > 1:
             raise InputError(f"pass one of lines, query, failures with an object id, not "
                              f"{' and '.join(modes)}")
-        if a.get("lines"):
-            return Plan("object_recall", {"id": oid}, lines=_lines(str(a["lines"])))
+        if a.get("lines"):  # object_recall checks the "a-b" form
+            return Plan("object_recall", {"id": oid, "lines": str(a["lines"]),
+                                          "count": MAX_CHARS})
         if query or a.get("failures"):
             want = {"query": query} if query else {"failures": True}
             return Plan("object_recall", {"id": oid, **want, "limit": min(int(k or 20), 20)})
-        return Plan("object_recall", {"id": oid}, lines=(1, FIRST_LINES),
-                    extra={"max_chars": FIRST_CHARS})
+        return Plan("object_recall", {"id": oid, "lines": f"1-{FIRST_LINES}",
+                                      "count": FIRST_CHARS})
     if a.get("lines") or a.get("failures"):
         raise InputError(f"lines and failures are for an object id (8 hex chars); "
                          f"{oid[:60]!r} is a history id: pass query to search that session, "
@@ -140,32 +130,6 @@ def plan(a: dict[str, Any]) -> Plan:
         return Plan("history_detail", {"session": session, "around": int(m.group(2)),
                                        "window": HISTORY_WINDOW, **page})
     return Plan("history_detail", {"session": session, "page": 1, **page})
-
-
-def object_range(client: Any, oid: str, first: int, last: int,
-                 max_chars: int = MAX_CHARS) -> tuple[dict[str, Any], int]:
-    """(start / count arguments of object_recall for lines first..last, the object's line
-    count), read from its stored line index with the client's access channel: an object
-    the channel may not see is unknown here exactly as in object_recall."""
-    from ...services.objects import ObjectService
-
-    viewer = client.viewer()
-    can_see = None if viewer.unfiltered else viewer.can_see
-    svc = ObjectService(client.cfg.objects)
-    try:
-        row = svc._row(oid, can_see)
-        idx = svc._index(row)
-    finally:
-        svc.close()
-    starts = idx.starts
-    n = len(starts)
-    if n > 1 and starts[-1] >= len(idx.view):  # a final line break starts no line
-        n -= 1
-    if first > n:
-        raise InputError(f"object {row.id} has {n} lines; ask for lines within 1-{n}")
-    start = idx.text_offset(starts[first - 1])
-    end = idx.text_offset(starts[last]) if last < n else row.chars
-    return {"start": start, "count": max(1, min(end - start, max_chars, MAX_CHARS))}, n
 
 
 # -- renderings --------------------------------------------------------------------------------
@@ -273,52 +237,26 @@ def object_matches(d: dict[str, Any]) -> str:
     return "\n".join(lines + _tail(d))
 
 
-def object_lines(first: int, last: int, total: int) -> Callable[[dict[str, Any]], str]:
-    """The rendering of lines first..last of an object of `total` lines, numbered."""
-    want = min(last, total)
-
-    def render(d: dict[str, Any]) -> str:
-        text = d.get("text", "")
-        body = text[:-1] if text.endswith("\n") else text
-        rows = body.split("\n") if body else []
-        shown = first + len(rows) - 1
-        # A slice cut short (budget, or the 24,000-char cap) may end inside a line: the
-        # next call starts again at that line.
-        whole = shown if text.endswith("\n") or shown >= want else shown - 1
-        out = [f"object {d['id']} lines {first}-{shown} of {total}"]
-        out += [f"{first + i}| {row}" for i, row in enumerate(rows)]
-        if whole < want:
-            out.append(f"-- more: lines=\"{whole + 1}-{want}\"")
-        elif want < total:
-            out.append(f"-- {total - want} lines after {want}")
-        return "\n".join(out)
-
-    return render
+def object_recall(d: dict[str, Any]) -> str:
+    """Matching lines, or numbered lines (render.object_lines) with `-- more: lines=`."""
+    return object_matches(d) if "matches" in d else render_mod.object_lines(d)
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "search_all": search_all, "code_search": code_search, "history_search": history_search,
     "history_detail": history_detail, "notes_search": notes_search,
-    "object_recall": object_matches,
+    "object_recall": object_recall,
 }
 
 
 def call(client: Any, args: Any) -> tuple[dict[str, Any], str]:
     """Answer one `recall` call through the full profile's handler that the mode names."""
-    from .tools import validate_args
-
     a = validate_args(RECALL, args)
     p = plan(a)
     if p.tool not in client.app.available:
         raise InputError(f"{p.tool} is not part of this build; recall cannot answer this mode")
-    render = RENDERERS[p.tool]
-    sub = dict(p.args)
-    if p.lines is not None:
-        rng, total = object_range(client, sub["id"], *p.lines, **p.extra)
-        sub.update(rng)
-        render = object_lines(p.lines[0], p.lines[1], total)
     try:
-        return client.run(client.app.available[p.tool], sub, render=render)
+        return client.run(client.app.available[p.tool], p.args, render=RENDERERS[p.tool])
     except InputError as e:
         if p.tool == "history_detail" and "unknown session" in str(e):
             raise InputError(f"no object or session {str(a.get('id'))[:60]!r}: ids come from an "

@@ -48,6 +48,9 @@ INSTRUCTIONS = {
     "compact": compact_mod.INSTRUCTIONS,
 }
 PROFILES = tuple(INSTRUCTIONS)
+# Tools whose handler fits the answer to the budget itself (object_recall drops matching
+# lines or shortens its slice), given the rendering the answer is sent with.
+FITS_ITSELF = {"object_recall"}
 
 
 def log(msg: str) -> None:
@@ -311,9 +314,12 @@ class Client(SourceHandlers):
         replaces the tool's text rendering (the compact profile's)."""
         name = spec.name
         args = validate_args(spec, args)
+        if render is None:
+            render = lambda d: render_mod.render(name, d)  # noqa: E731
         handler = getattr(self, "tool_" + name)
         try:
-            data = handler(dict(args))
+            # A handler that fits its own answer measures it with the rendering it is sent with.
+            data = handler(dict(args), render) if name in FITS_ITSELF else handler(dict(args))
         except RecallError as e:
             msg = str(e)
             if "\n" in msg or "\r" in msg:  # a message quoting the caller's text: one line

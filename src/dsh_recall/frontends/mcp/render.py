@@ -110,7 +110,28 @@ def history_detail(d: dict[str, Any]) -> str:
     return "\n".join(lines + _tail(d))
 
 
+def object_lines(d: dict[str, Any]) -> str:
+    """Lines `line`..`end_line` of an object of `line_count` lines, numbered `N| `; a text
+    cut short (the budget, the char cap) may end inside a line: the pointer to the rest
+    starts again at that line."""
+    first, want, total = d["line"], d["end_line"], d["line_count"]
+    text = d.get("text", "")
+    body = text[:-1] if text.endswith("\n") else text
+    rows = body.split("\n") if body else []
+    shown = first + len(rows) - 1
+    whole = shown if text.endswith("\n") or shown >= want else shown - 1
+    out = [f"object {d['id']} lines {first}-{shown} of {total}"]
+    out += [f"{first + i}| {row}" for i, row in enumerate(rows)]
+    if whole < want:
+        out.append(f"-- more: lines=\"{whole + 1}-{want}\"")
+    elif want < total:
+        out.append(f"-- {total - want} lines after {want}")
+    return "\n".join(out)
+
+
 def object_recall(d: dict[str, Any]) -> str:
+    if "line" in d:
+        return "\n".join([object_lines(d)] + _tail(d))
     lines = [f"object {d['id']} ({d.get('total', '?')} chars)"]
     if "matches" in d:
         if d.get("failures"):

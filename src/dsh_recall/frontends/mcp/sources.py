@@ -7,11 +7,29 @@ serves the others, and the tool list only offers what imports.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable
 
 from ...core.errors import InputError
 from ...search import access
 from . import budget as budget_mod
+
+Render = Callable[[dict[str, Any]], str]
+LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
+
+
+def line_range(value: str) -> tuple[int, int]:
+    """(a, b) of a `lines` argument "a-b" with 1 <= a <= b, else an InputError."""
+    m = LINES.fullmatch(value)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise InputError(f"lines must be 'a-b' with 1 <= a <= b (e.g. lines=\"120-160\"); "
+                         f"got {value[:40]!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _object_render(d: dict[str, Any]) -> str:
+    from . import render as render_mod
+    return render_mod.render("object_recall", d)
 
 
 class SourceHandlers:
@@ -92,16 +110,29 @@ class SourceHandlers:
         return data
 
     # -- objects ---------------------------------------------------------------------------
-    def tool_object_recall(self, a: dict[str, Any]) -> dict[str, Any]:
+    def tool_object_recall(self, a: dict[str, Any], render: Render | None = None
+                           ) -> dict[str, Any]:
+        """`render`: the rendering the answer is sent with (the compact profile's has other
+        lengths), so the fitting below measures what will be sent."""
         from ...services.objects import ObjectService
 
         obj_id = str(a.get("id") or "").strip()
         if not obj_id:
             raise InputError("id is empty; pass the object id from the offload notice")
+        modes = [m for m in ("lines", "query", "failures", "start")
+                 if m in a and a[m] is not False and a[m] != ""]
+        if a.get("lines") and len(modes) > 1:
+            raise InputError(f"pass one of lines, query, failures, start, not "
+                             f"{' and '.join(modes)}")
+        render = render or _object_render
         svc = ObjectService(self.cfg.objects)
         viewer = self.viewer()  # type: ignore[attr-defined]
         can_see = None if viewer.unfiltered else viewer.can_see
         try:
+            if a.get("lines"):
+                first, last = line_range(str(a["lines"]))
+                return self._fit_slice(svc.lines(obj_id, first, last, a.get("count"),
+                                                 can_see=can_see), render)
             if a.get("query") or a.get("failures"):
                 limit = int(a.get("limit") or 20)
                 if a.get("query"):
@@ -117,22 +148,19 @@ class SourceHandlers:
                     out["failures"] = True
                 if getattr(found, "note", None):
                     out["note"] = found.note
-                return self._fit_matches(out)
+                return self._fit_matches(out, render)
             got = svc.get(obj_id, a.get("start"), a.get("count"), can_see=can_see)
         finally:
             svc.close()
         return self._fit_slice({"id": got.id, "total": got.total, "start": got.start,
-                                "text": got.text})
+                                "text": got.text}, render)
 
-    def _fit_matches(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _fit_matches(self, data: dict[str, Any], render: Render) -> dict[str, Any]:
         """Drop the lowest-ranked matching lines until the answer fits the budget.
 
         Lines are short, so cutting strings (what the generic fit does) cannot make twenty
         long log lines fit a small budget; fewer lines can. At least one line stays.
         """
-        from . import render as render_mod
-
-        render: Callable[[dict[str, Any]], str] = lambda d: render_mod.render("object_recall", d)  # noqa: E731
         matches = data["matches"]
         while len(matches) > 1 and budget_mod.answer_tokens(
                 {**data, "matches": matches, "truncated": True}, render) > self.token_budget:
@@ -142,11 +170,8 @@ class SourceHandlers:
         data["matches"] = matches
         return data
 
-    def _fit_slice(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _fit_slice(self, data: dict[str, Any], render: Render) -> dict[str, Any]:
         """Shorten a text slice until the answer fits; say where the next slice starts."""
-        from . import render as render_mod
-
-        render: Callable[[dict[str, Any]], str] = lambda d: render_mod.render("object_recall", d)  # noqa: E731
         text = data["text"]
         while len(text) > 200 and budget_mod.answer_tokens({**data, "text": text}, render) \
                 > self.token_budget:

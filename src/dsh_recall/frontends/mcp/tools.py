@@ -264,8 +264,8 @@ OBJECT_RECALL = ToolSpec(
         "line numbers): ask this first when a command failed. With `query`: the matching "
         "lines with line numbers and offsets (e.g. query='FATAL' in a 200 KB log); a "
         "failure word ('error', 'FAILED') also brings the failure region's other lines, "
-        "marked context. Otherwise `count` characters from `start`. Ask for the slice you "
-        "need, not the whole object."),
+        "marked context. With `lines` ('120-160'): those lines, numbered. Otherwise "
+        "`count` characters from `start`. Ask for the slice you need, not the whole object."),
     input_schema=obj({
         "id": S("The object id from the offload notice."),
         "failures": {"type": "boolean",
@@ -273,11 +273,15 @@ OBJECT_RECALL = ToolSpec(
         "query": S("Words to find; returns matching lines."),
         "start": I("Character offset to start from (code points).", minimum=0),
         "count": I("Characters to return.", minimum=1, maximum=24000),
+        "lines": S("a-b: lines a to b (1-based); count caps their characters."),
         "limit": I("Max lines for a query or the failure region.", minimum=1, maximum=20),
     }, required=["id"]),
     output_schema=obj({
         "id": S(), "total": I("Length of the whole object in characters."),
         "start": I(), "text": S(), "next_start": I("Call again with start=this for more."),
+        "line": I("With lines: the line text starts with."),
+        "end_line": I("With lines: the last line asked for (at most line_count)."),
+        "line_count": I("With lines: the object's number of lines."),
         "failures": {"type": "boolean",
                      "description": "True when the lines are the failure region."},
         "matches": arr(obj({"line": I(), "offset": I(), "text": S(),
