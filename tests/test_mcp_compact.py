@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from dsh_recall.core.config import load_config
-from dsh_recall.core.errors import InputError
+from dsh_recall.core.errors import InputError, UnknownSession
 from dsh_recall.core.text import estimate_tokens
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.mcp.handlers import RecallApp
@@ -226,6 +226,41 @@ def test_recall_shows_exactly_what_the_full_tools_show_the_channel(tmp_path: Pat
         assert {r["source"] for r in fused["results"]} == {"code"}
 
 
+def test_recall_within_a_session_the_channel_cannot_see_is_an_error(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    app = _app(w, channel="guest:1")
+    try:
+        data, _ = app.call("recall", {"id": "s-guest", "query": "decided retries"})
+        assert {h["session"] for h in data["hits"]} == {"s-guest"}
+        with pytest.raises(UnknownSession):  # typed: recall never matches message text
+            history.show("s-owner", around=6, viewer=app.default.viewer())
+        for args in ({"id": "s-owner", "query": "decided retries"}, {"id": "s-owner#6"}):
+            with pytest.raises(InputError, match="no object or session 's-owner"):
+                app.call("recall", args)
+    finally:
+        app.close()
+
+
+def test_the_compact_text_shows_only_what_recall_can_act_on(tmp_path: Path) -> None:
+    """No layer line for a layer the config turns off (rerank), no page numbers recall
+    cannot take; a browse that does not fit ends with the cursor that continues it."""
+    w = make_world(tmp_path)
+    app, full = _app(w), _app(w, tools="full")
+    try:
+        _, text = app.call("recall", {"query": f"{WORD} upload retries", "source": "history"})
+        want, full_text = full.call("history_search", {"query": f"{WORD} upload retries",
+                                                       "scope": "workspace", "detail": True})
+        assert "rerank disabled" in full_text  # what the full rendering lists
+        assert "rerank" not in text and "disabled" not in text
+        app.token_budget = 300
+        data, text = app.call("recall", {"id": "s-owner"})
+    finally:
+        app.close()
+        full.close()
+    assert "-- page" not in text
+    assert data["next_cursor"] and text.endswith(f'-- more: cursor="{data["next_cursor"]}"')
+
+
 def test_invalid_arguments_get_a_clear_error(tmp_path: Path) -> None:
     w = make_world(tmp_path)
     oid = w["owner_obj"]
@@ -242,6 +277,8 @@ def test_invalid_arguments_get_a_clear_error(tmp_path: Path) -> None:
         ({"id": oid, "source": "code"}, "leave it out when you pass id"),
         ({"id": "s-owner#6", "lines": "1-2"}, "is a history id"),
         ({"id": "nope"}, "no object or session 'nope'"),
+        ({"id": "nope", "query": "x"}, "no object or session 'nope'"),
+        ({"id": "nope#3"}, "no object or session 'nope#3'"),
         ({"id": "0badc0de"}, "no object '0badc0de'"),
         ({"query": "x", "source": "galaxy"}, "one of: all, code, history, notes, objects"),
         ({"query": "x", "k": 0}, "argument 'k'"),

@@ -21,6 +21,10 @@ class InputError(RecallError):
     """Bad user input (missing path, unknown session, malformed file)."""
 
 
+class UnknownSession(InputError):
+    """A history session that is not imported, or that the caller's channel may not see."""
+
+
 class MissingExtraError(RecallError):
     """An optional dependency is not installed."""
 

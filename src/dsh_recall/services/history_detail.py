@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Sequence
 
-from ..core.errors import InputError
+from ..core.errors import InputError, UnknownSession
 from ..core.text import fts_quote
 from ..search import history_query as hq
 from ..search.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
@@ -19,11 +19,23 @@ def _session_info(store: HistoryStore, session: str, viewer: Any = None) -> dict
     if rows and viewer is not None and not viewer.can_see(rows[0].get("channel")):
         rows = []  # a session this channel may not see is answered as unknown
     if not rows:
-        raise InputError(f"unknown session '{session}'; import it first (dsh-recall history import)")
+        raise UnknownSession(f"unknown session '{session}'; import it first (dsh-recall history import)")
     s = rows[0]
     return {"id": s["id"], "source": s["source"], "workspace": s["workspace"], "title": s["title"],
             "created": _iso(s["created_ms"]), "updated": _iso(s["updated_ms"]),
             "events": store.event_count(session)}
+
+
+def require_session(session: str, viewer: Any = None, store: HistoryStore | None = None) -> dict:
+    """The session's info (id, source, workspace, title, times, events); UnknownSession when
+    it is not imported or `viewer` may not see it (answered alike)."""
+    own = store is None
+    store = store or open_store()
+    try:
+        return _session_info(store, session, viewer)
+    finally:
+        if own:
+            store.close()
 
 
 def _event_out(e: dict, max_chars: int) -> dict:

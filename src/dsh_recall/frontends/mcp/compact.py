@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ...core.errors import InputError
+from ...core.errors import InputError, UnknownSession
 from . import render as render_mod
 from .tools import BOOL, I, S, ToolSpec, obj, validate_args
 
@@ -194,7 +194,9 @@ def history_search(d: dict[str, Any]) -> str:
     if not d.get("hits"):
         lines.append("no matching events")
     status = d.get("layer_status") or {}
-    off = [f"{k} {v}" for k, v in status.items() if v not in ("ok", "no match")]
+    # A layer the config turns off (rerank by default) did not fail to answer: not listed.
+    off = [f"{k} {v}" for k, v in status.items()
+           if v not in ("ok", "no match") and not str(v).startswith("disabled")]
     if off:
         lines.append("-- layers: " + "; ".join(off))
     return "\n".join(lines + _tail(d))
@@ -207,8 +209,7 @@ def history_detail(d: dict[str, Any]) -> str:
         cut = f" [cut; {e['truncated']} chars]" if e.get("truncated") else ""
         lines.append(f"-- #{e['seq']} {e['role']}{cut}")
         lines.append(e.get("text", ""))
-    if d.get("pages"):
-        lines.append(f"-- page {d.get('page')} of {d['pages']}")
+    # No page line: recall takes no page, only the cursor _tail points at.
     return "\n".join(lines + _tail(d))
 
 
@@ -256,9 +257,12 @@ def call(client: Any, args: Any) -> tuple[dict[str, Any], str]:
     if p.tool not in client.app.available:
         raise InputError(f"{p.tool} is not part of this build; recall cannot answer this mode")
     try:
+        if p.tool == "history_search" and "session" in p.args:
+            # A search within one session: an id that names no session the channel may see
+            # is an error, as reading it is, not "no matching events".
+            from ...services.history_detail import require_session
+            require_session(p.args["session"], viewer=client.viewer())
         return client.run(client.app.available[p.tool], p.args, render=RENDERERS[p.tool])
-    except InputError as e:
-        if p.tool == "history_detail" and "unknown session" in str(e):
-            raise InputError(f"no object or session {str(a.get('id'))[:60]!r}: ids come from an "
-                             "offload notice (8 hex chars) or a recall hit (session#seq)") from e
-        raise
+    except UnknownSession as e:
+        raise InputError(f"no object or session {str(a.get('id'))[:60]!r}: ids come from an "
+                         "offload notice (8 hex chars) or a recall hit (session#seq)") from e
