@@ -155,16 +155,19 @@ class Recorder:
         self.session, self.pages = session, pages
         self.rows: list[dict[str, Any]] = []
 
-    async def call(self, tool: str, args: dict[str, Any]) -> Any:
+    async def call(self, tool: str, args: dict[str, Any], label: str | None = None) -> Any:
+        """Call `tool` (following next_cursor for up to `pages` more pages of a list tool or
+        of recall); each answer is a row under `label` (default: the tool's name)."""
         first = None
         cursor = None
-        for page in range(1 + (self.pages if tool in LIST_TOOLS else 0)):
+        follow = tool in LIST_TOOLS or tool == "recall"
+        for page in range(1 + (self.pages if follow else 0)):
             a = dict(args, cursor=cursor) if cursor else args
             res = await self.session.call_tool(tool, a)
             budgeted, wire, text_tok = measure(res)
             sc = res.structured_content or {}
-            self.rows.append({"tool": tool, "tokens": budgeted, "wire": wire, "text": text_tok,
-                              "error": bool(res.is_error), "page": page,
+            self.rows.append({"tool": label or tool, "tokens": budgeted, "wire": wire,
+                              "text": text_tok, "error": bool(res.is_error), "page": page,
                               "truncated": bool(sc.get("truncated")),
                               "msg": res.content[0].text[:160] if res.is_error else ""})
             first = first or res
@@ -245,25 +248,10 @@ async def run_recall(world: dict[str, Any], pages: int) -> list[dict[str, Any]]:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
-                rec_all: list[dict[str, Any]] = []
+                rec = Recorder(session, pages)
 
                 async def recall(mode: str, args: dict[str, Any]) -> Any:
-                    cursor, first = None, None
-                    for page in range(1 + pages):
-                        a = dict(args, cursor=cursor) if cursor else args
-                        res = await session.call_tool("recall", a)
-                        budgeted, wire, text_tok = measure(res)
-                        sc = res.structured_content or {}
-                        rec_all.append({"tool": f"recall {mode}", "tokens": budgeted, "wire": wire,
-                                        "text": text_tok,
-                                        "error": bool(res.is_error), "page": page,
-                                        "truncated": bool(sc.get("truncated")),
-                                        "msg": res.content[0].text[:160] if res.is_error else ""})
-                        first = first or res
-                        cursor = sc.get("next_cursor")
-                        if res.is_error or not cursor:
-                            break
-                    return first
+                    return await rec.call("recall", args, label=f"recall {mode}")
 
                 for q in flask_qs + pytest_qs[:10]:
                     await recall("all", {"query": q})
@@ -283,17 +271,19 @@ async def run_recall(world: dict[str, Any], pages: int) -> list[dict[str, Any]]:
                         await recall("id+query", {"id": oid, "query": q})
                 for q in world["notes_queries"]:
                     await recall("notes", {"query": q, "source": "notes"})
-                return rec_all
+                return rec.rows
 
 
-def schema_costs(env: dict[str, str], tmp: Path) -> dict[str, dict[str, int]]:
-    """Per profile: {tools, chars, tokens} of the tool list + instructions as listed."""
+def schema_costs(tmp: Path) -> dict[str, dict[str, int]]:
+    """Per profile: {tools, chars, tokens} of the tool list + instructions as listed, counted
+    as dsh sends them (tests/dsh_standin.listed_chars)."""
     from mcp import Client
 
     from dsh_recall.core.config import load_config
     from dsh_recall.frontends.mcp.handlers import PROFILES, RecallApp
     from dsh_recall.frontends.mcp.server import build_server
 
+    ds = _standin()
     out = {}
     for profile in PROFILES:
         app = RecallApp(tmp, load_config(workspace=tmp, overrides={"embedder": {"name": "fake"}}),
@@ -306,21 +296,26 @@ def schema_costs(env: dict[str, str], tmp: Path) -> dict[str, dict[str, int]]:
             tools, instructions = asyncio.run(listing())
         finally:
             app.close()
-        chars = sum(len(json.dumps({"name": f"mcp__recall__{t.name}", "description": t.description,
-                                    "input_schema": t.input_schema}, ensure_ascii=False,
-                                   separators=(",", ":"))) for t in tools)
-        chars += len(f"### MCP server: recall\n\n{instructions}") if instructions else 0
+        chars = ds.listed_chars(tools, instructions)
         out[profile] = {"tools": len(tools), "chars": chars, "tokens": -(-chars // 4)}
     return out
+
+
+def _standin() -> Any:
+    """tests/dsh_standin.py (the offline dsh model endpoint and how dsh counts tools)."""
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    import dsh_standin
+
+    return dsh_standin
 
 
 def dsh_costs(tmp: Path) -> dict[str, dict[str, int]]:
     """Per arm (stock dsh, full, compact): what the first request body carries, measured in
     the real dsh runtime against the offline stand-in."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    import dsh_standin as ds
-
     from dsh_recall.frontends.cli.integrate import dsh_patch
+
+    ds = _standin()
 
     why = ds.runtime_available()
     if why:
@@ -413,7 +408,7 @@ def main() -> int:
            "PATH": os.environ.get("PATH", "")}
     os.environ.update(env)
     (tmp / "ws").mkdir()
-    print_schema_table(schema_costs(env, tmp / "ws"), dsh_costs(tmp) if args.dsh else {})
+    print_schema_table(schema_costs(tmp / "ws"), dsh_costs(tmp) if args.dsh else {})
     if args.schemas_only:
         shutil.rmtree(tmp, ignore_errors=True)
         return 0

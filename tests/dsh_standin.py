@@ -236,3 +236,16 @@ def with_usage(reply: Reply, input_tokens: int) -> Reply:
     payload = sse(reply["blocks"], reply["stop"]).replace(
         b'"usage": {"input_tokens": 10,', f'"usage": {{"input_tokens": {int(input_tokens)},'.encode(), 1)
     return {"raw": ("text/event-stream", payload)}
+
+
+def listed_chars(tools: list[Any], instructions: str | None, server: str = "recall") -> int:
+    """What dsh adds to every request for one MCP server's tool list, in chars: each tool as
+    `{name: mcp__<server>__<tool>, description, input_schema}` in compact JSON, plus the
+    server's instructions section of the system prompt. `tools` as an MCP client lists
+    them (name, description, input_schema). Shared by the tests and bench/mcp_budget.py."""
+    chars = sum(len(json.dumps({"name": f"mcp__{server}__{t.name}", "description": t.description,
+                                "input_schema": t.input_schema},
+                               ensure_ascii=False, separators=(",", ":"))) for t in tools)
+    if instructions:
+        chars += len(f"### MCP server: {server}\n\n{instructions}")
+    return chars

@@ -74,15 +74,12 @@ async def _session(app: RecallApp, body):
         return await body(client)
 
 
-def request_tokens(tools: list[Any], instructions: str | None, server: str = "recall") -> int:
-    """What a harness adds to each request, as dsh sends it: every tool's name (prefixed
-    mcp__<server>__), description and input schema, plus the instructions section."""
-    chars = sum(len(json.dumps({"name": f"mcp__{server}__{t.name}", "description": t.description,
-                                "input_schema": t.input_schema},
-                               ensure_ascii=False, separators=(",", ":"))) for t in tools)
-    if instructions:
-        chars += len(f"### MCP server: {server}\n\n{instructions}")
-    return -(-chars // 4)
+def request_tokens(tools: list[Any], instructions: str | None) -> int:
+    """What a harness adds to each request, as dsh sends it (dsh_standin.listed_chars), in
+    tokens of 4 chars."""
+    from dsh_standin import listed_chars
+
+    return -(-listed_chars(tools, instructions) // 4)
 
 
 def test_the_compact_profile_costs_at_most_800_tokens_per_request(tmp_path: Path) -> None:
