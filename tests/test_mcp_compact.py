@@ -25,6 +25,7 @@ from dsh_recall.frontends.mcp.server import build_server
 from dsh_recall.search.offload import build_index
 from dsh_recall.services import history
 from dsh_recall.services.objects import ObjectService
+from worlds import owner_guest_world
 
 WORD = "quillmoss"
 REQUEST_BUDGET = 800  # tokens per model request for the tool list and the instructions
@@ -33,36 +34,19 @@ REQUEST_BUDGET = 800  # tokens per model request for the tool list and the instr
 def make_world(tmp_path: Path) -> dict[str, Any]:
     """Code, two history sessions, two notes and two offloaded logs; the guest channel may
     see one of each (its session, the public note, its log), the owner all."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "retry.py").write_text(f"def {WORD}_retry(call, attempts=3):\n"
-                                   f"    \"\"\"Retry the {WORD} upload with backoff.\"\"\"\n"
-                                   "    return call()\n")
-    memory = tmp_path / "memory"
-    memory.mkdir()
-    (memory / "public.md").write_text(f"# Uploads\n\nThe {WORD} upload retries three times.\n")
-    (memory / "secret.md").write_text(f"# Keys\n\nThe {WORD} signing key is in the vault.\n")
-    smap = tmp_path / "sessions.json"
-    smap.write_text(json.dumps({"guest:1": "u-guest", "owner:1": "u-owner"}))
-    cfg = load_config(workspace=repo, overrides={
-        "embedder": {"name": "fake"},
-        "notes": {"roots": [str(memory)], "session_map": str(smap), "owner_ids": ["u-owner"]}})
-    for sid, chan in (("s-owner", None), ("s-guest", "guest:1")):
-        src = tmp_path / f"{sid}.jsonl"
-        with src.open("w") as f:
-            for seq in range(12):
-                text = (f"we decided the {WORD} upload retries three times ({sid})" if seq == 6
-                        else f"ordinary talk {seq} in {sid}")
-                f.write(json.dumps({"session": sid, "seq": seq, "role": "user", "text": text,
-                                    "workspace": str(repo)}) + "\n")
-        history.import_paths([str(src)], fmt="generic", cfg=cfg, channel=chan)
     log = "".join(f"step {i} ok\n" for i in range(600))
-    with ObjectService(cfg.objects) as objs:
-        mine = objs.put(log + f"ERROR {WORD} upload failed (owner)\nexit 1\n" + log,
-                        session="o", tool="bash")
-        theirs = objs.put(log + f"ERROR {WORD} upload failed (guest)\nexit 1\n" + log,
-                          session="g", tool="bash", channel="guest:1")
-    return {"repo": repo, "cfg": cfg, "owner_obj": mine.id, "guest_obj": theirs.id}
+    return owner_guest_world(
+        tmp_path,
+        code={"retry.py": f"def {WORD}_retry(call, attempts=3):\n"
+                          f"    \"\"\"Retry the {WORD} upload with backoff.\"\"\"\n"
+                          "    return call()\n"},
+        notes={"public.md": f"# Uploads\n\nThe {WORD} upload retries three times.\n",
+               "secret.md": f"# Keys\n\nThe {WORD} signing key is in the vault.\n"},
+        sessions={sid: [f"we decided the {WORD} upload retries three times ({sid})" if seq == 6
+                        else f"ordinary talk {seq} in {sid}" for seq in range(12)]
+                  for sid in ("s-owner", "s-guest")},
+        logs=tuple(log + f"ERROR {WORD} upload failed ({who})\nexit 1\n" + log
+                   for who in ("owner", "guest")))
 
 
 def _app(w: dict[str, Any], channel: str = "owner:1", tools: str = "compact") -> RecallApp:

@@ -16,42 +16,25 @@ from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.mcp.handlers import RecallApp
 from dsh_recall.services import federated, history, usage
 from dsh_recall.services.channel import Viewer
-from dsh_recall.services.objects import ObjectService
+from worlds import owner_guest_world
 
 WORD = "zebrafrost"
 
 
 def make_world(tmp_path: Path) -> dict:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "deploy.py").write_text(f"def {WORD}_deploy(target):\n"
-                                    f"    \"\"\"Run the {WORD} deploy to a target.\"\"\"\n"
-                                    "    return target\n")
-    (repo / "other.py").write_text("def unrelated():\n    return 1\n")
-    memory = tmp_path / "memory"
-    memory.mkdir()
-    (memory / "public.md").write_text(f"# Deploy\n\nThe {WORD} deploy runs on Fridays.\n")
-    (memory / "secret.md").write_text(f"# Keys\n\nThe {WORD} vault key is in the safe.\n")
-    smap = tmp_path / "sessions.json"
-    smap.write_text(json.dumps({"guest:1": "u-guest", "owner:1": "u-owner"}))
-    cfg = load_config(workspace=repo, overrides={
-        "embedder": {"name": "fake"},
-        "notes": {"roots": [str(memory)], "session_map": str(smap), "owner_ids": ["u-owner"]}})
-    rows = {"s-owner": f"we fixed the {WORD} deploy yesterday",
-            "s-guest": f"guest asks about {WORD} deploy times"}
-    for sid, text in rows.items():
-        src = tmp_path / f"{sid}.jsonl"
-        src.write_text(json.dumps({"session": sid, "seq": 0, "role": "user", "text": text,
-                                   "workspace": str(repo)}) + "\n")
-        history.import_paths([str(src)], fmt="generic", cfg=cfg,
-                             channel="guest:1" if sid == "s-guest" else None)
     log = "".join(f"step {i} ok\n" for i in range(600))
-    with ObjectService(cfg.objects) as objs:
-        mine = objs.put(log + f"ERROR {WORD} deploy failed (owner)\n" + log, session="o",
-                        tool="bash")
-        theirs = objs.put(log + f"ERROR {WORD} deploy failed (guest)\n" + log, session="g",
-                          tool="bash", channel="guest:1")
-    return {"repo": repo, "cfg": cfg, "owner_obj": mine.id, "guest_obj": theirs.id}
+    return owner_guest_world(
+        tmp_path,
+        code={"deploy.py": f"def {WORD}_deploy(target):\n"
+                           f"    \"\"\"Run the {WORD} deploy to a target.\"\"\"\n"
+                           "    return target\n",
+              "other.py": "def unrelated():\n    return 1\n"},
+        notes={"public.md": f"# Deploy\n\nThe {WORD} deploy runs on Fridays.\n",
+               "secret.md": f"# Keys\n\nThe {WORD} vault key is in the safe.\n"},
+        sessions={"s-owner": [f"we fixed the {WORD} deploy yesterday"],
+                  "s-guest": [f"guest asks about {WORD} deploy times"]},
+        logs=tuple(log + f"ERROR {WORD} deploy failed ({who})\n" + log
+                   for who in ("owner", "guest")))
 
 
 def by_source(data: dict) -> dict[str, list[dict]]:
