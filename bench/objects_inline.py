@@ -82,11 +82,13 @@ def ci_row(case: Path, old, cfg: ObjectsConfig) -> tuple:
     n = offload.render_inline(text, "ab12cd34", "Bash", cfg)
 
     def score(form, region) -> tuple[int, bool, int]:
+        if form is None:  # not shorter: the whole log stays, every error line with it
+            return len(text), bool(err), len(ranges)
         lines = shown_lines(text, form.head_end, form.tail_start, region)
         gt = set().union(*(nl_map[li - 1] for li in lines if li <= len(nl_map)))
         return len(form.text), bool(gt & err), sum(1 for r in ranges if r & gt)
 
-    return (case.name, len(text), *score(o, ()), *score(n, n.region), len(ranges))
+    return (case.name, len(text), *score(o, ()), *score(n, n.region if n else ()), len(ranges))
 
 
 PYTEST_SUITES = {

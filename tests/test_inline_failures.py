@@ -152,6 +152,31 @@ def test_any_output_keeps_every_property(lines, budget, head, tail, crlf):
     _check_form(text, out, cfg=cfg)
 
 
+@settings(max_examples=80, deadline=None)
+@given(_LINES, st.integers(0, 3000), st.integers(0, 900), st.integers(0, 700),
+       st.integers(0, 900))
+def test_a_spill_notice_is_kept_whole_only_within_the_budget(lines, budget, head, tail, spill):
+    text = "\n".join(lines) + "\nERROR: the build failed\n" + "\n".join(lines) + \
+        "\n[output truncated; full output: /tmp/dsh-subprocess-1/x-stdout.log]\n"
+    cfg = ObjectsConfig(inline_chars=budget, head_chars=head, tail_chars=tail,
+                        spill_notice_chars=spill)
+    out = render_inline(text, "ab12cd34", "Bash", cfg)
+    if out is not None:
+        _check_form(text, out, cfg=cfg)
+
+
+def test_the_region_keeps_its_room_beside_a_spill_notice():
+    # A 1,000-char budget, head 600 + tail 400: no room to pull a long spill notice in
+    # whole, so the tail stays in its share and the budget holds.
+    text = "".join(f"step {i} ok\n" for i in range(400)) + "ERROR: disk quota exceeded\n" + \
+        "".join(f"step {i} ok\n" for i in range(400)) + \
+        "[output truncated; full output was stored in " + "x" * 450 + ".log]\n"
+    cfg = ObjectsConfig(inline_chars=1000, head_chars=600, tail_chars=400, spill_notice_chars=600)
+    out = render_inline(text, "ab12cd34", "Bash", cfg)
+    assert out is not None
+    _check_form(text, out, cfg=cfg)
+
+
 # ---- edges -------------------------------------------------------------------------------
 
 

@@ -370,7 +370,7 @@ def blocks(view: str, starts: Sequence[int], flags: Sequence[int],
 
 
 def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit: int = 20,
-                   cfg: RankConfig = DEFAULT, fallback: bool = True) -> list[int]:
+                   cfg: RankConfig = DEFAULT, found: Sequence[Block] | None = None) -> list[int]:
     """Up to `limit` line indices (in file order) where the log most likely failed.
 
     The best block (see `blocks`) from its first line: its messages, the first
@@ -378,9 +378,8 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
     `outcome_lines` outcome lines from after it (`BUILD FAILED`, `exit code 1`); with
     room left, the frames left out, then the next blocks scoring at least half the best.
     Empty lines, advice and (with `collapse_repeats`) repeats are left out. A log without
-    an error-shaped line answers with its last non-empty lines; without `fallback`, a log
-    with no failure signal (no block holding a message, a failing test, an assertion, a
-    trace head or an outcome: a green run, a listing) answers with none.
+    an error-shaped line answers with its last non-empty lines. `found`: the log's
+    `blocks`, when the caller has them already.
     """
     n = len(starts)
     if limit <= 0 or n == 0:
@@ -412,9 +411,7 @@ def failure_region(view: str, starts: Sequence[int], flags: Sequence[int], limit
         chosen.add(li)
         return True
 
-    found = blocks(view, starts, flags, cfg)
-    if not fallback and not any(b.kinds & (_STRONG | EXIT) for b in found):
-        return []
+    found = blocks(view, starts, flags, cfg) if found is None else found
     if not found:
         for li in range(n - 1, -1, -1):
             if len(chosen) >= limit:
@@ -548,7 +545,7 @@ def digest(view: str, starts: Sequence[int], flags: Sequence[int], limit: int = 
             seen.add(li)
             out.append(li)
             taken += 1
-    for li in failure_region(view, starts, flags, limit, cfg, fallback=False):
+    for li in failure_region(view, starts, flags, limit, cfg, found):
         if li not in seen and len(out) < limit:
             seen.add(li)
             out.append(li)

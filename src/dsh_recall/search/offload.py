@@ -227,28 +227,65 @@ def _fit_region(idx: LineIndex, lo: int, hi: int, room: int,
     return dict(sorted(shown.items())), bool(ranked)
 
 
-def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig,
-                  over_cap: int | None = None, idx: LineIndex | None = None,
-                  rank: logrank.RankConfig | None = logrank.DEFAULT) -> Inline | None:
-    """The pointer form of `text` (already surrogate-joined), or None when it would not be
-    shorter than the text itself.
+@dataclass(frozen=True)
+class InlinePlan:
+    """Where the pointer form of `text` cuts, and the region lines it shows: everything but
+    the object's id, which the note alone names (its length does not depend on the id, so a
+    form's size is known before the id is allocated)."""
+
+    text: str
+    head_end: int
+    tail_start: int
+    shown: dict[int, str]
+    first: int  # first and last omitted line (1-based)
+    last: int
+    lines: int  # lines of the whole text
+    over_cap: int | None
+
+    def render(self, obj_id: str, tool: str | None = None) -> Inline | None:
+        """The pointer form naming `obj_id` (`tool`: what made the output, for the note of
+        one over the store's cap), or None when it is not shorter than the text."""
+        text, head_end, tail_start = self.text, self.head_end, self.tail_start
+        size = len(text)
+        head_cut, tail_cut = _mid_line(text, head_end), _mid_line(text, tail_start)
+        if self.over_cap is not None:
+            note = render_dropped_note(tool, size, head_end, tail_start, self.first, self.last,
+                                       self.over_cap)
+        else:
+            note = render_note(obj_id, size, self.lines, self.first, self.last,
+                               (head_end, tail_start) if head_cut or tail_cut else None)
+        head = text[:head_end]
+        sep = CUT + "\n" if head_cut else ("" if not head or head.endswith("\n") else "\n")
+        out = "".join([head, sep, note, "\n", *self.shown.values(), CUT if tail_cut else "",
+                       text[tail_start:]])
+        if len(out) >= size:
+            return None
+        return Inline(out, head_end, tail_start, tuple(li + 1 for li in self.shown))
+
+
+def plan_inline(text: str, cfg: ObjectsConfig, over_cap: int | None = None,
+                idx: LineIndex | None = None,
+                rank: logrank.RankConfig | None = logrank.DEFAULT) -> InlinePlan | None:
+    """The cut points of `text`'s pointer form (already surrogate-joined), or None when there
+    is nothing to leave out.
 
     Head (whole lines, up to `head_chars`), the note, the failure region's lines numbered
-    (`region_line`), then the tail (whole lines): all of it in `inline_chars`. With a
-    failure signal the tail gets at least `tail_chars`, the region what is left, and the
-    region's unused room grows the tail; without one (a green run, a listing) the form is
-    head + note + tail of `tail_chars`. A line is cut (marked `CUT`) only when the head's
-    first line or the tail's last line is alone longer than its share; then the note states
-    the char range too. A harness spill notice near the tail is kept whole (up to
-    `spill_notice_chars` more). `idx` is `build_index(text)` when the caller has it; `rank`
+    (`region_line`), then the tail (whole lines): all of it in `inline_chars`. The tail takes
+    up to `tail_chars`; with a failure signal the region gets what is left and its unused
+    room grows the tail a whole line at a time; without one (a green run, a listing) the form
+    is head + note + tail. A line is cut (marked `CUT`) only when the head's first line or the
+    tail's last line is alone longer than its share; then the note states the char range too.
+    A harness spill notice near the tail is kept whole (up to `spill_notice_chars` more) when
+    the budget has room for it. `idx` is `build_index(text)` when the caller has it; `rank`
     None: no region. With `over_cap` (the store's cap in bytes) there is no region and the
     note says the middle was too big to store.
     """
     size = len(text)
-    budget = max(0, getattr(cfg, "inline_chars", cfg.head_chars + cfg.tail_chars))
+    budget = max(0, cfg.inline_chars)
     head_end = _head_end(text, min(cfg.head_chars, budget))
     tail_room = min(cfg.tail_chars, budget - head_end)
-    tail_start = max(head_end, _tail_start(text, tail_room, cfg.spill_notice_chars))
+    spill_room = min(cfg.spill_notice_chars, max(0, budget - head_end - tail_room))
+    tail_start = max(head_end, _tail_start(text, tail_room, spill_room))
     if tail_start <= head_end:
         return None
     shown: dict[int, str] = {}
@@ -256,7 +293,7 @@ def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig,
         idx = idx if idx is not None else build_index(text)
         lo = count_breaks(text, 0, head_end) + (1 if _mid_line(text, head_end) else 0)
         hi = count_breaks(text, 0, tail_start)
-        room = budget - head_end - (size - tail_start)
+        room = max(0, budget - head_end - (size - tail_start))
         shown, signal = _fit_region(idx, lo, hi, room, rank)
         if signal and not _mid_line(text, tail_start):
             # What the region left grows the tail, a whole line at a time (a region line
@@ -277,20 +314,17 @@ def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig,
     # The omitted span ends just before tail_start (often a line start): don't count the
     # newline that closes the last omitted line as another line.
     last = first + count_breaks(text, head_end, max(head_end, tail_start - 1))
-    head_cut, tail_cut = _mid_line(text, head_end), _mid_line(text, tail_start)
-    if over_cap is not None:
-        note = render_dropped_note(tool, size, head_end, tail_start, first, last, over_cap)
-    else:
-        lines = count_breaks(text) + (0 if text.endswith("\n") else 1)
-        note = render_note(obj_id, size, lines, first, last,
-                           (head_end, tail_start) if head_cut or tail_cut else None)
-    head = text[:head_end]
-    sep = CUT + "\n" if head_cut else ("" if not head or head.endswith("\n") else "\n")
-    out = "".join([head, sep, note, "\n", *shown.values(), CUT if tail_cut else "",
-                   text[tail_start:]])
-    if len(out) >= size:
-        return None
-    return Inline(out, head_end, tail_start, tuple(li + 1 for li in shown))
+    lines = count_breaks(text) + (0 if text.endswith("\n") else 1)
+    return InlinePlan(text, head_end, tail_start, shown, first, last, lines, over_cap)
+
+
+def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig,
+                  over_cap: int | None = None, idx: LineIndex | None = None,
+                  rank: logrank.RankConfig | None = logrank.DEFAULT) -> Inline | None:
+    """The pointer form of `text` naming `obj_id` (`plan_inline`, then `InlinePlan.render`),
+    or None when it would not be shorter than the text itself."""
+    plan = plan_inline(text, cfg, over_cap, idx, rank)
+    return plan.render(obj_id, tool) if plan is not None else None
 
 
 def pointer_span(text: str, m: re.Match[str], original: str) -> tuple[int, int] | None:
@@ -299,6 +333,7 @@ def pointer_span(text: str, m: re.Match[str], original: str) -> tuple[int, int] 
     note, numbered lines that are `original`'s own lines after it, then its tail. None
     otherwise (a pasted note, another object's text around it)."""
     a, b = int(m["a"]), int(m["b"])
+    starts: array | None = None  # line starts of `original`, built once when needed
     if m["start"] is not None:
         s, e = int(m["start"]), int(m["end"])
     else:
@@ -316,7 +351,6 @@ def pointer_span(text: str, m: re.Match[str], original: str) -> tuple[int, int] 
     if lo < 0 or text[lo:m.start()] != before or not text.startswith("\n", m.end()):
         return None
     p = m.end() + 1
-    starts = None
     while (num := _REGION_NUMBER.match(text, p)) is not None:
         n = int(num[1])
         if not a <= n <= b:

@@ -30,6 +30,7 @@ from ..search.offload import (
     failure_lines,
     join_surrogates,
     make_id,
+    plan_inline,
     plan_offloads,
     reclaim_pays,
     render_inline,
@@ -247,9 +248,10 @@ class ObjectService:
             idx = build_index(text)
         rank = rank_config(self._cfg) or logrank.DEFAULT
         # The note's length does not depend on the id's value, so the cut points and the
-        # inline size are known before the id is allocated.
-        probe = render_inline(text, "0" * 8, tool, self.cfg, idx=idx, rank=rank)
-        if probe is None:
+        # inline size are known before the id is allocated: planned once, rendered twice.
+        plan = plan_inline(text, self.cfg, idx=idx, rank=rank)
+        probe = plan.render("0" * 8, tool) if plan is not None else None
+        if plan is None or probe is None:
             return PutResult(None, text, chars, False)
         parts = None if stored_parts else _blob_parts(data, text, idx)
         row = ObjectRow(
@@ -266,7 +268,7 @@ class ObjectService:
             # Already offloaded under this (session, seq): what we were given is the pointer
             # form (or something else): leave it as it is.
             return PutResult(stored.id, text, stored.chars, True)
-        final = render_inline(text, stored.id, tool, self.cfg, idx=idx, rank=rank)
+        final = plan.render(stored.id, tool)
         assert final is not None
         usage.object_offload(stored.id, len(final.text), chars, created)
         if created and (self.cfg.max_age_days is not None or self.cfg.max_bytes is not None):
