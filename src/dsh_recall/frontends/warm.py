@@ -259,6 +259,13 @@ class Daemon:
         self.log = log or (lambda msg: None)
         self.served = 0
         self._turn = threading.Lock()  # one search at a time: they share cwd and stdout
+        self._stop: str | None = None
+
+    def stop(self, why: str) -> None:
+        """Ask serve() to return `why` within half a second; safe from a signal handler
+        (it only sets a flag: an exception raised there can land in an import's lock
+        callback, where Python swallows it, and the daemon would never stop)."""
+        self._stop = why
 
     def bind(self) -> socket.socket:
         folder = self.path.parent
@@ -320,7 +327,6 @@ class Daemon:
             sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next
             vectors.SHARE_EMBEDDERS = True  # the model loads once, not per search
             self._last = time.monotonic()
-            self._stop: str | None = None
             while self._stop is None:
                 idle = time.monotonic() - self._last
                 if idle >= self.idle_s and not self._turn.locked():

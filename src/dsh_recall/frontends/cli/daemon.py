@@ -20,16 +20,6 @@ def daemon(idle_minutes: float) -> None:
 
     from ..warm import Daemon
 
-    class _Stop(Exception):
-        pass
-
-    def terminate(_sig, _frame) -> None:
-        raise _Stop
-
-    # A service manager or `kill` stops it with SIGTERM: leave as Ctrl-C does, socket
-    # removed. (A daemon started in the background by a script may ignore SIGINT.)
-    signal.signal(signal.SIGTERM, terminate)
-
     real = sys.stderr  # searches swap sys.stderr while they run; the log goes here
 
     def log(msg: str) -> None:
@@ -37,12 +27,17 @@ def daemon(idle_minutes: float) -> None:
         real.flush()
 
     d = Daemon(idle_minutes * 60, log=log)
+    # A service manager or `kill` stops it with SIGTERM, a person with Ctrl-C: either way it
+    # leaves with the socket removed. The handlers only set a flag the accept loop reads
+    # (Daemon.stop). A daemon started in the background by a script may ignore SIGINT: that
+    # stays so.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: d.stop("terminated"))
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, lambda _sig, _frame: d.stop("interrupted"))
     sock = d.bind()
     click.echo(f"dsh-recall daemon: listening on {d.path}", err=True)
     try:
         why = d.serve(sock)
     except KeyboardInterrupt:
         why = "interrupted"
-    except _Stop:
-        why = "terminated"
     click.echo(f"dsh-recall daemon: stopped ({why}) after {d.served} searches", err=True)
