@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from dsh_recall.core.config import EmbedderConfig  # noqa: E402
 from dsh_recall.core.text import code_tokens  # noqa: E402
 from dsh_recall.embedders import create  # noqa: E402
-from dsh_recall.search.fuse import layer_weights, rrf  # noqa: E402
-from dsh_recall.search.lexical import STOPWORDS  # noqa: E402
+from dsh_recall.rank.fuse import layer_weights, rrf  # noqa: E402
+from dsh_recall.rank.lexical import STOPWORDS  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "cosqa-dev"
 

@@ -19,8 +19,14 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from dsh_recall.search.gate import (GateState, gate, is_process_command, past_reference,
-                                    referring_segments, vocabulary)
+from dsh_recall.policy.gate import (
+    GateState,
+    gate,
+    is_process_command,
+    past_reference,
+    referring_segments,
+    vocabulary,
+)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_LOCOMO = HERE.parents[1] / "shared" / "eval" / "locomo-dev"

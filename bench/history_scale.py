@@ -94,7 +94,7 @@ def cli(home: Path, embedder: str, q: str, python: str, src: Path) -> float:
 def rg(path: Path, q: str) -> float | None:
     if not shutil.which("rg"):
         return None
-    from dsh_recall.search.history_query import terms
+    from dsh_recall.rank.history_query import terms
 
     args = ["rg", "-i", "-c"] + [a for t in terms(q) for a in ("-e", t)] + [str(path)]
     t0 = time.perf_counter()

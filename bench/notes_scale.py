@@ -74,7 +74,7 @@ def cli(home: Path, vault: Path, q: str, python: str, src: Path) -> float:
 def rg(vault: Path, q: str) -> float | None:
     if not shutil.which("rg"):
         return None
-    from dsh_recall.search.lexical import query_terms
+    from dsh_recall.rank.lexical import query_terms
 
     args = ["rg", "-i", "-l"] + [a for t in query_terms(q) for a in ("-e", t)] + [str(vault)]
     t0 = time.perf_counter()

@@ -47,7 +47,7 @@ from io import BytesIO
 from pathlib import Path
 
 from dsh_recall.core.config import ObjectsConfig
-from dsh_recall.search import offload
+from dsh_recall.policy import offload
 from dsh_recall.services.objects import ObjectService
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,8 @@ import types
 from pathlib import Path
 
 from dsh_recall.core.config import ObjectsConfig
-from dsh_recall.search import logrank, offload
+from dsh_recall.rank import logrank
+from dsh_recall.policy import offload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from objects_ci_logs import DEFAULT_CASES, error_lines, gt_starts, newline_map  # noqa: E402
@@ -45,11 +46,11 @@ OLD_CFG = types.SimpleNamespace(head_chars=600, tail_chars=240, spill_notice_cha
 
 
 def old_offload(rev: str) -> types.ModuleType:
-    """search/offload.py of `rev`, as a module of its own (its logrank import pointed at
+    """policy/offload.py of `rev`, as a module of its own (its logrank import pointed at
     this tree's logrank: the old render does not use it)."""
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/dsh_recall/search/offload.py"],
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/dsh_recall/policy/offload.py"],
                          check=True, capture_output=True, text=True).stdout
-    src = src.replace("from . import logrank", "from dsh_recall.search import logrank")
+    src = src.replace("from . import logrank", "from dsh_recall.rank import logrank")
     mod = types.ModuleType("old_offload")
     sys.modules["old_offload"] = mod  # dataclasses look their module up
     exec(compile(src, f"{rev}:offload.py", "exec"), mod.__dict__)

@@ -57,7 +57,7 @@ def main() -> int:
     home = tempfile.mkdtemp(prefix="recall-block-")
     os.environ["DSH_RECALL_HOME"] = home
     from dsh_recall.core.config import load_config
-    from dsh_recall.search.gate import referring_segments, vocabulary
+    from dsh_recall.policy.gate import referring_segments, vocabulary
     from dsh_recall.services import history as svc
 
     cfg = load_config(overrides={"embedder": {"name": args.embedder}})

@@ -1,7 +1,7 @@
 """The rerank stage on top of the engine's answers: CoSQA dev (code) and LoCoMo dev (history).
 
 For each set, side by side in one run: plain BM25, the fused order the engine answers with
-(no rerank), the same order after the rerank stage (search/rerank.py, through its HTTP
+(no rerank), the same order after the rerank stage (rank/rerank.py, through its HTTP
 client) at each `rerank.weight` asked for, and the ceiling: how often a gold item is among
 the `top_n` candidates at all (no reranker can do better at that `top_n`). Plus the stage's
 latency, end to end (HTTP, JSON, the model).
@@ -83,7 +83,7 @@ def rerank_runs(cfg, runs: list[list], queries: list[str], text_of, weights: lis
     The reranker is asked once per query; later weights reuse its scores (the stage is the
     same, only the blend differs)."""
     from dsh_recall.rerankers import create
-    from dsh_recall.search import rerank
+    from dsh_recall.rank import rerank
 
     client = create(cfg.rerank)
     memo: dict = {}
@@ -132,8 +132,8 @@ def cosqa(cfg, args, weights) -> None:
     from dsh_recall.core.config import EmbedderConfig
     from dsh_recall.core.text import code_tokens
     from dsh_recall.embedders import create
-    from dsh_recall.search.fuse import layer_weights, rrf
-    from dsh_recall.search.lexical import STOPWORDS
+    from dsh_recall.rank.fuse import layer_weights, rrf
+    from dsh_recall.rank.lexical import STOPWORDS
     from embedders_cosqa import load_set, metrics, rank_of
 
     all_queries, docs, pos = load_set(args.corpus, EVAL / "cosqa-dev")
@@ -163,7 +163,7 @@ def cosqa(cfg, args, weights) -> None:
         np.savez(cache, d=dvec, q=qv, rate=0.0)
     qvec = emb.embed([q["doc"] for q in queries], query=True)
     vec = [list(np.argsort(-(dvec @ qv))[:100]) for qv in qvec]
-    # The code layer's fusion (search/fuse.py, engine defaults): RRF k = cfg.rrf_k, weights
+    # The code layer's fusion (rank/fuse.py, engine defaults): RRF k = cfg.rrf_k, weights
     # by query shape. What `search` answers before any per-file rules.
     fused = [[i for i, _, _ in rrf({"lexical": lo, "vector": [int(x) for x in vo]}, k=cfg.rrf_k,
                                    weights=layer_weights(q["doc"], 1.0, 1.0))]

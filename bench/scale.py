@@ -5,7 +5,7 @@ SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
 - warm query p50 / p95 through the API (one process, as the MCP server runs), an MCP call
   and the CLI (a new process per call, as an agent's shell runs it), interleaved with
   `rg -i -l` over the same terms; how often the CLI's vector layer answered within the
-  deadline; and the CLI again with `dsh-recall daemon` running (frontends/warm.py). "Warm" means the query's per-term score lists exist (stores/impacts.py); the
+  deadline; and the CLI again with `dsh-recall daemon` running (frontends/daemon.py). "Warm" means the query's per-term score lists exist (stores/impacts.py); the
   API's first-sight column is each query with every list emptied before the run
 - RSS of the API process and of a CLI call; disk per chunk (SQLite + vector file)
 - pasted issues: the shipped path on first sight and with score lists, against the exact
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from dsh_recall.core.config import load_config  # noqa: E402
-from dsh_recall.search.lexical import query_terms  # noqa: E402
+from dsh_recall.rank.lexical import query_terms  # noqa: E402
 from dsh_recall.services.code import CodeService  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "swebench-dev"

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from dsh_recall import chunkers  # noqa: E402
 from dsh_recall.core.text import index_text  # noqa: E402
-from dsh_recall.search import lexical as lex  # noqa: E402
-from dsh_recall.search.fuse import rrf  # noqa: E402
+from dsh_recall.rank import lexical as lex  # noqa: E402
+from dsh_recall.rank.fuse import rrf  # noqa: E402
 from dsh_recall.services.vectors import VectorIndex, sync_vector_file  # noqa: E402
 from dsh_recall.stores.base import FileRow, IndexedChunk  # noqa: E402
 from dsh_recall.stores.sqlite import SqliteChunkStore  # noqa: E402

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dsh_recall.core.config import load_config
-from dsh_recall.search import code_files as cf
-from dsh_recall.search.fuse import intent_terms, is_config_path, names_file, path_prior
+from dsh_recall.rank import code_files as cf
+from dsh_recall.rank.fuse import intent_terms, is_config_path, names_file, path_prior
 from dsh_recall.services.code import CodeService
 
 OFF = {"long_query_words": 0, "config_weight": 1.0, "file_decay": 0.0, "test_transfer": 0.0,

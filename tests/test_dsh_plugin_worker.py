@@ -16,8 +16,8 @@ from dsh_recall.core.config import ObjectsConfig, load_config
 from dsh_recall.frontends.dsh import loop
 from dsh_recall.frontends.dsh.spill import plausible_path, read_spill, restore_spilled
 from dsh_recall.frontends.dsh.worker import Worker, call_seq
-from dsh_recall.search.offload import render_inline
-from dsh_recall.search.restore import restore_notes
+from dsh_recall.policy.offload import render_inline
+from dsh_recall.policy.restore import restore_notes
 from dsh_recall.services import history
 from dsh_recall.services.objects import ObjectService
 

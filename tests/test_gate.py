@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dsh_recall.search.gate import (TTL_AFTER_RESTORE, TTL_TURNS, GateState, gate,
-                                    is_process_command, past_reference, referring_segments,
-                                    vocabulary)
+from dsh_recall.policy.gate import (
+    TTL_AFTER_RESTORE,
+    TTL_TURNS,
+    GateState,
+    gate,
+    is_process_command,
+    past_reference,
+    referring_segments,
+    vocabulary,
+)
 from fixtures import eval_set
 
 OLDER = vocabulary([

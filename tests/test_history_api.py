@@ -155,7 +155,7 @@ def test_recall_service_anchor_goes_through_history(tmp_path, cfg):
 
 
 def test_neighbour_spread_and_question_words():
-    from dsh_recall.search import history_query as hq
+    from dsh_recall.rank import history_query as hq
 
     # 2 has no match of its own but sits between two strong ones: it enters, below them.
     ranked = hq.spread_to_neighbours({1: 10.0, 3: 9.0, 7: 1.0}, {1: [0, 2], 3: [2, 4], 7: [6, 8]}, 0.2)

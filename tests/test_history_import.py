@@ -10,7 +10,7 @@ import zstandard
 
 from dsh_recall.core.config import load_config
 from dsh_recall.services import history as svc
-from dsh_recall.sources.transcripts import ReadContext, reader
+from dsh_recall.readers.transcripts import ReadContext, reader
 from fixtures import DSH_SESSIONS as FIX
 
 

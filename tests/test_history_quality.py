@@ -1,4 +1,4 @@
-"""History turn rules (search/history_rules.py): each one, on versus off, on tiny synthetic
+"""History turn rules (rank/history_rules.py): each one, on versus off, on tiny synthetic
 conversations with the fake embedder, changes the ranking the way docs/history.md says."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsh_recall.core.config import load_config
-from dsh_recall.search import history_rules as hr
+from dsh_recall.rank import history_rules as hr
 from dsh_recall.services import history as svc
 
 RULES_OFF = {"answer_share": 0, "speaker_boost": 0, "time_boost": 0, "date_boost": 0,

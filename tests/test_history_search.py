@@ -12,9 +12,9 @@ from hypothesis import given, strategies as st
 
 from dsh_recall.core.config import load_config
 from dsh_recall.frontends.cli import cli
-from dsh_recall.search.aggregate import BlockHit, aggregate
-from dsh_recall.search import history_query as hq
-from dsh_recall.search.history_query import snippet
+from dsh_recall.rank.aggregate import BlockHit, aggregate
+from dsh_recall.rank import history_query as hq
+from dsh_recall.rank.history_query import snippet
 from dsh_recall.services import history as svc
 from fixtures import eval_set
 
@@ -206,7 +206,7 @@ def test_a_hook_imports_without_loading_the_model_and_the_server_embeds_after(tm
     # behind its next history answer, even when the layer is past its coverage gate.
     from dsh_recall.frontends.hooks.claude_code_recall import handle_user_prompt_submit
     from dsh_recall.frontends.mcp.handlers import RecallApp
-    from dsh_recall.services import history_semantic
+    from dsh_recall.services.history import semantic as history_semantic
 
     turns = tmp_path / "cc.jsonl"
     said: list[int] = []

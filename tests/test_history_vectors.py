@@ -91,7 +91,7 @@ def test_a_database_without_embed_hash_is_migrated(tmp_path, cfg):
 
 
 def test_fuse_scores_keeps_a_layers_margin_and_ranks():
-    from dsh_recall.search.history_query import fuse_scores
+    from dsh_recall.rank.history_query import fuse_scores
 
     # Literal finds 1 far ahead of 2; semantic slightly prefers 2. By score, 1 keeps its
     # lead (reciprocal rank would tie them).

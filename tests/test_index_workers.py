@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services import code_prepare
+from dsh_recall.services.code import prepare as code_prepare
 from dsh_recall.services.code import CodeService
 
 from procs import cli, env_for

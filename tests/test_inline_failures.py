@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_recall.core.config import ObjectsConfig
-from dsh_recall.search.offload import (
+from dsh_recall.policy.offload import (
     CUT,
     NOTE_MARKER,
     POINTER_NOTE,
@@ -19,7 +19,7 @@ from dsh_recall.search.offload import (
     pointer_span,
     render_inline,
 )
-from dsh_recall.search.restore import restore_notes
+from dsh_recall.policy.restore import restore_notes
 from dsh_recall.services.objects import ObjectService
 
 FIX = Path(__file__).parent / "fixtures" / "inline"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from dsh_recall.frontends.cli import cli
-from dsh_recall.search.anchor import build_anchor
+from dsh_recall.policy.anchor import build_anchor
 from fixtures import DSH_SESSIONS
 
 FIXTURE = DSH_SESSIONS / "sess-005-compaction.session.v4.jsonl"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dsh_recall.core.config import load_config
-from dsh_recall.search import access
+from dsh_recall.policy import access
 from dsh_recall.services.notes import NotesService
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from dsh_recall.chunkers import notes as note_chunker
 from dsh_recall.core.config import load_config
-from dsh_recall.search.notes_rank import RECALL_HEADER, Hit, recall_block
+from dsh_recall.rank.notes_rank import RECALL_HEADER, Hit, recall_block
 from dsh_recall.services.notes import NotesService
 from dsh_recall.stores.base import ChunkRow
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.frontends.cli import cli
-from dsh_recall.search import logrank, offload
+from dsh_recall.rank import logrank
+from dsh_recall.policy import offload
 from dsh_recall.services.objects import ObjectService
 from fixtures.failing_logs import BUILDERS, noisy_warnings_log, passing_log
 

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.hooks.claude_code import post_tool_use
-from dsh_recall.search import offload
-from dsh_recall.search.offload import render_inline, search_lines
+from dsh_recall.policy import offload
+from dsh_recall.policy.offload import render_inline, search_lines
 from dsh_recall.services.objects import ObjectService
 
 

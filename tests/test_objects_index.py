@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_recall.search import offload
+from dsh_recall.policy import offload
 from dsh_recall.services import objects as objects_mod
 from dsh_recall.services.objects import ObjectService
 

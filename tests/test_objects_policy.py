@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_recall.core.config import ObjectsConfig
-from dsh_recall.search.offload import (
+from dsh_recall.policy.offload import (
     NOTE_MARKER,
     Candidate,
     clamp_range,

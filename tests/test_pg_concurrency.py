@@ -120,7 +120,7 @@ def test_concurrent_writers_on_postgres(pg_url, pg_namespace):
 
 def _history_writer(url: str, ns: str, writer: int, errors) -> None:
     from dsh_recall.core.text import index_text as it
-    from dsh_recall.search import history_query as hq
+    from dsh_recall.rank import history_query as hq
     from dsh_recall.stores.history import BlockIn
     from dsh_recall.stores.postgres_history import PgHistoryStore
 

@@ -1,5 +1,5 @@
 """Ranking reads rows only for the head of the fused list its priors can still move into
-the answer (services/code.py `_apply_priors` with a limit): the answer must be the one
+the answer (services/code/ `_apply_priors` with a limit): the answer must be the one
 reading every candidate gives, for priors that lower (tests, docs, config) and raise
 (a declared name the query writes) scores."""
 

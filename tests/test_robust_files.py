@@ -23,10 +23,9 @@ from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
 from dsh_recall.services import history as svc
 from dsh_recall.services.code import CodeService
-from dsh_recall.sources import workspace as ws_mod
-from dsh_recall.sources.transcripts import base as tbase
-from dsh_recall.sources.workspace import (check_workspace_root, is_pseudo_fs, read_regular,
-                                          stat_regular, walk)
+from dsh_recall.readers import workspace as ws_mod
+from dsh_recall.readers.transcripts import base as tbase
+from dsh_recall.readers.workspace import check_workspace_root, is_pseudo_fs, read_regular, stat_regular, walk
 
 
 class Blocked(BaseException):
@@ -123,7 +122,7 @@ def test_source_root_on_proc_is_reported_and_skipped(repo):
 
 
 def test_notes_root_on_proc_is_reported_and_skipped():
-    from dsh_recall.sources.notes import walk_notes
+    from dsh_recall.readers.notes import walk_notes
 
     rep = walk_notes([Path("/proc/self")])
     assert rep.files == [] and any("pseudo-filesystem" in p for p in rep.problems)

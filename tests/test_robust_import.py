@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from dsh_recall.core.config import load_config
 from dsh_recall.services import history as svc
-from dsh_recall.sources.transcripts import ReadContext, reader
-from dsh_recall.sources.transcripts.base import TranscriptEvent
+from dsh_recall.readers.transcripts import ReadContext, reader
+from dsh_recall.readers.transcripts.base import TranscriptEvent
 from dsh_recall.stores.history import HistoryStore
 
 

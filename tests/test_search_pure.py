@@ -7,9 +7,9 @@ import sqlite3
 from hypothesis import given, settings, strategies as st
 
 from dsh_recall.core.text import code_tokens, index_text
-from dsh_recall.search.excerpt import bound_excerpt
-from dsh_recall.search.fuse import rrf
-from dsh_recall.search.lexical import match_expression, query_terms
+from dsh_recall.rank.excerpt import bound_excerpt
+from dsh_recall.rank.fuse import rrf
+from dsh_recall.rank.lexical import match_expression, query_terms
 
 rankings_st = st.dictionaries(
     st.sampled_from(["lexical", "vector", "fuzzy"]),
@@ -128,7 +128,7 @@ def test_bm25_order_matches_reference_implementation():
 
 
 def test_identifiers_in_the_query_count_twice():
-    from dsh_recall.search.lexical import identifier_terms
+    from dsh_recall.rank.lexical import identifier_terms
 
     ids = identifier_terms("Session.resolve_redirects copies; parseHTTPResponse fails in MyClass")
     assert {"session", "resolve_redirects", "parsehttpresponse", "myclass"} <= ids

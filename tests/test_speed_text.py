@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from dsh_recall.core import text as T
-from dsh_recall.search import lexical as lex
+from dsh_recall.rank import lexical as lex
 
 from fixtures import EVAL_ENV
 

@@ -13,7 +13,7 @@ import pytest
 
 from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
-from dsh_recall.search.lexical import match_expression
+from dsh_recall.rank.lexical import match_expression
 from dsh_recall.services.vectors import VectorIndex
 from dsh_recall.stores.base import FileRow, IndexedChunk
 from dsh_recall.stores.sqlite import SqliteChunkStore

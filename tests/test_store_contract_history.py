@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dsh_recall.core.text import index_text
-from dsh_recall.search import history_query as hq
+from dsh_recall.rank import history_query as hq
 from dsh_recall.services.vectors import VectorIndex
 from dsh_recall.stores.history import BlockIn, HistoryStore
 

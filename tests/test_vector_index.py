@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dsh_recall.core.types import Chunk
-from dsh_recall.search.vector import int8_scores, top_k
+from dsh_recall.rank.vector import int8_scores, top_k
 from dsh_recall.services.vectors import (VECTOR_FILE_META, VectorIndex, sync_vector_file)
 from dsh_recall.stores.base import FileRow, IndexedChunk
 from dsh_recall.stores.sqlite import SCHEMA_VERSION, SqliteChunkStore
@@ -247,7 +247,7 @@ def test_a_searcher_alongside_a_writer_always_sees_a_consistent_index(tmp_path):
 
 @pytest.mark.parametrize("kernel", [True, False])
 def test_int8_first_pass_is_close_to_exact(kernel, monkeypatch):
-    from dsh_recall.search import vector
+    from dsh_recall.rank import vector
 
     if not kernel:
         monkeypatch.setattr(vector, "_nk", None)  # the numpy fallback

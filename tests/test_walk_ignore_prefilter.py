@@ -8,7 +8,7 @@ import os
 import pathspec
 from hypothesis import given, settings, strategies as st
 
-from dsh_recall.sources import workspace as ws
+from dsh_recall.readers import workspace as ws
 
 PATTERNS = ["*.pyc", "/build/", "!keep.pyc", "docs/**/tmp", "node_modules/", "*.log", "!important.log",
             "a/b", "/c", "**/gen", "x?y", "[ab]*.txt", "dir/", "!dir/keep/", "\\#literal", "", "# comment",

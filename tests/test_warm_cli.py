@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_recall.frontends import warm
+from dsh_recall.frontends import daemon as warm
 
 PY = '''\
 def retry_request(session, url, attempts=3):

@@ -220,7 +220,7 @@ class HistoryConfig(_Section):
     fusion: Literal["rank", "score"] = "score"
     rrf_k: int = Field(10, ge=1)
     candidate_pool: int = Field(100, ge=1)
-    # Turn rules after fusion (search/history_rules.py; measured in docs/history.md); 0 = off.
+    # Turn rules after fusion (rank/history_rules.py; measured in docs/history.md); 0 = off.
     answer_share: float = Field(0.5, ge=0, le=10)  # a question turn -> the next turn
     speaker_boost: float = Field(0.5, ge=0, le=10)  # a named speaker's turns
     time_boost: float = Field(0.5, ge=0, le=10)  # "when" questions: turns with time words
@@ -251,7 +251,7 @@ class ObjectsConfig(_Section):
     # A result over this many bytes of UTF-8 is not stored: head and tail stay inline.
     max_object_bytes: int = Field(64 * 1024 * 1024, ge=1, le=2 * 1024 ** 3)
     # Log prior of `object search` and the no-query failure finder (docs/objects.md,
-    # search/logrank.py); each rule is off at 0 / false.
+    # rank/logrank.py); each rule is off at 0 / false.
     rank_log_prior: bool = True  # order a query's matches by the prior (false: file order)
     rank_error_shape: float = Field(1.0, ge=0, le=100)  # error-shaped lines weigh by kind
     rank_position: float = Field(1.0, ge=0, le=100)  # later lines weigh more

@@ -1,7 +1,7 @@
 """numpy, imported on first use.
 
 numpy costs a cold process 0.1-0.2 s to import. A search's lexical layer never needs it, and
-its vector layer runs in a worker thread started first (services/code.py), so importing it
+its vector layer runs in a worker thread started first (services/code/), so importing it
 there overlaps the FTS5 query (which releases the GIL) instead of preceding it. Modules on
 that path write `from ..core.lazy import np`; annotations stay strings (PEP 563).
 """

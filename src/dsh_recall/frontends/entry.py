@@ -1,5 +1,5 @@
 """The `dsh-recall` executable: a search goes to a running `dsh-recall daemon` when there is
-one (frontends/warm.py), before click or anything heavy is imported; everything else, and a
+one (frontends/daemon.py), before click or anything heavy is imported; everything else, and a
 search the daemon declines, runs the CLI here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 
 def main() -> None:
-    from .warm import forward
+    from .daemon import forward
 
     code = forward(sys.argv[1:])
     if code is not None:

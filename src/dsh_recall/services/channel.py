@@ -4,7 +4,7 @@ The channel key (a session key the session map knows, e.g. `telegram:123` or `gr
 comes from how a front end was started: a CLI flag, `$DSH_RECALL_CHANNEL`, a harness hook's
 environment. Never from a tool call: a model or an MCP client cannot choose it.
 
-Notes filter by each note's level (search/access.py). History sessions and offloaded objects
+Notes filter by each note's level (policy/access.py). History sessions and offloaded objects
 carry the channel key that produced them; a channel sees them by `may_see_item`:
 unfiltered (no session map: one user) and owner channels see everything, a group or guest
 channel only what that same channel produced, an unknown channel nothing.
@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from ..core.config import Config
-from ..search import access
+from ..policy import access
 
 CHANNEL_ENV = "DSH_RECALL_CHANNEL"
 

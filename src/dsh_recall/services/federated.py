@@ -2,7 +2,7 @@
 fused into one bounded answer, each hit labelled with its source.
 
 Each source ranks with its own pipeline (the same calls its own tool makes); the rankings
-are fused by reciprocal rank (search/fuse.py), so no source's raw scores need to be
+are fused by reciprocal rank (rank/fuse.py), so no source's raw scores need to be
 comparable with another's. Sources run in parallel threads under one deadline; a source
 that fails or runs late is reported in `sources` and the others still answer.
 
@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 from ..core.config import Config
 from ..core.errors import InputError
-from ..search import rerank
-from ..search.fuse import rrf
+from ..rank import rerank
+from ..rank.fuse import rrf
 from . import usage
 from .channel import Viewer
 
@@ -150,7 +150,7 @@ def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer 
 
 
 def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run:
-    from ..search.offload import clean_query, fold_case, search_index
+    from ..policy.offload import clean_query, fold_case, search_index
     from .objects import ObjectService, default_path
 
     if not default_path().exists():

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..core.errors import InputError
 from ..core.paths import recall_home
 from ..core.text import estimate_tokens
-from ..search import logrank
-from ..search.offload import (
+from ..rank import logrank
+from ..policy.offload import (
     INDEX_VERSION,
     MAX_QUERY_CHARS,
     SEARCH_LIMIT,

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..core.config import Config
 from ..core.paths import ensure_dir, recall_home
-from ..search.anchor import ANCHOR_TTL_TURNS
-from ..search.gate import GateState, gate, referring_segments
+from ..policy.anchor import ANCHOR_TTL_TURNS
+from ..policy.gate import GateState, gate, referring_segments
 from . import history
 from .channel import Viewer, channel_key_from_env
 
@@ -25,7 +25,7 @@ MAX_HITS = 3  # turns an auto-recall block quotes
 
 
 def _regular(path: str) -> bool:
-    from ..sources.workspace import stat_regular
+    from ..readers.workspace import stat_regular
 
     try:
         stat_regular(path)

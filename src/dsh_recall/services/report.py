@@ -103,7 +103,7 @@ def _objects_ratio(recs: list[dict[str, Any]], recalled: set[str]) -> dict[str, 
 # -- indexes --------------------------------------------------------------------------------
 
 def _sha(path: str, size: int) -> str | None:
-    from ..sources.workspace import read_regular
+    from ..readers.workspace import read_regular
 
     try:
         return hashlib.sha256(read_regular(path, size + 1)).hexdigest()

@@ -18,7 +18,7 @@ from ..core.lazy import np
 from ..core.config import EmbedderConfig
 from ..core.errors import RecallError
 from ..embedders import Embedder, create as create_embedder
-from ..search.vector import int8_scores, top_k, top_of
+from ..rank.vector import int8_scores, top_k, top_of
 from ..stores.base import ChunkRow
 from ..stores.sqlite import EmbedCache, SqliteChunkStore
 from ..stores.vector_index import (FileState, MappedVectors, append_file, remove_stale,

@@ -46,7 +46,7 @@ class Target:
 
 
 def code_target(workspace: Path, cfg: Config) -> Target:
-    from ..sources.workspace import parse_source_roots
+    from ..readers.workspace import parse_source_roots
     from .code import CodeService
 
     svc = CodeService(workspace, cfg)

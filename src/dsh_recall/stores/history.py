@@ -4,7 +4,7 @@ Tables: sessions, files (how far each transcript was read), events (original tex
 message-like event, with compaction flags), blocks (the indexable pieces of events), three
 FTS5 indexes over blocks (literal words; trigrams; CJK character bigrams) and vectors keyed
 by the hash of the text actually embedded (`blocks.embed_hash`: a block's text with its
-context, set by the service; NULL until then). SQL only: ranking policy lives in services/history.py.
+context, set by the service; NULL until then). SQL only: ranking policy lives in services/history/.
 WAL + busy timeout so an import and a search can run at the same time.
 """
 

@@ -1,4 +1,4 @@
-"""`dsh-recall daemon`: keep the CLI warm (frontends/warm.py)."""
+"""`dsh-recall daemon`: keep the CLI warm (frontends/daemon.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def daemon(idle_minutes: float) -> None:
     import signal
     import sys
 
-    from ..warm import Daemon
+    from ..daemon import Daemon
 
     real = sys.stderr  # searches swap sys.stderr while they run; the log goes here
 

@@ -37,7 +37,7 @@ const DEFAULTS = Object.freeze({
   passThrough: ['read', 'write', 'edit', 'todo_write', 'read_image', 'skill'],
   reaper: true,
   // Whole-file reads over the worker's reads.outline_over_chars become head + outline
-  // (search/reads.py); false leaves every read as dsh shows it.
+  // (policy/reads.py); false leaves every read as dsh shows it.
   reads: true,
   autoRecall: true,
   reclaim: true,

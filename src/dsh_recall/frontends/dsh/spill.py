@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from ...sources.workspace import open_regular, read_fd
+from ...readers.workspace import open_regular, read_fd
 
 MARKER = re.compile(r"\n\[output truncated; full output: (?P<path>[^\]\n]{1,4096})\]")
 _STDERR = "[stderr]\n"

@@ -7,7 +7,7 @@ per-session recall state) and decides nothing the services do not already decide
 - `offload`: a tool result's text blocks -> `ObjectService.put` (the policy the Claude Code
   hook uses), after dsh's own output cut is undone from its spill file (spill.py).
 - `read`: a whole-file `read` over `reads.outline_over_chars` -> its head, an outline of its
-  declarations by line range, and how to read a range (search/reads.py); ranged reads are
+  declarations by line range, and how to read a range (policy/reads.py); ranged reads are
   never sent.
 - `context`: what to recall for the new user turn: the compaction anchor while it is live,
   the history gate's recall block while it is live (`RecallService`), and the notes
@@ -309,7 +309,7 @@ class Worker:
     def op_read(self, req: dict[str, Any]) -> dict[str, Any]:
         """A whole-file `read` result -> its short form (head + outline + how to read a
         range), or None to leave it as it is (small, ranged, or not dsh's read format)."""
-        from ...search.reads import short_read
+        from ...policy.reads import short_read
 
         cfg = self.config(_opt_text(req.get("cwd")))
         text = req.get("text")

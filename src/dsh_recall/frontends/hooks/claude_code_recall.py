@@ -10,7 +10,7 @@ from typing import Any
 from ...core.clean import cap_query, clean_text
 from ...core.config import Config
 from ...services.recall import RecallService
-from ...sources.workspace import is_pseudo_fs, stat_regular
+from ...readers.workspace import is_pseudo_fs, stat_regular
 
 
 def _answer(event: str, context: str) -> dict[str, Any]:

@@ -260,7 +260,7 @@ def call(client: Any, args: Any) -> tuple[dict[str, Any], str]:
         if p.tool == "history_search" and "session" in p.args:
             # A search within one session: an id that names no session the channel may see
             # is an error, as reading it is, not "no matching events".
-            from ...services.history_detail import require_session
+            from ...services.history.detail import require_session
             require_session(p.args["session"], viewer=client.viewer())
         return client.run(client.app.available[p.tool], p.args, render=RENDERERS[p.tool])
     except UnknownSession as e:

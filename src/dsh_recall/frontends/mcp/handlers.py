@@ -130,7 +130,7 @@ def _lower_priority() -> None:
 
 class Backfill:
     """Embeds on a background thread what searches left waiting (history blocks:
-    services.history_semantic.backfill; note passages: services.notes.backfill); at most
+    services.history.semantic.backfill; note passages: services.notes.backfill); at most
     one runs per kind, and `close` stops it between slices."""
 
     def __init__(self) -> None:
@@ -212,7 +212,7 @@ class RecallApp:
         self._clients_lock = threading.Lock()
 
     def _allowed_roots(self, allow: Iterable[str | Path]) -> list[Path]:
-        from ...sources.workspace import parse_source_roots
+        from ...readers.workspace import parse_source_roots
 
         roots = [self.workspace]
         specs, _ = parse_source_roots(list(self.cfg.source_roots), self.workspace)

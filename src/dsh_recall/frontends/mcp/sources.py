@@ -11,7 +11,7 @@ import re
 from typing import Any, Callable
 
 from ...core.errors import InputError
-from ...search import access
+from ...policy import access
 from . import budget as budget_mod
 
 Render = Callable[[dict[str, Any]], str]

@@ -4,7 +4,7 @@ The markdown files are the source of truth; the index is a rebuildable cache und
 `<recall home>/notes/<key>.sqlite`, the key derived from the resolved list of roots.
 Policy lives here: incremental indexing, the chunk-spec gate, the embedder fingerprint,
 fusion, source weights, access filtering and the auto-recall gate. SQL lives in the store;
-ranking math in dsh_recall.search; chunking in dsh_recall.chunkers.notes.
+ranking math in dsh_recall.rank; chunking in dsh_recall.chunkers.notes.
 
 Two exits: `search` (memory_search: raw passages) and `auto_recall` (a bounded block for a
 system prompt, "" when nothing is relevant enough). Plain-dict module functions at the end
@@ -22,28 +22,34 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ..chunkers import notes as note_chunker
-from ..core.config import Config, load_config
-from ..core.errors import RecallError
-from ..core.paths import ensure_dir, recall_home, stable_key
-from ..core.text import index_text, safe_decode
-from ..core.types import Chunk
-from ..embedders import Embedder
-from ..search import access
-from ..search import lexical as lex
-from ..search import rerank
-from ..search.fuse import layer_weights, rrf
-from ..sources.notes import resolve_roots, walk_notes
-from ..sources.workspace import read_regular
-from ..stores.base import FileRow, IndexedChunk
-from ..stores import registry
-from ..stores.sqlite import SqliteChunkStore
-from ..search.notes_rank import (Hit, case_rank, coverage, load_cases, recall_block, relevant,
-                                  source_weight)
-from . import channel as channel_mod
-from . import usage
-from .vectors import (VectorIndex, embed_pending, file_lock, fill_what_fits, known_rate,
-                      load_embedder, sync_fingerprint)
+from ...chunkers import notes as note_chunker
+from ...core.config import Config, load_config
+from ...core.errors import RecallError
+from ...core.paths import ensure_dir, recall_home, stable_key
+from ...core.text import index_text, safe_decode
+from ...core.types import Chunk
+from ...embedders import Embedder
+from ...policy import access
+from ...rank import lexical as lex
+from ...rank import rerank
+from ...rank.fuse import layer_weights, rrf
+from ...readers.notes import resolve_roots, walk_notes
+from ...readers.workspace import read_regular
+from ...stores.base import FileRow, IndexedChunk
+from ...stores import registry
+from ...stores.sqlite import SqliteChunkStore
+from ...rank.notes_rank import Hit, case_rank, coverage, load_cases, recall_block, relevant, source_weight
+from .. import channel as channel_mod
+from .. import usage
+from ..vectors import (
+    VectorIndex,
+    embed_pending,
+    file_lock,
+    fill_what_fits,
+    known_rate,
+    load_embedder,
+    sync_fingerprint,
+)
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 LAYERS = ("lexical", "vector")

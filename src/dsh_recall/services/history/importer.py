@@ -15,20 +15,20 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..chunkers.transcript import event_blocks
-from ..core.clean import clean_int, clean_text
-from ..core.config import Config
-from ..core.text import index_text
-from ..chunkers.transcript import MAX_RESULT_BLOCKS
-from ..search import history_query as hq
-from ..search.offload import NOTE_MARKER
-from ..search.restore import restore_notes
-from ..sources.transcripts import ReadContext, discover_default, expand, reader
-from ..sources.transcripts.base import MAX_SKIP_NOTES, opt_str
-from ..sources.workspace import read_regular
-from ..stores.history import BlockIn, HistoryStore, dumps_flags
-from .history_common import _cfg, open_store
-from .history_semantic import SemanticLayer
+from ...chunkers.transcript import event_blocks
+from ...core.clean import clean_int, clean_text
+from ...core.config import Config
+from ...core.text import index_text
+from ...chunkers.transcript import MAX_RESULT_BLOCKS
+from ...rank import history_query as hq
+from ...policy.offload import NOTE_MARKER
+from ...policy.restore import restore_notes
+from ...readers.transcripts import ReadContext, discover_default, expand, reader
+from ...readers.transcripts.base import MAX_SKIP_NOTES, opt_str
+from ...readers.workspace import read_regular
+from ...stores.history import BlockIn, HistoryStore, dumps_flags
+from .common import _cfg, open_store
+from .semantic import SemanticLayer
 
 EVENT_TEXT_CAP = 262_144  # chars of one event's original text kept for `show`
 # A tool result the conversation only points to (offloaded) is indexed up to the text
@@ -111,7 +111,7 @@ class _Originals:
     def _lookup(self, session: str):
         def find(obj_id: str) -> str | None:
             if self.svc is None:
-                from .objects import ObjectService, default_path
+                from ..objects import ObjectService, default_path
                 if not default_path().is_file():
                     return None
                 self.svc = ObjectService()

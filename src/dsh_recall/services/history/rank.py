@@ -12,10 +12,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Sequence
 
-from ..core.config import HistoryConfig
-from ..core.text import fts_quote
-from ..search import history_rules as hr
-from ..stores.history import HistoryStore
+from ...core.config import HistoryConfig
+from ...core.text import fts_quote
+from ...rank import history_rules as hr
+from ...stores.history import HistoryStore
 
 Fused = list[tuple[int, float, dict[str, int]]]
 
@@ -97,7 +97,7 @@ def feedback_match(store: HistoryStore, h: HistoryConfig, query: str, fused: Fus
                    scope: Sequence[str] | None) -> str | None:
     """The pseudo-relevance feedback query: the query's terms plus `prf_terms` words from
     the best `prf_docs` turns of the first pass, as an FTS5 OR query (None: nothing to add)."""
-    from ..search import history_query as hq
+    from ...rank import history_query as hq
 
     if h.prf_terms <= 0 or not fused:
         return None

@@ -11,8 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, as_text, iso_to_ms, opt_str,
-                   parse_json_lines, read_lines, record_guard)
+from .base import (
+    Piece,
+    ReadContext,
+    ReadResult,
+    TranscriptEvent,
+    as_text,
+    iso_to_ms,
+    opt_str,
+    parse_json_lines,
+    read_lines,
+    record_guard,
+)
 
 SOURCE = "claude-code"
 

@@ -13,8 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...core.clean import clean_int
-from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, iso_to_ms, opt_str, parse_json_lines,
-                   read_lines, record_guard)
+from .base import (
+    Piece,
+    ReadContext,
+    ReadResult,
+    TranscriptEvent,
+    iso_to_ms,
+    opt_str,
+    parse_json_lines,
+    read_lines,
+    record_guard,
+)
 
 SOURCE = "generic"
 TITLE_CHARS = 200

@@ -13,8 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from ...core.clean import clean_int
-from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, as_text, content_texts, opt_ms,
-                   opt_str, parse_json_lines, read_lines, record_guard)
+from .base import (
+    Piece,
+    ReadContext,
+    ReadResult,
+    TranscriptEvent,
+    as_text,
+    content_texts,
+    opt_ms,
+    opt_str,
+    parse_json_lines,
+    read_lines,
+    record_guard,
+)
 
 SOURCE = "dsh"
 # User messages the harness writes itself (repeated boilerplate; a copy of a summary, which

@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from ..core.text import index_text, safe_decode
-from ..core.types import SourceFile
-from ..sources.workspace import content_skip_reason, read_regular
-from ..stores.base import FileRow, IndexedChunk
+from ...core.text import index_text, safe_decode
+from ...core.types import SourceFile
+from ...readers.workspace import content_skip_reason, read_regular
+from ...stores.base import FileRow, IndexedChunk
 
 # Below this many files to read, worker processes cost more to start (each imports the
 # chunkers and tree-sitter, about 0.3 s) than they save.
@@ -62,7 +62,7 @@ def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,
     if old_hash == digest:
         return Prepared("same")
     text = safe_decode(data)
-    from .. import chunkers  # not at import: a search never chunks
+    from ... import chunkers  # not at import: a search never chunks
 
     chunks = chunkers.chunk_file(sf.path, text, max_lines=excerpt_lines)
     path_lex = index_text(sf.path.replace("/", " ").replace(".", " "))

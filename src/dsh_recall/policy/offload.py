@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Sequence
 
-from . import logrank
+from ..rank import logrank
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ..core.config import ObjectsConfig

@@ -6,12 +6,12 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Sequence
 
-from ..core.errors import InputError, UnknownSession
-from ..core.text import fts_quote
-from ..search import history_query as hq
-from ..search.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
-from ..stores.history import HistoryStore, loads_flags
-from .history_common import _iso, open_store
+from ...core.errors import InputError, UnknownSession
+from ...core.text import fts_quote
+from ...rank import history_query as hq
+from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
+from ...stores.history import HistoryStore, loads_flags
+from .common import _iso, open_store
 
 
 def _session_info(store: HistoryStore, session: str, viewer: Any = None) -> dict:

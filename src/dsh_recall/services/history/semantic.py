@@ -8,14 +8,22 @@ import threading
 import time as _time
 from typing import Sequence
 
-from ..chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, text_hash
-from ..core.config import Config
-from ..core.errors import RecallError
-from ..core.paths import recall_home
-from ..stores.history import HistoryStore
-from .history_common import open_store
-from .vectors import (DELTA_SYNC, SYNC_EVERY, VectorIndex, file_lock, known_rate, remember_rate,
-                      shared_embedder, sync_vector_file)
+from ...chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, text_hash
+from ...core.config import Config
+from ...core.errors import RecallError
+from ...core.paths import recall_home
+from ...stores.history import HistoryStore
+from .common import open_store
+from ..vectors import (
+    DELTA_SYNC,
+    SYNC_EVERY,
+    VectorIndex,
+    file_lock,
+    known_rate,
+    remember_rate,
+    shared_embedder,
+    sync_vector_file,
+)
 
 # Meta RATE_KEY (services.vectors): "<fingerprint>|<blocks per second>" of the last fill here.
 # What a gated answer says when the gap is more than a search may close.

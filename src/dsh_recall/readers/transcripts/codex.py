@@ -11,8 +11,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .base import (Piece, ReadContext, ReadResult, TranscriptEvent, as_text, content_texts, iso_to_ms,
-                   opt_str, parse_json_lines, read_lines, record_guard)
+from .base import (
+    Piece,
+    ReadContext,
+    ReadResult,
+    TranscriptEvent,
+    as_text,
+    content_texts,
+    iso_to_ms,
+    opt_str,
+    parse_json_lines,
+    read_lines,
+    record_guard,
+)
 
 SOURCE = "codex"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..core.config import Config, load_config
-from ..core.paths import recall_home
-from ..stores import registry
-from ..stores.history import HistoryStore
+from ...core.config import Config, load_config
+from ...core.paths import recall_home
+from ...stores import registry
+from ...stores.history import HistoryStore
 
 LAYERS = ("literal", "fuzzy", "semantic")
 SESSION_ENV = "DSH_RECALL_SESSION"

@@ -1,6 +1,6 @@
 """Code recall: index a workspace (plus extra source roots) and answer "where is X handled?"
 with ranked, bounded excerpts. Policy lives here; SQL lives in the store; ranking math in
-dsh_recall.search.
+dsh_recall.rank.
 """
 
 from __future__ import annotations
@@ -15,26 +15,50 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..core.config import Config
-from ..core.errors import InputError, RecallError
-from ..core.paths import ensure_dir, recall_home, workspace_dir
-from ..core.text import code_tokens
-from ..embedders import Embedder
-from ..search import excerpt as excerpt_mod
-from ..search import lexical as lex
-from ..search import rerank
-from ..search import code_files
-from ..search.fuse import (intent_terms, is_test_path, layer_weights, names_symbol, path_prior,
-                           rrf, wants_docs, wants_tests)
-from ..sources.workspace import (WalkReport, check_workspace_root, iter_marker_dirs,
-                                 parse_source_roots, read_regular, walk)
-from ..stores.base import FileRow, IndexedChunk
-from ..stores import registry
-from ..stores.sqlite import SqliteChunkStore
-from . import code_prepare, usage
-from .code_prepare import embed_text
-from .vectors import (DELTA_SYNC, Progress, VectorIndex, embed_pending, file_lock,
-                      fill_what_fits, load_embedder, sync_fingerprint, sync_vector_file)
+from ...core.config import Config
+from ...core.errors import InputError, RecallError
+from ...core.paths import ensure_dir, recall_home, workspace_dir
+from ...core.text import code_tokens
+from ...embedders import Embedder
+from ...rank import excerpt as excerpt_mod
+from ...rank import lexical as lex
+from ...rank import rerank
+from ...rank import code_files
+from ...rank.fuse import (
+    intent_terms,
+    is_test_path,
+    layer_weights,
+    names_symbol,
+    path_prior,
+    rrf,
+    wants_docs,
+    wants_tests,
+)
+from ...readers.workspace import (
+    WalkReport,
+    check_workspace_root,
+    iter_marker_dirs,
+    parse_source_roots,
+    read_regular,
+    walk,
+)
+from ...stores.base import FileRow, IndexedChunk
+from ...stores import registry
+from ...stores.sqlite import SqliteChunkStore
+from . import prepare as code_prepare
+from .. import usage
+from .prepare import embed_text
+from ..vectors import (
+    DELTA_SYNC,
+    Progress,
+    VectorIndex,
+    embed_pending,
+    file_lock,
+    fill_what_fits,
+    load_embedder,
+    sync_fingerprint,
+    sync_vector_file,
+)
 
 # The end of a search's note on chunks still without a vector; the MCP server, which
 # starts the index job itself, says so instead.
@@ -134,7 +158,7 @@ class CodeService:
 
     # -- indexing -------------------------------------------------------------
     def _check_fingerprints(self, notes: list[str]) -> None:
-        from .. import chunkers  # not at import: a search never chunks
+        from ... import chunkers  # not at import: a search never chunks
 
         if self.store.get_meta("chunker") != chunkers.CHUNKER_VERSION:
             if self.store.get_meta("chunker") is not None:
@@ -249,7 +273,7 @@ class CodeService:
     # memory they were read again by every index run, and 200 of them made every run a bulk
     # one (term_df suspended and refilled: seconds at 100k chunks).
     def _skip_key(self) -> str:
-        from .. import chunkers
+        from ... import chunkers
 
         return f"{chunkers.CHUNKER_VERSION}:{self.cfg.max_file_bytes}:{self.cfg.excerpt_lines}"
 

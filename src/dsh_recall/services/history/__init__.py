@@ -19,20 +19,20 @@ import os
 import sqlite3
 from typing import Any, Sequence
 
-from ..core.config import Config
-from ..core.errors import InputError, StoreError
-from ..core.text import estimate_tokens
-from ..search import history_query as hq
-from ..search import rerank
-from ..search.aggregate import BlockHit, aggregate
-from ..search.fuse import rrf
-from ..stores.history import HistoryStore, loads_flags
+from ...core.config import Config
+from ...core.errors import InputError, StoreError
+from ...core.text import estimate_tokens
+from ...rank import history_query as hq
+from ...rank import rerank
+from ...rank.aggregate import BlockHit, aggregate
+from ...rank.fuse import rrf
+from ...stores.history import HistoryStore, loads_flags
 # The use cases live next door; this module re-exports them so it stays the one entry point.
-from .history_common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
-from .history_detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
-from .history_rank import apply_rules, feedback_match
-from .history_semantic import CATCH_UP, SemanticLayer, backfill
-from . import usage
+from .common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
+from .detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
+from .rank import apply_rules, feedback_match
+from .semantic import CATCH_UP, SemanticLayer, backfill
+from .. import usage
 
 __all__ = [
     "LAYERS", "LAYER_WEIGHTS", "SESSION_ENV", "EVENT_TEXT_CAP", "COARSE_MIN_SHARE", "InputError",
@@ -401,7 +401,7 @@ _LAZY_IMPORT = {"EVENT_TEXT_CAP", "import_file", "import_paths"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_IMPORT:
-        from . import history_import
+        from . import importer as history_import
 
         return getattr(history_import, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
