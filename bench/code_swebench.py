@@ -29,10 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import pg_store  # noqa: E402
+
 from dsh_recall.core.config import load_config  # noqa: E402
 from dsh_recall.rank.lexical import query_terms  # noqa: E402
 from dsh_recall.services.code import CodeService  # noqa: E402
-import pg_store  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "swebench-dev"
 TMP = Path(tempfile.gettempdir())

@@ -27,9 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from dsh_standin import dsh_session, recall_exe, runtime_available, say, use  # noqa: E402
-
 from dsh_recall.frontends.cli.integrate import dsh_patch  # noqa: E402
+from dsh_standin import dsh_session, recall_exe, runtime_available, say, use  # noqa: E402
 
 SIZES = [200, 1_500, 6_000, 200, 30_000, 800, 120_000, 3_000]
 
@@ -90,7 +89,7 @@ def main() -> None:
         sys.exit(why)
     arms = ["plain", "full"] + (["hang"] if args.worker_hang else [])
     runs: dict[str, list[dict]] = {a: [] for a in arms}
-    for r in range(args.runs):
+    for _r in range(args.runs):
         for arm in arms:  # interleaved, so machine load falls on every arm alike
             runs[arm].append(run_arm(arm, args.calls))
     load = os.getloadavg()[0]

@@ -44,10 +44,10 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from dsh_script import READS, TURNS, Brain, build, iter_calls  # noqa: E402
-from dsh_standin import dsh_session, recall_exe, runtime_available, with_usage  # noqa: E402
 
 from dsh_recall.core.text import estimate_tokens  # noqa: E402
 from dsh_recall.frontends.cli.integrate import dsh_patch  # noqa: E402
+from dsh_standin import dsh_session, recall_exe, runtime_available, with_usage  # noqa: E402
 
 ARMS = ("plain", "mcp", "full")
 ARM_TITLE = {"plain": "plain dsh", "mcp": "MCP only", "full": "full"}

@@ -28,11 +28,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from dsh_standin import (dsh_session, input_chars, last_is_tool_result, last_user_text,  # noqa: E402
-                         recall_exe, results, runtime_available, say, use)
-
 from dsh_recall.core.text import estimate_tokens  # noqa: E402
 from dsh_recall.frontends.cli.integrate import dsh_patch  # noqa: E402
+from dsh_standin import dsh_session, input_chars, last_is_tool_result, recall_exe, runtime_available, say, use
 
 # (kind, lines): the output of each tool call, in order; 4 per user turn.
 CALLS = [("build", 1800), ("tests", 400), ("grep", 60), ("listing", 30),

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from dsh_recall import chunkers  # noqa: E402
 from dsh_recall.core.config import EmbedderConfig  # noqa: E402
 from dsh_recall.embedders.registry import create  # noqa: E402
-from dsh_recall.services.code import embed_text  # noqa: E402
 from dsh_recall.readers.workspace import walk  # noqa: E402
+from dsh_recall.services.code import embed_text  # noqa: E402
 
 FP32_DIR = ROOT / "build" / "minilm-fp32"
 EVAL = ROOT.parent / "shared" / "eval" / "swebench-dev"

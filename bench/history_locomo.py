@@ -180,6 +180,7 @@ def main() -> int:
     t0 = time.perf_counter()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import pg_store
+
     from dsh_recall.stores import registry
 
     url = pg_store.resolve(args.store)

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "eval" / "locomo-dev"
 
 from timing import baseline_src  # noqa: E402  (bench/timing.py)
+
 TMP = Path(tempfile.gettempdir()) / "dsh-recall-hook"
 PROMPTS = ["what did we decide about the pool size earlier?", "ok, continue with the next step",
            "remember what Caroline said about adoption?", "run the tests again", "thanks",

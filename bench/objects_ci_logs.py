@@ -303,9 +303,8 @@ def synthetic() -> None:
     """The same rows on the synthetic failing logs of the tests (ten runners): the finder
     holds every failing line of a log, and each failure query brings one within 20."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from fixtures.failing_logs import BUILDERS
-
     from dsh_recall.services.objects import rank_config
+    from fixtures.failing_logs import BUILDERS
 
     print(f"\nsynthetic failing logs (tests/fixtures/failing_logs.py, {len(BUILDERS)} logs): "
           "finder = every failing line in its answer; queries = error / FAILED / BUILD "

@@ -34,8 +34,8 @@ import types
 from pathlib import Path
 
 from dsh_recall.core.config import ObjectsConfig
-from dsh_recall.rank import logrank
 from dsh_recall.policy import offload
+from dsh_recall.rank import logrank
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from objects_ci_logs import DEFAULT_CASES, error_lines, gt_starts, newline_map  # noqa: E402

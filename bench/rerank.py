@@ -82,8 +82,8 @@ def rerank_runs(cfg, runs: list[list], queries: list[str], text_of, weights: lis
 
     The reranker is asked once per query; later weights reuse its scores (the stage is the
     same, only the blend differs)."""
-    from dsh_recall.rerankers import create
     from dsh_recall.rank import rerank
+    from dsh_recall.rerankers import create
 
     client = create(cfg.rerank)
     memo: dict = {}
@@ -128,13 +128,13 @@ def lat_line(lat: list[float], deadline: float) -> str:
 
 def cosqa(cfg, args, weights) -> None:
     import bm25s
+    from embedders_cosqa import load_set, metrics, rank_of
 
     from dsh_recall.core.config import EmbedderConfig
     from dsh_recall.core.text import code_tokens
     from dsh_recall.embedders import create
     from dsh_recall.rank.fuse import layer_weights, rrf
     from dsh_recall.rank.lexical import STOPWORDS
-    from embedders_cosqa import load_set, metrics, rank_of
 
     all_queries, docs, pos = load_set(args.corpus, EVAL / "cosqa-dev")
     queries = all_queries

@@ -326,7 +326,8 @@ def first_index(tree: Path, rounds: int = 2) -> list[tuple[str, int, float, floa
 
 def embed_rates(n_chunks: int) -> list[tuple[str, float]]:
     """MiniLM on real indexer chunks, idle then with two CPU hogs (bench/embedders.py)."""
-    from embedders import default_tree, hogs, indexer_chunks, run as run_embed
+    from embedders import default_tree, hogs, indexer_chunks
+    from embedders import run as run_embed
 
     from dsh_recall.core.config import EmbedderConfig
 

@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import pg_store  # noqa: E402
+from scale import KEYWORD_QUERIES, TAGS, tree  # noqa: E402
+
 from dsh_recall import chunkers  # noqa: E402
 from dsh_recall.core.text import index_text  # noqa: E402
 from dsh_recall.rank import lexical as lex  # noqa: E402
@@ -36,8 +39,6 @@ from dsh_recall.rank.fuse import rrf  # noqa: E402
 from dsh_recall.services.vectors import VectorIndex, sync_vector_file  # noqa: E402
 from dsh_recall.stores.base import FileRow, IndexedChunk  # noqa: E402
 from dsh_recall.stores.sqlite import SqliteChunkStore  # noqa: E402
-import pg_store  # noqa: E402
-from scale import KEYWORD_QUERIES, TAGS, tree  # noqa: E402
 
 DIM = 384
 WORDS = ["session", "retry", "adapter", "fixture", "cookie", "parse", "config", "token", "cache",

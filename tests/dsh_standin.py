@@ -14,10 +14,11 @@ import json
 import shutil
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 Reply = dict[str, Any]
 Brain = Callable[[dict[str, Any]], Reply]

@@ -24,8 +24,8 @@ def _server() -> tuple[str | None, str]:
     if "url" in _started:
         return _started["url"], ""  # type: ignore[return-value]
     try:
-        import psycopg  # noqa: F401
         import pgvector  # noqa: F401
+        import psycopg  # noqa: F401
     except ImportError:
         return None, "psycopg / pgvector not installed (pip install 'dsh-recall[pg]')"
     from dsh_recall.core.errors import StoreError

@@ -47,7 +47,7 @@ def test_two_indexers_at_once(tmp_path):
     procs = [subprocess.Popen(index_cmd(ws), env=env_for(home), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err.decode()
     files, chunks, fts, missing = snapshot(home, ws)
     assert len(files) == 120 and fts == len(chunks) and missing == 0

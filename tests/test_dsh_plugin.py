@@ -25,11 +25,22 @@ from pathlib import Path
 
 import pytest
 
-from dsh_standin import (dsh_session, last_is_tool_result, last_user_text, overflow, recall_exe,
-                         results, runtime_available, say, session_events, system_text, use)
-from procs import gone_within
 from dsh_recall.frontends.cli.integrate import dsh_patch
 from dsh_recall.frontends.dsh.worker import HEADER
+from dsh_standin import (
+    dsh_session,
+    last_is_tool_result,
+    last_user_text,
+    overflow,
+    recall_exe,
+    results,
+    runtime_available,
+    say,
+    session_events,
+    system_text,
+    use,
+)
+from procs import gone_within
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from procs import gone_within
 from dsh_recall.frontends.dsh import PLUGIN_PATH
+from procs import gone_within
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not on PATH")

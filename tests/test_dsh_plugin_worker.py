@@ -247,7 +247,7 @@ def test_every_request_counts_what_offloaded_results_keep_out_of_it(tmp_path):
     w = Worker(dsh_home=str(tmp_path / "dsh"))
     a = w.handle({"op": "offload", "session": "s1", "call_id": "c1", "tool": "bash", "blocks": [BIG]})
     kept = len(BIG) - len(a["blocks"][0])
-    for i in range(3):
+    for _i in range(3):
         w.handle({"op": "context", "session": "s1", "message_id": "m1", "message": "go on"})
     st = w.handle({"op": "status"})
     assert st["per_request"]["tokens_kept_out_total"] == (3 * kept + 3) // 4

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dsh_standin import dsh_session, recall_exe, results, runtime_available, say, use
 from dsh_recall.chunkers.outline import outline
 from dsh_recall.frontends.cli.integrate import dsh_patch
 from dsh_recall.policy.reads import parse_read, shorten_read, source_text
+from dsh_standin import dsh_session, recall_exe, results, runtime_available, say, use
 
 
 def _module(n: int) -> str:

@@ -26,8 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_standin import (StandIn, last_is_tool_result, last_user_text, recall_exe, results, say,
-                         use)
+from dsh_standin import StandIn, last_is_tool_result, last_user_text, recall_exe, results, say, use
 
 pytestmark = pytest.mark.slow
 

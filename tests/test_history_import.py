@@ -9,8 +9,8 @@ import pytest
 import zstandard
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services import history as svc
 from dsh_recall.readers.transcripts import ReadContext, reader
+from dsh_recall.services import history as svc
 from fixtures import DSH_SESSIONS as FIX
 
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh_recall.core.config import load_config
 from dsh_recall.frontends.cli import cli
-from dsh_recall.rank.aggregate import BlockHit, aggregate
 from dsh_recall.rank import history_query as hq
+from dsh_recall.rank.aggregate import BlockHit, aggregate
 from dsh_recall.rank.history_query import snippet
 from dsh_recall.services import history as svc
 from fixtures import eval_set
-
 
 
 @pytest.fixture
@@ -280,7 +280,7 @@ def test_aggregation_properties(items, gap):
     evs = aggregate(hits, gap)
     assert sum(len(e.hits) for e in evs) == len(hits)
     spans = sorted((min(h.ord for h in e.hits), max(h.ord for h in e.hits)) for e in evs)
-    for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+    for (_a0, a1), (b0, _b1) in zip(spans, spans[1:]):
         assert b0 - a1 > gap  # separate events are more than `gap` blocks apart
     assert [e.score for e in evs] == sorted((e.score for e in evs), reverse=True)
 
@@ -387,6 +387,7 @@ def test_mcp_server_embeds_a_backlog_in_the_background(tmp_path):
             app.close()
         # One process at a time: while another holds the lock, a backfill leaves at once.
         import threading
+
         from dsh_recall.core.paths import recall_home
         from dsh_recall.services.vectors import file_lock
 

@@ -11,7 +11,8 @@ import pytest
 from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
 from dsh_recall.rank.lexical import match_expression
-from dsh_recall.stores import impacts, sqlite as sq
+from dsh_recall.stores import impacts
+from dsh_recall.stores import sqlite as sq
 from dsh_recall.stores.base import FileRow, IndexedChunk
 from dsh_recall.stores.sqlite import SqliteChunkStore
 

@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services.code import prepare as code_prepare
 from dsh_recall.services.code import CodeService
-
+from dsh_recall.services.code import prepare as code_prepare
 from procs import cli, env_for
 from test_code_concurrency import make_tree as concurrency_tree
 

@@ -15,7 +15,6 @@ from dsh_recall.policy.offload import (
     POINTER_NOTE,
     REGION_LINE_MAX,
     build_index,
-    join_surrogates,
     pointer_span,
     render_inline,
 )

@@ -18,7 +18,6 @@ from mcp import Client
 
 from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError, UnknownSession
-from dsh_recall.core.text import estimate_tokens
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.mcp.handlers import RecallApp
 from dsh_recall.frontends.mcp.server import build_server
@@ -422,10 +421,8 @@ def test_in_the_real_dsh_runtime_recall_costs_at_most_800_tokens_per_request(tmp
     """dsh mounts `integrate dsh patch` (compact profile, native plugin): the request body the
     model endpoint receives carries `mcp__recall__recall` and nothing else of ours, and the
     recall server's part of it is at most 800 tokens; a recall call reaches our index."""
-    from dsh_standin import dsh_session, recall_exe, results, runtime_available, say, use, \
-        system_text
-
     from dsh_recall.frontends.cli.integrate import dsh_patch
+    from dsh_standin import dsh_session, recall_exe, results, runtime_available, say, system_text, use
 
     why = runtime_available()
     if why:

@@ -190,7 +190,7 @@ def test_every_tool_answers_within_its_schema(tmp_path: Path) -> None:
         assert tool.input_schema["type"] == "object"
         assert _walk_schema(tool.output_schema) == [], name
         assert "$ref" not in json.dumps(tool.input_schema)
-        for args, res in answers[name]:
+        for _args, res in answers[name]:
             jsonschema.validate(res.structured_content, tool.output_schema)
             text = res.content[0].text
             assert text.strip()

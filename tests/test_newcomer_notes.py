@@ -10,9 +10,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
 from dsh_recall.rank.notes_rank import load_cases
-from dsh_recall.core.errors import InputError
 
 ENV = {"DSH_RECALL_EMBEDDER__NAME": "fake"}
 

@@ -5,7 +5,8 @@ import os
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_recall.core.config import load_config
 from dsh_recall.policy import access

@@ -1,6 +1,7 @@
 """The markdown entry chunker: entry boundaries, heading paths, line numbers, hard splits."""
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_recall.chunkers.notes import chunk_markdown
 

@@ -5,7 +5,8 @@ import json
 import os
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_recall.chunkers import notes as note_chunker
 from dsh_recall.core.config import load_config

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.frontends.cli import cli
-from dsh_recall.rank import logrank
 from dsh_recall.policy import offload
+from dsh_recall.rank import logrank
 from dsh_recall.services.objects import ObjectService
 from fixtures.failing_logs import BUILDERS, noisy_warnings_log, passing_log
 
@@ -307,6 +307,7 @@ def test_mcp_object_recall_failures(tmp_path):
     import asyncio
 
     import jsonschema
+
     from test_mcp_server import _session_run, make_world
 
     world = make_world(tmp_path, sources=False)

@@ -85,7 +85,7 @@ def test_view_offsets_map_back_to_the_same_chars(text):
     assert len(idx.starts) == len(idx.shapes) == text.count("\n") + 1
     for p in range(len(idx.view)):
         assert text[idx.text_offset(p)] == idx.view[p]
-    for li, s in enumerate(idx.starts):
+    for _li, s in enumerate(idx.starts):
         assert s == 0 or idx.view[s - 1] == "\n"
 
 

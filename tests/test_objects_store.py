@@ -216,7 +216,7 @@ def test_two_processes_offload_and_recall_at_once(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for who in ("alpha", "beta")]
     outs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     ids = [i for out, _ in outs for i in out.strip().split(",")]
     assert len(set(ids)) == 2 * n

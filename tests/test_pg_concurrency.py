@@ -12,7 +12,6 @@ import numpy as np
 from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
 from dsh_recall.stores.base import FileRow, IndexedChunk
-
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 PATHS = [f"pkg/mod{i:02d}.py" for i in range(12)]

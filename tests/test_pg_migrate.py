@@ -14,10 +14,8 @@ from dsh_recall.frontends.cli import cli
 from dsh_recall.services import history as hsvc
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
-
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 from test_pg_services import NOTES, QUERIES, _rows, make_repo
-
 
 
 def _cfg(ws, store=None):
@@ -107,7 +105,8 @@ def test_schema_versions_are_applied_in_order_and_newer_refused(pg_url, pg_names
 def test_stores_record_their_schema_version(pg_url, pg_namespace):
     from dsh_recall.stores import pg_util
     from dsh_recall.stores.postgres import SCHEMA_VERSION, PgChunkStore
-    from dsh_recall.stores.postgres_history import SCHEMA_VERSION as HV, PgHistoryStore
+    from dsh_recall.stores.postgres_history import SCHEMA_VERSION as HV
+    from dsh_recall.stores.postgres_history import PgHistoryStore
 
     a, b = PgChunkStore(pg_url, pg_namespace + "/c"), PgHistoryStore(pg_url, pg_namespace + "/h")
     try:

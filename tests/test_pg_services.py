@@ -14,7 +14,6 @@ from dsh_recall.services import history as hsvc
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
 from dsh_recall.stores.history import HistoryStore
-
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 FILES = {

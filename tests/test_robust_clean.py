@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_recall.core.clean import (INT64_MAX, INT64_MIN, QUERY_CHARS, cap_query, clean_int, clean_json,
-                                   clean_text, refuse_nul)
+from dsh_recall.core.clean import (
+    INT64_MAX,
+    INT64_MIN,
+    QUERY_CHARS,
+    cap_query,
+    clean_int,
+    clean_json,
+    clean_text,
+    refuse_nul,
+)
 from dsh_recall.core.errors import InputError
 
 ANY_TEXT = st.text(st.characters(exclude_categories=()))  # includes lone surrogates

@@ -21,11 +21,11 @@ from click.testing import CliRunner
 
 from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
-from dsh_recall.services import history as svc
-from dsh_recall.services.code import CodeService
 from dsh_recall.readers import workspace as ws_mod
 from dsh_recall.readers.transcripts import base as tbase
 from dsh_recall.readers.workspace import check_workspace_root, is_pseudo_fs, read_regular, stat_regular, walk
+from dsh_recall.services import history as svc
+from dsh_recall.services.code import CodeService
 
 
 class Blocked(BaseException):

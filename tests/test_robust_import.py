@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services import history as svc
 from dsh_recall.readers.transcripts import ReadContext, reader
 from dsh_recall.readers.transcripts.base import TranscriptEvent
+from dsh_recall.services import history as svc
 from dsh_recall.stores.history import HistoryStore
 
 

@@ -14,8 +14,7 @@ from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.mcp.handlers import RecallApp
-from dsh_recall.services import federated, history, usage
-from dsh_recall.services.channel import Viewer
+from dsh_recall.services import federated, usage
 from worlds import owner_guest_world
 
 WORD = "zebrafrost"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_recall.core.text import code_tokens, index_text
 from dsh_recall.rank.excerpt import bound_excerpt

@@ -24,7 +24,7 @@ class _Bucketed(FakeEmbedder):
 
 
 def test_length_buckets_keep_the_callers_order():
-    texts = [("word%d " % i) * ((i * 7) % 13 + 1) for i in range(23)] + ["", "   "]
+    texts = [(f"word{i} ") * ((i * 7) % 13 + 1) for i in range(23)] + ["", "   "]
     b = _Bucketed()
     got = b.embed(texts)
     want = FakeEmbedder(dim=32, batch_size=4).embed(texts)

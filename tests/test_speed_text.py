@@ -9,11 +9,11 @@ import os
 import re
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_recall.core import text as T
 from dsh_recall.rank import lexical as lex
-
 from fixtures import EVAL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]

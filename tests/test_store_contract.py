@@ -17,7 +17,6 @@ from dsh_recall.rank.lexical import match_expression
 from dsh_recall.services.vectors import VectorIndex
 from dsh_recall.stores.base import FileRow, IndexedChunk
 from dsh_recall.stores.sqlite import SqliteChunkStore
-
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 BACKENDS = ["sqlite", "postgresql"]

@@ -10,7 +10,6 @@ from dsh_recall.core.text import index_text
 from dsh_recall.rank import history_query as hq
 from dsh_recall.services.vectors import VectorIndex
 from dsh_recall.stores.history import BlockIn, HistoryStore
-
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 

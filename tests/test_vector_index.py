@@ -13,7 +13,7 @@ import pytest
 
 from dsh_recall.core.types import Chunk
 from dsh_recall.rank.vector import int8_scores, top_k
-from dsh_recall.services.vectors import (VECTOR_FILE_META, VectorIndex, sync_vector_file)
+from dsh_recall.services.vectors import VECTOR_FILE_META, VectorIndex, sync_vector_file
 from dsh_recall.stores.base import FileRow, IndexedChunk
 from dsh_recall.stores.sqlite import SCHEMA_VERSION, SqliteChunkStore
 from dsh_recall.stores.vector_index import FileState, append_file, quantize

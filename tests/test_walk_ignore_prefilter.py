@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 import pathspec
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_recall.readers import workspace as ws
 

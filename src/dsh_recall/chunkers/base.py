@@ -16,7 +16,7 @@ from ..core.types import Chunk
 class Chunker(Protocol):
     """A pure function: the lines of one file in, spans that partition them out."""
 
-    def __call__(self, lines: list[str], text: str, language: str, max_lines: int) -> list["Span"]:
+    def __call__(self, lines: list[str], text: str, language: str, max_lines: int) -> list[Span]:
         ...
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import split_lines
-from .code import CONTAINERS, FUNCTIONS, _MAX_PARSE_CHARS, _members, _rows, names_of, unwrap
+from .code import _MAX_PARSE_CHARS, CONTAINERS, FUNCTIONS, _members, _rows, names_of, unwrap
 from .languages import get_parser, refine_language
 from .markdown import headings
 

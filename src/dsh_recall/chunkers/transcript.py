@@ -9,8 +9,9 @@ tool result keeps at most `max_result_blocks` blocks (its head and its last bloc
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 CHUNKER_VERSION = "transcript-1"
 # What the semantic layer embeds for a block (see embed_text); part of the vector

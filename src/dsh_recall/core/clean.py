@@ -10,7 +10,6 @@ allows as an escape (`"\\ud800"`).
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from .errors import InputError
@@ -52,7 +51,7 @@ def clean_text(value: str | bytes | bytearray) -> str:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _picture(m: "re.Match[str]") -> str:
+def _picture(m: re.Match[str]) -> str:
     c = ord(m.group())
     return chr(0x2400 + c) if c < 0x20 else "\u2421" if c == 0x7F else "\ufffd"
 

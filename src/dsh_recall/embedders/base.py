@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Sequence
-
-from ..core.lazy import np
+from collections.abc import Callable, Sequence
 
 from ..core.errors import EmbedderError
+from ..core.lazy import np
 
 
 class Embedder(ABC):

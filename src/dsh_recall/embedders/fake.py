@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 
 from ..core.lazy import np
-
 from ..core.text import code_tokens
 from .base import Embedder
 

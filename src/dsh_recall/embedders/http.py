@@ -109,7 +109,7 @@ class HttpEmbedder(Embedder):
                 raise EmbedderError(
                     f"{self.endpoint} answered HTTP {e.code} {e.reason}{detail}; {hint}"
                 ) from None
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 # A wedged endpoint: never retry, the caller falls back to lexical search.
                 raise EmbedderError(
                     f"{self.endpoint} did not answer within {timeout_s:g} s; check that the "

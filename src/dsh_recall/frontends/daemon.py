@@ -294,7 +294,7 @@ class Daemon:
                 probe.settimeout(CONNECT_TIMEOUT_S)
                 probe.connect(str(self.path))
                 raise OSError(f"a daemon already listens on {self.path}")
-            except (ConnectionRefusedError, FileNotFoundError, socket.timeout):
+            except (TimeoutError, ConnectionRefusedError, FileNotFoundError):
                 self.path.unlink(missing_ok=True)  # left by a daemon that died
             finally:
                 probe.close()
@@ -319,8 +319,10 @@ class Daemon:
             self._cli = cli
             # Load what a search needs now, not on the first request.
             from ..core.lazy import np
-            from ..services import code  # noqa: F401
-            from ..services import vectors
+            from ..services import (
+                code,  # noqa: F401
+                vectors,
+            )
             from ..stores import sqlite
 
             np.zeros(1)
@@ -334,7 +336,7 @@ class Daemon:
                 sock.settimeout(max(0.05, min(0.5, self.idle_s - idle)))
                 try:
                     conn, _ = sock.accept()
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 self._last = time.monotonic()
                 threading.Thread(target=self._serve_one, args=(conn,), daemon=True,

@@ -20,8 +20,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 PUBLIC = "public"
 PERSONAL = "personal"

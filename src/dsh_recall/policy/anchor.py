@@ -10,8 +10,9 @@ gate (a question about something the summary lost still gets its own recall).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 ANCHOR_TTL_TURNS = 3
 MAX_FRAGMENTS = 4

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from typing import Container, Sequence
 
 from ..core.text import cjk_bigrams, is_cjk
 

@@ -14,9 +14,10 @@ import hashlib
 import re
 import unicodedata
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from ..rank import logrank
 

@@ -13,8 +13,8 @@ Pure: parses dsh's read format (`<path>..</path>`, `<type>file</type>`, `<conten
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..chunkers.languages import language_for
 from ..chunkers.outline import Entry, outline

@@ -10,8 +10,8 @@ invented note (or one naming another object) changes nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .offload import NOTE_MARKER, POINTER_NOTE, pointer_span
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .fuse import is_test_path
 
@@ -167,7 +167,7 @@ def tested_files(test_path: str, test_text: str, lookup: Callable[[str], bool],
 _SOURCE_EXTS = ("py|pyi|pyx|js|jsx|mjs|cjs|ts|tsx|go|rs|java|kt|scala|rb|php|c|h|cc|cpp|cxx|hpp|hh|"
                 "cs|swift|m|mm|lua|r|jl|ex|exs|erl|hs|ml|clj|dart|vue|svelte")
 _PATH_IN_TEXT = re.compile(r"(?<![\w.\-/\\])((?:[A-Za-z]:)?(?:\.{1,2}[\\/])*[\\/]?(?:[\w.\-]+[\\/])*"
-                           r"[\w\-][\w.\-]*\.(?:%s))(?![\w\-])" % _SOURCE_EXTS)
+                           rf"[\w\-][\w.\-]*\.(?:{_SOURCE_EXTS}))(?![\w\-])")
 
 
 def written_paths(query: str, max_paths: int = 40) -> list[str]:

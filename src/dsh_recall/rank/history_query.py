@@ -7,9 +7,9 @@ Any user text is a valid query: every term is quoted for FTS5 (core.text.fts_quo
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
-from ..core.text import code_tokens, cjk_bigrams, fts_quote, is_cjk
+from ..core.text import cjk_bigrams, code_tokens, fts_quote, is_cjk
 
 # Function words that carry no topic: dropping them keeps OR queries and trigram queries
 # from matching every block. Kept short and generic on purpose.

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Iterable, Mapping, Sequence
 
-from .history_query import QUESTION_WORDS, STOPWORDS, terms as query_terms
+from .history_query import QUESTION_WORDS, STOPWORDS
+from .history_query import terms as query_terms
 
 # Roles of agent transcripts: not speaker names a question could mean.
 PLAIN_ROLES = frozenset({"user", "assistant", "tool", "summary", "system"})

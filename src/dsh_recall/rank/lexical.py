@@ -8,7 +8,7 @@ document frequency in the index, so one call stays fast and focused.
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..core.text import code_identifiers, code_tokens, fts_quote
 

@@ -34,8 +34,8 @@ import functools
 import math
 import re
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 # ---- per-line flags (computed once, at put) -------------------------------------------------
 

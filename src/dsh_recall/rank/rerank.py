@@ -20,8 +20,9 @@ from __future__ import annotations
 import contextvars
 import math
 import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from ..core.config import Config
 

@@ -11,7 +11,6 @@ blocks (about 100 ms per 100k rows).
 from __future__ import annotations
 
 from ..core.lazy import np
-
 from ..stores.vector_index import quantize
 
 try:  # optional SIMD kernels: simsimd, or its successor numkong (same cdist call)

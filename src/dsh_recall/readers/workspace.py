@@ -18,9 +18,10 @@ import os
 import re
 import stat
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError
 from ..core.types import SourceFile

@@ -7,7 +7,8 @@ deadline, the order and the status, so a backend only has to answer or raise Rer
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from ..core.config import RerankConfig
 from ..core.errors import RecallError

@@ -19,7 +19,8 @@ import math
 import socket
 import urllib.error
 import urllib.request
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..core.config import RerankConfig
 from ..core.errors import ConfigError
@@ -76,7 +77,7 @@ class HttpReranker:
             hint = ("check rerank.url, rerank.api and rerank.model" if e.code in (400, 404, 405, 422)
                     else "check the server's log")
             raise RerankError(f"{self.endpoint} answered HTTP {e.code}{detail}; {hint}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise RerankError(f"{self.endpoint} did not answer within {timeout_s:g} s") from None
         except (urllib.error.URLError, ConnectionError, OSError) as e:
             reason = getattr(e, "reason", e)

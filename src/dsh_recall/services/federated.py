@@ -19,9 +19,10 @@ import contextlib
 import contextvars
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..core.config import Config
 from ..core.errors import InputError
@@ -241,7 +242,7 @@ def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[st
             threads[name] = th
             th.start()
         end = time.monotonic() + deadline
-        for name, th in threads.items():
+        for th in threads.values():
             th.join(max(0.0, end - time.monotonic()))
     status: dict[str, dict[str, Any]] = {}
     notes: list[str] = []

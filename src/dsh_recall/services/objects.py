@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError
 from ..core.paths import recall_home
 from ..core.text import estimate_tokens
-from ..rank import logrank
 from ..policy.offload import (
     INDEX_VERSION,
     MAX_QUERY_CHARS,
@@ -37,6 +37,7 @@ from ..policy.offload import (
     scrub_surrogates,
     search_index,
 )
+from ..rank import logrank
 from ..stores.objects import (
     BlobParts,
     ObjectRow,
@@ -192,7 +193,7 @@ class ObjectService:
             self._store.close()
             self._store = None
 
-    def __enter__(self) -> "ObjectService":
+    def __enter__(self) -> ObjectService:
         return self
 
     def __exit__(self, *exc: object) -> None:

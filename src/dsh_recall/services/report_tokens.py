@@ -12,8 +12,9 @@ An LLM's own tokenizer differs from WordPiece; the report says that too.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 SAMPLE_CHARS = 40_000  # per source: enough for a stable ratio, about 0.1 s to encode
 FALLBACK = 4.0

@@ -28,10 +28,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 USAGE_ENV = "DSH_RECALL_USAGE"
 # Which front end this process is (`via` in each record): "cli" or "web" (the dashboard)

@@ -9,20 +9,19 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
-
-from ..core.lazy import np
 
 from ..core.config import EmbedderConfig
 from ..core.errors import RecallError
-from ..embedders import Embedder, create as create_embedder
+from ..core.lazy import np
+from ..embedders import Embedder
+from ..embedders import create as create_embedder
 from ..rank.vector import int8_scores, top_k, top_of
 from ..stores.base import ChunkRow
 from ..stores.sqlite import EmbedCache, SqliteChunkStore
-from ..stores.vector_index import (FileState, MappedVectors, append_file, remove_stale,
-                                   write_file)
+from ..stores.vector_index import FileState, MappedVectors, append_file, remove_stale, write_file
 
 BUDGET_BATCH = 32  # small batches keep a budgeted run close to its budget
 FULL_BATCH = 256

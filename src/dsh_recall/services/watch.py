@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..core.config import Config
 from ..core.errors import RecallError
@@ -113,6 +114,7 @@ class Watcher:
         """Watch until `stop` is set (or Ctrl-C). The OS watches are in place before the
         catch-up index and before `ready` is called, so no edit falls between them."""
         from watchfiles import Change, DefaultFilter
+
         # The backend watchfiles.watch() wraps (documented as its Rust backend): used
         # directly so the watches exist before anything is read.
         from watchfiles._rust_notify import RustNotify

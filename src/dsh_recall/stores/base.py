@@ -7,11 +7,11 @@ gave it a vector). It knows SQL, not ranking policy.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, Sequence
+from typing import Protocol
 
 from ..core.lazy import np
-
 from ..core.types import Chunk
 
 

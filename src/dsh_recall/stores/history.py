@@ -11,13 +11,12 @@ WAL + busy timeout so an import and a search can run at the same time.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from ..core.lazy import np
 from ..core.text import fts_quote
-
 from .sqlite_util import connect as sqlite_connect
 from .vector_index import scan_vectors
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from ..core.lazy import np
 from ..core.text import fts_quote
@@ -48,8 +49,8 @@ class Entry(NamedTuple):
     gen: int  # index generation it is up to date with
     nrow: int  # FTS5 row count then
     avgdl: float  # FTS5 average row length its oldest rows were scored at
-    ids: "np.ndarray"  # int32 rowids holding the term
-    weights: "np.ndarray"  # float64 single-term bm25 over its idf (higher is better)
+    ids: np.ndarray  # int32 rowids holding the term
+    weights: np.ndarray  # float64 single-term bm25 over its idf (higher is better)
 
     @property
     def n(self) -> int:
@@ -109,7 +110,7 @@ def compute(conn: sqlite3.Connection, term: str, score_sql: str, fts: str) -> En
     return Entry(gen, nrow, avgdl, ids, weights)
 
 
-def _rows(rows: list, idf: float) -> tuple["np.ndarray | None", "np.ndarray"]:
+def _rows(rows: list, idf: float) -> tuple[np.ndarray | None, np.ndarray]:
     """(int32 ids, weights) of (rowid, bm25()) rows; None ids when a rowid does not fit."""
     if not rows:
         return np.zeros(0, np.int32), np.zeros(0, np.float64)

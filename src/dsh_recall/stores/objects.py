@@ -19,9 +19,9 @@ import sqlite3
 import struct
 import zlib
 from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from ..core.errors import StoreError
 from .sqlite_util import set_wal
@@ -289,7 +289,7 @@ class ObjectStore:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "ObjectStore":
+    def __enter__(self) -> ObjectStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,14 +19,17 @@ same transaction as the rows.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import Counter
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+if TYPE_CHECKING:  # numpy is imported where used: start-up stays light
+    import numpy as np
+
 from ..core.errors import StoreError
-from .fts5 import B, K1, fts5_terms, idf, unicode61  # noqa: F401  (the PostgreSQL stores call them here)
+from .fts5 import K1, B, fts5_terms, idf, unicode61  # noqa: F401  (the PostgreSQL stores call them here)
 
 CATALOG = "dsh_recall"
 MAX_LEXEME_BYTES = 2000  # longer tokens (a pasted blob) are not indexed
@@ -316,7 +319,7 @@ def trigram_tokens(text: str) -> list[str]:
     return [low[i:i + 3] for i in range(len(low) - 2)]
 
 
-def as_array(v) -> "np.ndarray":
+def as_array(v) -> np.ndarray:
     """A vector read from the database as float32 numpy (pgvector returns its own type)."""
     import numpy as np
 

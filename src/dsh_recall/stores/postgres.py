@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class PgChunkStore:
         """Where the index lives, for status output (the URL without a password)."""
         return f"{pg_util.redact(self.url)}#{self.namespace}"
 
-    def reopen(self) -> "PgChunkStore":
+    def reopen(self) -> PgChunkStore:
         """A store on its own connection (for a worker thread)."""
         return PgChunkStore(self.url, self.namespace)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import getpass
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -105,7 +105,7 @@ class PgHistoryStore:
     def path(self) -> str:
         return f"{pg_util.redact(self.url)}#{self.namespace}"
 
-    def reopen(self) -> "PgHistoryStore":
+    def reopen(self) -> PgHistoryStore:
         return PgHistoryStore(self.url, self.namespace)
 
     def close(self) -> None:

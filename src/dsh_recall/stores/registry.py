@@ -8,8 +8,9 @@ docs/postgres.md). Objects always stay in the local SQLite store. The PostgreSQL
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..core.errors import StoreError
 

@@ -12,12 +12,11 @@ import re
 import sqlite3
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
-
-from ..core.lazy import np
 
 from ..core.errors import StoreError
+from ..core.lazy import np
 from ..core.text import fts_quote
 from . import fts5
 from . import impacts as impacts_mod
@@ -242,7 +241,7 @@ class SqliteChunkStore:
         def __exit__(self, exc_type, exc, tb) -> None:
             self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
-    def _tx(self) -> "_Tx":
+    def _tx(self) -> _Tx:
         return SqliteChunkStore._Tx(self.conn)
 
     # -- meta ---------------------------------------------------------------

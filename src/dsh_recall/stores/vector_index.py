@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from ..core.lazy import np
 
@@ -53,7 +53,7 @@ class FileState:
         return json.dumps(asdict(self), sort_keys=True)
 
     @staticmethod
-    def loads(raw: str | None) -> "FileState | None":
+    def loads(raw: str | None) -> FileState | None:
         if not raw:
             return None
         try:

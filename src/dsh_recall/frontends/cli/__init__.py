@@ -12,7 +12,6 @@ import sys
 
 import click
 
-
 # command name -> (module under this package, attribute): a click command or group.
 _COMMANDS = {
     "search": ("code", "search"),

@@ -22,8 +22,8 @@ from typing import Any
 
 import click
 
-from .common import handle_errors
 from ...core.errors import InputError
+from .common import handle_errors
 
 SERVER_NAME = "recall"
 HOOK_PREFIX = "dsh-recall hook claude-code "
@@ -71,7 +71,7 @@ def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
     lines = [
         f"# dsh-recall: {what} (code, history, objects, notes) as mcp__{server_name}__*",
         "- insert:",
-        "    - id: mcp-%s" % server_name,
+        f"    - id: mcp-{server_name}",
         "      name: '@deepseek-ai/dsh-mcp-client'",
         "      config:",
         f"        serverName: {server_name}",

@@ -17,8 +17,8 @@ import click
 
 from ...core.config import ObjectsConfig
 from ...core.errors import RecallError
-from ...services.objects import ObjectService
 from ...services.channel import channel_key_from_env
+from ...services.objects import ObjectService
 from .common import get_config
 
 RECALL_TOOL = "recall"

@@ -35,7 +35,7 @@ def _one_line(e: BaseException) -> str:
     return (f"{type(e).__name__}: {text}" if not isinstance(e, RecallError) else text)[:500]
 
 
-def _reader(inp: IO[bytes], q: "queue.Queue[bytes | None]") -> None:
+def _reader(inp: IO[bytes], q: queue.Queue[bytes | None]) -> None:
     try:
         while True:
             line = inp.readline(MAX_LINE_BYTES + 1)
@@ -69,7 +69,7 @@ def answer(worker: Worker, line: bytes) -> dict[str, Any]:
 
 def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -> None:
     """Answer requests from `inp` on `out` until `inp` closes."""
-    q: "queue.Queue[bytes | None]" = queue.Queue()
+    q: queue.Queue[bytes | None] = queue.Queue()
     threading.Thread(target=_reader, args=(inp, q), daemon=True, name="dsh-recall-stdin").start()
 
     def send(obj: dict[str, Any]) -> None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ...readers.workspace import open_regular, read_fd
 

@@ -29,9 +29,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...core.clean import cap_query, clean_text
 from ...core.config import Config, load_config

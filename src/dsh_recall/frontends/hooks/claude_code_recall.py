@@ -9,8 +9,8 @@ from typing import Any
 
 from ...core.clean import cap_query, clean_text
 from ...core.config import Config
-from ...services.recall import RecallService
 from ...readers.workspace import is_pseudo_fs, stat_regular
+from ...services.recall import RecallService
 
 
 def _answer(event: str, context: str) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ...core.errors import InputError
 from ...core.text import estimate_tokens

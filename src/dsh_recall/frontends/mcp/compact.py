@@ -21,8 +21,9 @@ session, with `#seq` when it points at one event.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ...core.errors import InputError, UnknownSession
 from . import render as render_mod

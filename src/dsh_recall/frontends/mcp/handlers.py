@@ -21,13 +21,14 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ...core.config import Config, load_config
 from ...core.errors import InputError, RecallError
-from ...services.channel import Viewer, channel_key_from_env
 from ...services import code as code_mod
+from ...services.channel import Viewer, channel_key_from_env
 from ...services.code import CodeService
 from . import budget as budget_mod
 from . import compact as compact_mod
@@ -208,7 +209,7 @@ class RecallApp:
             dict(self.available) if tools == "full" else {compact_mod.RECALL.name: compact_mod.RECALL})
         self.instructions = INSTRUCTIONS[tools]
         self.default = Client(self)
-        self._clients: "weakref.WeakKeyDictionary[Any, Client]" = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[Any, Client] = weakref.WeakKeyDictionary()
         self._clients_lock = threading.Lock()
 
     def _allowed_roots(self, allow: Iterable[str | Path]) -> list[Path]:
@@ -228,12 +229,12 @@ class RecallApp:
         """The server's access channel, resolved against the user's session map."""
         return Viewer(cfg, self.channel)
 
-    def job(self, workspace: Path) -> "IndexJob":
+    def job(self, workspace: Path) -> IndexJob:
         with self._jobs_lock:
             return self.jobs.setdefault(workspace, IndexJob())
 
     # -- clients -----------------------------------------------------------------------------
-    def client_for(self, session: Any) -> "Client":
+    def client_for(self, session: Any) -> Client:
         """The state of one MCP session (created on its first call, gone with it)."""
         if session is None:
             return self.default
@@ -244,7 +245,7 @@ class RecallApp:
                 self._clients[session] = c
             return c
 
-    def call(self, name: str, args: dict[str, Any], client: "Client | None" = None
+    def call(self, name: str, args: dict[str, Any], client: Client | None = None
              ) -> tuple[dict[str, Any], str]:
         return (client or self.default).call(name, args)
 

@@ -7,7 +7,8 @@ One function per tool, all `dict -> str`, pure. They favour the information a mo
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def _tail(d: dict[str, Any]) -> list[str]:

@@ -13,8 +13,9 @@ import os
 import secrets
 import socket
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import anyio
 import mcp_types as types

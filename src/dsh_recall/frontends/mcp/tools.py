@@ -20,7 +20,7 @@ def S(desc: str = "", **kw: Any) -> dict[str, Any]:
     return out
 
 
-def I(desc: str = "", **kw: Any) -> dict[str, Any]:
+def I(desc: str = "", **kw: Any) -> dict[str, Any]:  # noqa: E743  (S, I, B: JSON Schema types, one letter each for a dense table)
     out: dict[str, Any] = {"type": "integer", **kw}
     if desc:
         out["description"] = desc

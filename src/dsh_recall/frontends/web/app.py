@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from ...core.config import Config
@@ -40,7 +41,7 @@ def check_request(method: str, headers: dict[str, str], port: int) -> tuple[int,
     without one; only GET and HEAD exist."""
     host = headers.get("host", "").strip().lower()
     if host not in allowed_hosts(port):
-        return 421, "this dashboard answers only http://127.0.0.1:%d/" % port
+        return 421, f"this dashboard answers only http://127.0.0.1:{port}/"
     origin = headers.get("origin")
     if origin is not None:
         parts = urlsplit(origin.strip().lower())

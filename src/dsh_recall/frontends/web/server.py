@@ -6,8 +6,8 @@ import socket
 import sys
 import threading
 import webbrowser
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ...core.config import Config
 from .app import Dashboard, build_app

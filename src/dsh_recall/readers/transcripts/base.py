@@ -21,11 +21,12 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ...core.clean import INT64_MAX, INT64_MIN, clean_int, clean_json, clean_text
 from ..workspace import open_regular, read_fd
@@ -360,7 +361,7 @@ def iso_to_ms(value: Any) -> int | None:
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
             if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=timezone.utc)
+                dt = dt.replace(tzinfo=UTC)
             ms = int(dt.timestamp() * 1000)
         except (ValueError, OverflowError, OSError):
             return None

@@ -11,19 +11,19 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ...core.config import Config
 from ...core.errors import InputError, RecallError
 from ...core.paths import ensure_dir, recall_home, workspace_dir
 from ...core.text import code_tokens
 from ...embedders import Embedder
+from ...rank import code_files, rerank
 from ...rank import excerpt as excerpt_mod
 from ...rank import lexical as lex
-from ...rank import rerank
-from ...rank import code_files
 from ...rank.fuse import (
     intent_terms,
     is_test_path,
@@ -42,12 +42,10 @@ from ...readers.workspace import (
     read_regular,
     walk,
 )
-from ...stores.base import FileRow, IndexedChunk
 from ...stores import registry
+from ...stores.base import FileRow, IndexedChunk
 from ...stores.sqlite import SqliteChunkStore
-from . import prepare as code_prepare
 from .. import usage
-from .prepare import embed_text
 from ..vectors import (
     DELTA_SYNC,
     Progress,
@@ -59,6 +57,8 @@ from ..vectors import (
     sync_fingerprint,
     sync_vector_file,
 )
+from . import prepare as code_prepare
+from .prepare import embed_text
 
 # The end of a search's note on chunks still without a vector; the MCP server, which
 # starts the index job itself, says so instead.
@@ -877,7 +877,7 @@ class CodeService:
             out["embedder"]["fingerprint"] = emb.fingerprint
         return out
 
-    def keep_warm(self) -> "CodeService":
+    def keep_warm(self) -> CodeService:
         """For a long-lived process (the MCP server, the web viewer): a query whose common
         terms have no cached score list yet is answered by FTS5 and the lists are computed
         behind it, so the next query with those terms is summed from them

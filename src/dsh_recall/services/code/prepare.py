@@ -12,8 +12,8 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 from ...core.text import index_text, safe_decode
 from ...core.types import SourceFile

@@ -17,7 +17,8 @@ import dataclasses
 import json
 import os
 import sqlite3
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...core.config import Config
 from ...core.errors import InputError, StoreError
@@ -27,12 +28,13 @@ from ...rank import rerank
 from ...rank.aggregate import BlockHit, aggregate
 from ...rank.fuse import rrf
 from ...stores.history import HistoryStore, loads_flags
+from .. import usage
+
 # The use cases live next door; this module re-exports them so it stays the one entry point.
 from .common import LAYERS, SESSION_ENV, _cfg, _iso, db_path, open_store
 from .detail import OlderTurns, compaction_anchor, known_terms, recent_events, show
 from .rank import apply_rules, feedback_match
 from .semantic import CATCH_UP, SemanticLayer, backfill
-from .. import usage
 
 __all__ = [
     "LAYERS", "LAYER_WEIGHTS", "SESSION_ENV", "EVENT_TEXT_CAP", "COARSE_MIN_SHARE", "InputError",

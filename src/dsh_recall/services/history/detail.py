@@ -4,12 +4,13 @@ and the look-ups the auto-recall gate makes (`known_terms`, `OlderTurns`, `recen
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...core.errors import InputError, UnknownSession
 from ...core.text import fts_quote
-from ...rank import history_query as hq
 from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
+from ...rank import history_query as hq
 from ...stores.history import HistoryStore, loads_flags
 from .common import _iso, open_store
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from ...chunkers.transcript import event_blocks
+from ...chunkers.transcript import MAX_RESULT_BLOCKS, event_blocks
 from ...core.clean import clean_int, clean_text
 from ...core.config import Config
 from ...core.text import index_text
-from ...chunkers.transcript import MAX_RESULT_BLOCKS
-from ...rank import history_query as hq
 from ...policy.offload import NOTE_MARKER
 from ...policy.restore import restore_notes
+from ...rank import history_query as hq
 from ...readers.transcripts import ReadContext, discover_default, expand, reader
 from ...readers.transcripts.base import MAX_SKIP_NOTES, opt_str
 from ...readers.workspace import read_regular

@@ -9,8 +9,8 @@ lookups, no model call.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from ...core.config import HistoryConfig
 from ...core.text import fts_quote
@@ -28,7 +28,7 @@ def rules_on(h: HistoryConfig) -> bool:
 def _day(ms: int | None):
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).date()
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).date()
 
 
 def _turns(store: HistoryStore, ids: Sequence[int], rows: dict | None = None) -> dict[int, hr.Turn]:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import math
 import threading
 import time as _time
-from typing import Sequence
+from collections.abc import Sequence
 
 from ...chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_text, text_hash
 from ...core.config import Config
 from ...core.errors import RecallError
 from ...core.paths import recall_home
 from ...stores.history import HistoryStore
-from .common import open_store
 from ..vectors import (
     DELTA_SYNC,
     SYNC_EVERY,
@@ -24,6 +23,7 @@ from ..vectors import (
     shared_embedder,
     sync_vector_file,
 )
+from .common import open_store
 
 # Meta RATE_KEY (services.vectors): "<fingerprint>|<blocks per second>" of the last fill here.
 # What a gated answer says when the gap is more than a search may close.

@@ -19,8 +19,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ...chunkers import notes as note_chunker
 from ...core.config import Config, load_config
@@ -33,12 +34,12 @@ from ...policy import access
 from ...rank import lexical as lex
 from ...rank import rerank
 from ...rank.fuse import layer_weights, rrf
+from ...rank.notes_rank import Hit, case_rank, coverage, load_cases, recall_block, relevant, source_weight
 from ...readers.notes import resolve_roots, walk_notes
 from ...readers.workspace import read_regular
-from ...stores.base import FileRow, IndexedChunk
 from ...stores import registry
+from ...stores.base import FileRow, IndexedChunk
 from ...stores.sqlite import SqliteChunkStore
-from ...rank.notes_rank import Hit, case_rank, coverage, load_cases, recall_block, relevant, source_weight
 from .. import channel as channel_mod
 from .. import usage
 from ..vectors import (
