@@ -5,7 +5,7 @@ SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
 - warm query p50 / p95 through the API (one process, as the MCP server runs), an MCP call
   and the CLI (a new process per call, as an agent's shell runs it), interleaved with
   `rg -i -l` over the same terms; how often the CLI's vector layer answered within the
-  deadline; and the CLI again with `dsh-recall daemon` running (frontends/daemon.py). "Warm" means the query's per-term score lists exist (stores/impacts.py); the
+  deadline; and the CLI again with `dsh-recall daemon` running (frontends/daemon.py). "Warm" means the query's per-term score lists exist (stores/sqlite/impacts.py); the
   API's first-sight column is each query with every list emptied before the run
 - RSS of the API process and of a CLI call; disk per chunk (SQLite + vector file)
 - pasted issues: the shipped path on first sight and with score lists, against the exact
@@ -101,11 +101,11 @@ def cpu() -> float:
 def long_query_check(svc: CodeService) -> dict:
     """Every SWE-bench dev issue text as a query through the API, three ways: the exact
     full FTS5 query; the shipped path on first sight of its terms (cached single-term
-    scores emptied: FTS5 from the rarest rows past 20k chunks, stores/sqlite.py
+    scores emptied: FTS5 from the rarest rows past 20k chunks, stores/sqlite/chunks.py
     LONG_RARE_ROWS, while the long-lived process computes the lists behind it); and the
     shipped path once the lists exist. How many top 10 answers agree with the exact one,
     each way's p50."""
-    from dsh_recall.stores import sqlite as store_sqlite
+    from dsh_recall.stores.sqlite import chunks as store_sqlite
 
     issues = [json.loads(line)["query"] for line in open(EVAL / "queries.jsonl")]
     store, shipped = svc.store, store_sqlite.LONG_RARE_ROWS

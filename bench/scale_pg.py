@@ -37,8 +37,8 @@ from dsh_recall.core.text import index_text  # noqa: E402
 from dsh_recall.rank import lexical as lex  # noqa: E402
 from dsh_recall.rank.fuse import rrf  # noqa: E402
 from dsh_recall.services.vectors import VectorIndex, sync_vector_file  # noqa: E402
-from dsh_recall.stores.base import FileRow, IndexedChunk  # noqa: E402
-from dsh_recall.stores.sqlite import SqliteChunkStore  # noqa: E402
+from dsh_recall.stores.contracts import FileRow, IndexedChunk  # noqa: E402
+from dsh_recall.stores.sqlite.chunks import SqliteChunkStore  # noqa: E402
 
 DIM = 384
 WORDS = ["session", "retry", "adapter", "fixture", "cookie", "parse", "config", "token", "cache",
@@ -185,7 +185,7 @@ def main() -> None:
             if backend == "sqlite":
                 store = SqliteChunkStore(Path(tempfile.mkdtemp(prefix="scale-lite-")) / "index.sqlite")
             else:
-                from dsh_recall.stores.postgres import PgChunkStore
+                from dsh_recall.stores.postgres.chunks import PgChunkStore
 
                 store = PgChunkStore(url, f"bench/scale-{size}-{os.getpid()}")
             r = run(backend, store, size, queries, url if backend != "sqlite" else None)

@@ -10,7 +10,7 @@ import pytest
 from dsh_recall.chunkers.transcript import CONTEXT_CHARS, embed_text, text_hash
 from dsh_recall.core.config import load_config
 from dsh_recall.services import history as svc
-from dsh_recall.stores.history import HistoryStore
+from dsh_recall.stores.sqlite.history import HistoryStore
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Cached single-term scores (stores/impacts.py): a query summed from them ranks and scores
+"""Cached single-term scores (stores/sqlite/impacts.py): a query summed from them ranks and scores
 as one full FTS5 query does, before and after writes that touch or leave its terms, across
 processes sharing the cache file, and with a damaged or foreign cache file."""
 
@@ -11,10 +11,10 @@ import pytest
 from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
 from dsh_recall.rank.lexical import match_expression
-from dsh_recall.stores import impacts
-from dsh_recall.stores import sqlite as sq
-from dsh_recall.stores.base import FileRow, IndexedChunk
-from dsh_recall.stores.sqlite import SqliteChunkStore
+from dsh_recall.stores.contracts import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite import impacts
+from dsh_recall.stores.sqlite.chunks import SqliteChunkStore
+from dsh_recall.stores.sqlite import chunks as sq
 
 WORDS = ["request", "session", "value", "data", "config", "item", "cookiejar", "backoff",
          "teardown", "blueprint", "rewrite", "monkeypatch", "tmpdir", "adapter", "redirect"]

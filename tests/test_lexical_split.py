@@ -1,4 +1,4 @@
-"""The split lexical query (stores/sqlite.py split_match) returns exactly what one full FTS5
+"""The split lexical query (stores/sqlite/chunks.py split_match) returns exactly what one full FTS5
 query returns: same chunks, same order, same scores, on a corpus where common terms sit in
 most chunks and rare ones in a few, for queries that take the split and ones that do not."""
 
@@ -11,8 +11,8 @@ import pytest
 from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
 from dsh_recall.rank.lexical import match_expression
-from dsh_recall.stores.base import FileRow, IndexedChunk
-from dsh_recall.stores.sqlite import SqliteChunkStore, split_match
+from dsh_recall.stores.contracts import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite.chunks import SqliteChunkStore, split_match
 
 COMMON = ["request", "session", "value", "data", "config", "item"]
 RARE = ["cookiejar", "backoff", "teardown", "blueprint", "rewrite", "monkeypatch", "tmpdir",
@@ -57,7 +57,7 @@ QUERIES = [
 @pytest.mark.parametrize("limit", [5, 20, 200])
 def test_split_equals_full_query(tmp_path, limit, impacts):
     """Both ways a store answers without running the full query: the split, and the sum
-    of cached single-term scores (stores/impacts.py)."""
+    of cached single-term scores (stores/sqlite/impacts.py)."""
     store = make_store(tmp_path)
     store.use_impacts = impacts
     took_split = 0
@@ -152,7 +152,7 @@ def test_opening_an_index_for_search_needs_no_write_lock(tmp_path):
 def test_long_query_is_answered_from_its_rarest_rows(tmp_path, monkeypatch):
     """More than 10 terms: no bound proves the split, so past LONG_MIN_CHUNKS the answer is
     the rows holding the rarest terms, each scored exactly as the full query scores it."""
-    from dsh_recall.stores import sqlite as sq
+    from dsh_recall.stores.sqlite import chunks as sq
 
     store = make_store(tmp_path)  # 480 chunks
     store.use_impacts = False  # the long-query path itself is under test

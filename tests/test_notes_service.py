@@ -12,7 +12,7 @@ from dsh_recall.chunkers import notes as note_chunker
 from dsh_recall.core.config import load_config
 from dsh_recall.rank.notes_rank import RECALL_HEADER, Hit, recall_block
 from dsh_recall.services.notes import NotesService
-from dsh_recall.stores.base import ChunkRow
+from dsh_recall.stores.contracts import ChunkRow
 
 
 def cfg(**notes):

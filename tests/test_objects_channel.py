@@ -11,7 +11,7 @@ import pytest
 from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.core.errors import InputError
 from dsh_recall.services.objects import ObjectService, ResultText
-from dsh_recall.stores.objects import ObjectStore, text_sha
+from dsh_recall.stores.sqlite.objects import ObjectStore, text_sha
 
 
 def _log(n: int, tag: str = "") -> str:

@@ -15,7 +15,7 @@ import pytest
 from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.core.errors import InputError, StoreError
 from dsh_recall.services.objects import ObjectService, ResultText, default_path
-from dsh_recall.stores.objects import ObjectStore
+from dsh_recall.stores.sqlite.objects import ObjectStore
 
 
 def _log(n: int, tag: str = "") -> str:
@@ -230,7 +230,7 @@ def test_two_processes_offload_and_recall_at_once(tmp_path):
 KILLED = textwrap.dedent('''
     import sys, time
     from dsh_recall.services.objects import ObjectService
-    from dsh_recall.stores import objects as store_mod
+    from dsh_recall.stores.sqlite import objects as store_mod
     path, n_ok = sys.argv[1], int(sys.argv[2])
     svc = ObjectService(path=path)
     for i in range(n_ok):

@@ -11,7 +11,7 @@ import numpy as np
 
 from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
-from dsh_recall.stores.base import FileRow, IndexedChunk
+from dsh_recall.stores.contracts import FileRow, IndexedChunk
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 PATHS = [f"pkg/mod{i:02d}.py" for i in range(12)]
@@ -30,7 +30,7 @@ def _chunks(path: str, writer: int, rnd: int) -> list[IndexedChunk]:
 
 
 def _writer(url: str, ns: str, writer: int, errors) -> None:
-    from dsh_recall.stores.postgres import PgChunkStore
+    from dsh_recall.stores.postgres.chunks import PgChunkStore
 
     try:
         store = PgChunkStore(url, ns)
@@ -67,7 +67,7 @@ def _check_whole_files(store) -> int:
 
 
 def test_concurrent_writers_on_postgres(pg_url, pg_namespace):
-    from dsh_recall.stores.postgres import PgChunkStore
+    from dsh_recall.stores.postgres.chunks import PgChunkStore
 
     ctx = mp.get_context("fork")
     errors = ctx.Queue()
@@ -120,8 +120,8 @@ def test_concurrent_writers_on_postgres(pg_url, pg_namespace):
 def _history_writer(url: str, ns: str, writer: int, errors) -> None:
     from dsh_recall.core.text import index_text as it
     from dsh_recall.rank import history_query as hq
-    from dsh_recall.stores.history import BlockIn
-    from dsh_recall.stores.postgres_history import PgHistoryStore
+    from dsh_recall.stores.postgres.history import PgHistoryStore
+    from dsh_recall.stores.sqlite.history import BlockIn
 
     try:
         store = PgHistoryStore(url, ns)
@@ -142,7 +142,7 @@ def _history_writer(url: str, ns: str, writer: int, errors) -> None:
 
 
 def test_concurrent_history_imports_on_postgres(pg_url, pg_namespace):
-    from dsh_recall.stores.postgres_history import PgHistoryStore
+    from dsh_recall.stores.postgres.history import PgHistoryStore
 
     ctx = mp.get_context("fork")
     errors = ctx.Queue()

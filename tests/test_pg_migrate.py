@@ -81,7 +81,7 @@ def test_migrate_needs_a_postgres_url(tmp_path):
 
 
 def test_schema_versions_are_applied_in_order_and_newer_refused(pg_url, pg_namespace):
-    from dsh_recall.stores import pg_util
+    from dsh_recall.stores.postgres import util as pg_util
 
     conn = pg_util.connect(pg_url)
     try:
@@ -103,10 +103,10 @@ def test_schema_versions_are_applied_in_order_and_newer_refused(pg_url, pg_names
 
 
 def test_stores_record_their_schema_version(pg_url, pg_namespace):
-    from dsh_recall.stores import pg_util
-    from dsh_recall.stores.postgres import SCHEMA_VERSION, PgChunkStore
-    from dsh_recall.stores.postgres_history import SCHEMA_VERSION as HV
-    from dsh_recall.stores.postgres_history import PgHistoryStore
+    from dsh_recall.stores.postgres.chunks import SCHEMA_VERSION, PgChunkStore
+    from dsh_recall.stores.postgres import util as pg_util
+    from dsh_recall.stores.postgres.history import SCHEMA_VERSION as HV
+    from dsh_recall.stores.postgres.history import PgHistoryStore
 
     a, b = PgChunkStore(pg_url, pg_namespace + "/c"), PgHistoryStore(pg_url, pg_namespace + "/h")
     try:

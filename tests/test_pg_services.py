@@ -13,7 +13,7 @@ from dsh_recall.core.config import load_config
 from dsh_recall.services import history as hsvc
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
-from dsh_recall.stores.history import HistoryStore
+from dsh_recall.stores.sqlite.history import HistoryStore
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 FILES = {
@@ -141,7 +141,7 @@ def _hits(ans):
 
 
 def test_history_on_postgres_answers_as_on_sqlite(tmp_path, pg_url, pg_namespace):
-    from dsh_recall.stores.postgres_history import PgHistoryStore
+    from dsh_recall.stores.postgres.history import PgHistoryStore
 
     cfg = cfg_for(None, None)
     lite = HistoryStore(tmp_path / "h.sqlite")
@@ -171,7 +171,7 @@ def test_history_on_postgres_answers_as_on_sqlite(tmp_path, pg_url, pg_namespace
 
 
 def test_history_channels_hold_on_postgres(tmp_path, pg_url, pg_namespace):
-    from dsh_recall.stores.postgres_history import PgHistoryStore
+    from dsh_recall.stores.postgres.history import PgHistoryStore
 
     cfg = cfg_for(None, None)
     store = PgHistoryStore(pg_url, pg_namespace)

@@ -11,7 +11,7 @@ import pytest
 
 from dsh_recall.core.config import load_config
 from dsh_recall.services.code import CodeService
-from dsh_recall.stores.base import ChunkRow
+from dsh_recall.stores.contracts import ChunkRow
 
 PATHS = ["src/app/session.py", "tests/test_session.py", "docs/session.md", "setup.cfg",
          "src/app/cookies.py", "tests/conftest.py", "README.md", "src/app/util.py"]

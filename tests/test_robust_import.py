@@ -18,7 +18,7 @@ from dsh_recall.core.config import load_config
 from dsh_recall.readers.transcripts import ReadContext, reader
 from dsh_recall.readers.transcripts.base import TranscriptEvent
 from dsh_recall.services import history as svc
-from dsh_recall.stores.history import HistoryStore
+from dsh_recall.stores.sqlite.history import HistoryStore
 
 
 @pytest.fixture

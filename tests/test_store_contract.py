@@ -1,4 +1,4 @@
-"""The chunk-store contract (stores/base.py), run on every backend: the embedded SQLite
+"""The chunk-store contract (stores/contracts.py), run on every backend: the embedded SQLite
 store always, PostgreSQL + pgvector when a server is there (CI starts one; see
 tests/pg_fixture.py). Lexical scores are checked against FTS5's bm25 formula written out
 here, vector search against exact brute force, and both backends against each other."""
@@ -15,8 +15,8 @@ from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
 from dsh_recall.rank.lexical import match_expression
 from dsh_recall.services.vectors import VectorIndex
-from dsh_recall.stores.base import FileRow, IndexedChunk
-from dsh_recall.stores.sqlite import SqliteChunkStore
+from dsh_recall.stores.contracts import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite.chunks import SqliteChunkStore
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -25,7 +25,7 @@ BACKENDS = ["sqlite", "postgresql"]
 def open_store(backend, request, tmp_path, name="index"):
     if backend == "sqlite":
         return SqliteChunkStore(tmp_path / f"{name}.sqlite")
-    from dsh_recall.stores.postgres import PgChunkStore
+    from dsh_recall.stores.postgres.chunks import PgChunkStore
 
     url = request.getfixturevalue("pg_url")
     ns = request.getfixturevalue("pg_namespace") + "/" + name
@@ -292,7 +292,7 @@ def test_registry_picks_the_backend_and_names_valid_ones(tmp_path):
 
 
 def test_urls_are_shown_without_passwords():
-    from dsh_recall.stores.pg_util import redact
+    from dsh_recall.stores.postgres.util import redact
 
     assert redact("postgresql://bob:s3cret@db:5432/recall") == "postgresql://bob:***@db:5432/recall"
     assert redact("postgresql://bob@db/recall") == "postgresql://bob@db/recall"
@@ -301,7 +301,7 @@ def test_urls_are_shown_without_passwords():
 def test_candidate_cap_keeps_the_rows_with_rare_terms(request, tmp_path, monkeypatch):
     """PostgreSQL bounds a lexical query to the rows holding its rarest terms; rows holding
     only very common terms are left out, and those holding rare ones rank as before."""
-    from dsh_recall.stores import pg_util
+    from dsh_recall.stores.postgres import util as pg_util
 
     pg = open_store("postgresql", request, tmp_path)
     try:
@@ -322,7 +322,7 @@ def test_candidate_cap_keeps_the_rows_with_rare_terms(request, tmp_path, monkeyp
 def test_postgres_hnsw_index_answers_once_built(request, tmp_path, monkeypatch):
     """Past ANN_MIN_ROWS vectors the HNSW index is built and used; its top k is the exact
     top k here (a small graph searched with a wide beam), with exact scores."""
-    from dsh_recall.stores import postgres
+    from dsh_recall.stores.postgres import chunks as postgres
 
     monkeypatch.setattr(postgres, "ANN_MIN_ROWS", 100)
     pg = open_store("postgresql", request, tmp_path)

@@ -1,4 +1,4 @@
-"""The history-store contract (stores/history.py's calls), run on SQLite always and on
+"""The history-store contract (stores/sqlite/history.py's calls), run on SQLite always and on
 PostgreSQL when a server is there (tests/pg_fixture.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from dsh_recall.core.text import index_text
 from dsh_recall.rank import history_query as hq
 from dsh_recall.services.vectors import VectorIndex
-from dsh_recall.stores.history import BlockIn, HistoryStore
+from dsh_recall.stores.sqlite.history import BlockIn, HistoryStore
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
 
@@ -18,7 +18,7 @@ def store(request, tmp_path):
     if request.param == "sqlite":
         s = HistoryStore(tmp_path / "history.sqlite")
     else:
-        from dsh_recall.stores.postgres_history import PgHistoryStore
+        from dsh_recall.stores.postgres.history import PgHistoryStore
 
         s = PgHistoryStore(request.getfixturevalue("pg_url"), request.getfixturevalue("pg_namespace"))
     yield s

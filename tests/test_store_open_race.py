@@ -9,9 +9,9 @@ import sys
 import pytest
 
 OPENERS = {
-    "chunks": "from dsh_recall.stores.sqlite import SqliteChunkStore as S",
-    "history": "from dsh_recall.stores.history import HistoryStore as S",
-    "objects": "from dsh_recall.stores.objects import ObjectStore as S",
+    "chunks": "from dsh_recall.stores.sqlite.chunks import SqliteChunkStore as S",
+    "history": "from dsh_recall.stores.sqlite.history import HistoryStore as S",
+    "objects": "from dsh_recall.stores.sqlite.objects import ObjectStore as S",
 }
 
 

@@ -1,4 +1,4 @@
-"""The kept document frequencies (stores/sqlite.py term_df) equal what fts5vocab counts,
+"""The kept document frequencies (stores/sqlite/chunks.py term_df) equal what fts5vocab counts,
 through inserts, replaces, deletes and clears, and an index made before them gets them
 filled by its next indexer while searches fall back to fts5vocab meanwhile."""
 
@@ -8,8 +8,8 @@ import random
 
 from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
-from dsh_recall.stores.base import FileRow, IndexedChunk
-from dsh_recall.stores.sqlite import SqliteChunkStore
+from dsh_recall.stores.contracts import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite.chunks import SqliteChunkStore
 
 WORDS = ["request", "session", "parseHttpResponse", "tmp_path", "café", "naïve", "日本語",
          "value", "x2", "__init__", "Retry", "BACKOFF", "a_b_c", "data"]

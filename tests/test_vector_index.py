@@ -14,9 +14,9 @@ import pytest
 from dsh_recall.core.types import Chunk
 from dsh_recall.rank.vector import int8_scores, top_k
 from dsh_recall.services.vectors import VECTOR_FILE_META, VectorIndex, sync_vector_file
-from dsh_recall.stores.base import FileRow, IndexedChunk
-from dsh_recall.stores.sqlite import SCHEMA_VERSION, SqliteChunkStore
-from dsh_recall.stores.vector_index import FileState, append_file, quantize
+from dsh_recall.stores.contracts import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite.chunks import SCHEMA_VERSION, SqliteChunkStore
+from dsh_recall.stores.sqlite.vector_file import FileState, append_file, quantize
 
 DIM = 32
 
@@ -291,7 +291,7 @@ def test_recall_at_10_on_real_minilm_vectors_is_at_least_098(tmp_path):
 
 
 def test_history_blocks_rank_through_the_same_file(tmp_path):
-    from dsh_recall.stores.history import BlockIn, HistoryStore
+    from dsh_recall.stores.sqlite.history import BlockIn, HistoryStore
 
     store = HistoryStore(tmp_path / "history.sqlite")
     for sid in ("s1", "s2", "s3"):
@@ -324,8 +324,8 @@ import numpy as np
 from pathlib import Path
 from dsh_recall.core.types import Chunk
 from dsh_recall.services.vectors import sync_vector_file
-from dsh_recall.stores.base import FileRow, IndexedChunk
-from dsh_recall.stores.sqlite import SqliteChunkStore
+from dsh_recall.stores.contracts import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite.chunks import SqliteChunkStore
 
 store = SqliteChunkStore(Path(sys.argv[1]))
 for n in range(100000):

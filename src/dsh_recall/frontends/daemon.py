@@ -323,7 +323,7 @@ class Daemon:
                 code,  # noqa: F401
                 vectors,
             )
-            from ..stores import sqlite
+            from ..stores.sqlite import chunks as sqlite
 
             np.zeros(1)
             sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next

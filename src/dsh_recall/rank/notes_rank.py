@@ -21,7 +21,7 @@ from . import lexical as lex
 class Hit:
     """One ranked passage with what the auto-recall gate needs to judge it."""
 
-    row: Any  # stores.base.ChunkRow
+    row: Any  # stores.contracts.ChunkRow
     score: float
     level: str
     cosine: float | None

@@ -2,7 +2,7 @@
 
 `top_k` is exact brute force over float32 rows, the reference every faster path is measured
 against. `quantize` / `int8_scores` are the first pass over the memory-mapped int8 matrix
-(stores/vector_index.py): each row carries its own scale, so a row's approximate cosine is
+(stores/sqlite/vector_file.py): each row carries its own scale, so a row's approximate cosine is
 its int8 dot product times that scale. simsimd's (or numkong's) SIMD kernels score int8 rows
 directly (about 4 ms per 100k rows of 384 dims on one core); without them numpy converts
 blocks (about 100 ms per 100k rows).
@@ -11,7 +11,7 @@ blocks (about 100 ms per 100k rows).
 from __future__ import annotations
 
 from ..core.lazy import np
-from ..stores.vector_index import quantize
+from ..stores.sqlite.vector_file import quantize
 
 try:  # optional SIMD kernels: simsimd, or its successor numkong (same cdist call)
     import simsimd as _nk

@@ -2,7 +2,7 @@
 
 One `ObjectService` serves the CLI, the hooks, the MCP proxy and the MCP server. Policy
 (thresholds, ids, ranges, what to evict) lives here and in search.offload; SQL lives in
-stores.objects.
+stores.sqlite.objects.
 """
 
 from __future__ import annotations
@@ -38,14 +38,7 @@ from ..policy.offload import (
     search_index,
 )
 from ..rank import logrank
-from ..stores.objects import (
-    BlobParts,
-    ObjectRow,
-    ObjectStore,
-    blob_parts,
-    encode_text,
-    text_sha,
-)
+from ..stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
 from . import usage
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it

@@ -144,7 +144,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def _chunk_index(path: Path, kind: str) -> dict[str, Any] | None:
-    from ..stores.sqlite import SqliteChunkStore
+    from ..stores.sqlite.chunks import SqliteChunkStore
 
     try:
         store = SqliteChunkStore(path)
@@ -186,7 +186,7 @@ def indexes(home: Path) -> dict[str, Any]:
              if (i := _chunk_index(p, "notes"))]
     hist: dict[str, Any] | None = None
     if (home / "history.sqlite").exists():
-        from ..stores.history import HistoryStore
+        from ..stores.sqlite.history import HistoryStore
 
         try:
             hs = HistoryStore(home / "history.sqlite")
@@ -309,7 +309,7 @@ def _object_store(home: Path) -> dict[str, Any] | None:
     path = home / "objects.sqlite"
     if not path.exists():
         return None
-    from ..stores.objects import ObjectStore
+    from ..stores.sqlite.objects import ObjectStore
 
     try:
         store = ObjectStore(path)

@@ -19,9 +19,9 @@ from ..core.lazy import np
 from ..embedders import Embedder
 from ..embedders import create as create_embedder
 from ..rank.vector import int8_scores, top_k, top_of
-from ..stores.base import ChunkRow
-from ..stores.sqlite import EmbedCache, SqliteChunkStore
-from ..stores.vector_index import FileState, MappedVectors, append_file, remove_stale, write_file
+from ..stores.contracts import ChunkRow
+from ..stores.sqlite.chunks import EmbedCache, SqliteChunkStore
+from ..stores.sqlite.vector_file import FileState, MappedVectors, append_file, remove_stale, write_file
 
 BUDGET_BATCH = 32  # small batches keep a budgeted run close to its budget
 FULL_BATCH = 256

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..core.errors import StoreError
 from ..core.types import Chunk
-from .base import FileRow, IndexedChunk
-from .history import BlockIn
+from .contracts import FileRow, IndexedChunk
+from .sqlite.history import BlockIn
 
 # Meta that describes the SQLite file itself (its vector file, write counters), not the index.
 LOCAL_META = {"vec_seq", "vec_epoch", "vector_file", "generation", "schema"}

@@ -30,25 +30,25 @@ def backend(store: str | None) -> str:
 
 
 def _pg_chunks(url: str, namespace: str, path: Path):
-    from .postgres import PgChunkStore
+    from .postgres.chunks import PgChunkStore
 
     return PgChunkStore(url, namespace)
 
 
 def _sqlite_chunks(url: str | None, namespace: str, path: Path):
-    from .sqlite import SqliteChunkStore
+    from .sqlite.chunks import SqliteChunkStore
 
     return SqliteChunkStore(path)
 
 
 def _pg_history(url: str, namespace: str, path: Path):
-    from .postgres_history import PgHistoryStore
+    from .postgres.history import PgHistoryStore
 
     return PgHistoryStore(url, namespace)
 
 
 def _sqlite_history(url: str | None, namespace: str, path: Path):
-    from .history import HistoryStore
+    from .sqlite.history import HistoryStore
 
     return HistoryStore(path)
 

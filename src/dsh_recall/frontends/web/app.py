@@ -93,7 +93,7 @@ class Dashboard:
     # -- search ---------------------------------------------------------------------------
     def workspaces(self) -> list[Path]:
         """This dashboard's workspace, then every workspace with a code index here."""
-        from ...stores.sqlite import SqliteChunkStore
+        from ...stores.sqlite.chunks import SqliteChunkStore
 
         out = [self.workspace]
         for db in sorted((self.home / "workspaces").glob("*/index.sqlite")):

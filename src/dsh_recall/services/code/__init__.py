@@ -43,8 +43,8 @@ from ...readers.workspace import (
     walk,
 )
 from ...stores import registry
-from ...stores.base import FileRow, IndexedChunk
-from ...stores.sqlite import SqliteChunkStore
+from ...stores.contracts import FileRow, IndexedChunk
+from ...stores.sqlite.chunks import SqliteChunkStore
 from .. import usage
 from ..vectors import (
     DELTA_SYNC,
@@ -117,7 +117,7 @@ class IndexReport:
     problems: list[str] | None = None
     notes: list[str] | None = None
     seconds: float = 0.0
-    lists: int = 0  # score lists of common terms brought up to date (stores/impacts.py)
+    lists: int = 0  # score lists of common terms brought up to date (stores/sqlite/impacts.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -881,7 +881,7 @@ class CodeService:
         """For a long-lived process (the MCP server, the web viewer): a query whose common
         terms have no cached score list yet is answered by FTS5 and the lists are computed
         behind it, so the next query with those terms is summed from them
-        (stores/impacts.py). A one-shot CLI would only pay for lists it never uses."""
+        (stores/sqlite/impacts.py). A one-shot CLI would only pay for lists it never uses."""
         if hasattr(self.store, "warm_behind"):
             self.store.warm_behind = True
         return self

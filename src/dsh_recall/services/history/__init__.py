@@ -27,7 +27,7 @@ from ...rank import history_query as hq
 from ...rank import rerank
 from ...rank.aggregate import BlockHit, aggregate
 from ...rank.fuse import rrf
-from ...stores.history import HistoryStore, loads_flags
+from ...stores.sqlite.history import HistoryStore, loads_flags
 from .. import usage
 
 # The use cases live next door; this module re-exports them so it stays the one entry point.

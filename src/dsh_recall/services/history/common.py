@@ -11,7 +11,7 @@ from pathlib import Path
 from ...core.config import Config, load_config
 from ...core.paths import recall_home
 from ...stores import registry
-from ...stores.history import HistoryStore
+from ...stores.sqlite.history import HistoryStore
 
 LAYERS = ("literal", "fuzzy", "semantic")
 SESSION_ENV = "DSH_RECALL_SESSION"

@@ -11,7 +11,7 @@ from ...core.errors import InputError, UnknownSession
 from ...core.text import fts_quote
 from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ...rank import history_query as hq
-from ...stores.history import HistoryStore, loads_flags
+from ...stores.sqlite.history import HistoryStore, loads_flags
 from .common import _iso, open_store
 
 

@@ -26,7 +26,7 @@ from ...rank import history_query as hq
 from ...readers.transcripts import ReadContext, discover_default, expand, reader
 from ...readers.transcripts.base import MAX_SKIP_NOTES, opt_str
 from ...readers.workspace import read_regular
-from ...stores.history import BlockIn, HistoryStore, dumps_flags
+from ...stores.sqlite.history import BlockIn, HistoryStore, dumps_flags
 from .common import _cfg, open_store
 from .semantic import SemanticLayer
 

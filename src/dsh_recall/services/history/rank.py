@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from ...core.config import HistoryConfig
 from ...core.text import fts_quote
 from ...rank import history_rules as hr
-from ...stores.history import HistoryStore
+from ...stores.sqlite.history import HistoryStore
 
 Fused = list[tuple[int, float, dict[str, int]]]
 

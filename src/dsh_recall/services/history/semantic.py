@@ -12,7 +12,7 @@ from ...chunkers.transcript import CHUNKER_VERSION, EMBED_TEXT_VERSION, embed_te
 from ...core.config import Config
 from ...core.errors import RecallError
 from ...core.paths import recall_home
-from ...stores.history import HistoryStore
+from ...stores.sqlite.history import HistoryStore
 from ..vectors import (
     DELTA_SYNC,
     SYNC_EVERY,

@@ -38,8 +38,8 @@ from ...rank.notes_rank import Hit, case_rank, coverage, load_cases, recall_bloc
 from ...readers.notes import resolve_roots, walk_notes
 from ...readers.workspace import read_regular
 from ...stores import registry
-from ...stores.base import FileRow, IndexedChunk
-from ...stores.sqlite import SqliteChunkStore
+from ...stores.contracts import FileRow, IndexedChunk
+from ...stores.sqlite.chunks import SqliteChunkStore
 from .. import channel as channel_mod
 from .. import usage
 from ..vectors import (

@@ -15,14 +15,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..core.errors import StoreError
-from ..core.lazy import np
-from ..core.text import fts_quote
-from . import fts5
+from ...core.errors import StoreError
+from ...core.lazy import np
+from ...core.text import fts_quote
+from .. import fts5
+from ..contracts import ChunkRow, FileRow, IndexedChunk
 from . import impacts as impacts_mod
-from .base import ChunkRow, FileRow, IndexedChunk
-from .sqlite_util import connect
-from .vector_index import scan_vectors
+from .util import connect
+from .vector_file import scan_vectors
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
 SCHEMA_VERSION = "5"  # 2: chunks.vec_seq; 3: term_df; 4: term_df.gen; 5: chunk_log
@@ -55,7 +55,7 @@ CREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen);
 # before it has the table filled by its next indexer (`ensure_term_df`); until then, and
 # for non-ASCII terms (FTS5 folds their diacritics), fts5vocab answers.
 # term_df.gen: the index generation of the last write that added or removed a row holding
-# the term. A cached single-term score list (stores/impacts.py) computed at that generation
+# the term. A cached single-term score list (stores/sqlite/impacts.py) computed at that generation
 # or later is still that term's, row for row.
 # chunk_log: the chunk ids each write removed or added, by generation, from meta 'log_from'
 # on (writes while term_df is suspended are not logged). A score list older than a write
@@ -66,7 +66,7 @@ LOG_ROWS = 200_000
 
 # chunks.vec_seq: NULL while the chunk has no vector, else the sequence number of the write
 # that gave it one. It makes `pending` an index lookup instead of a join over every chunk,
-# and tells the memory-mapped vector file (stores/vector_index.py) what it is missing.
+# and tells the memory-mapped vector file (stores/sqlite/vector_file.py) what it is missing.
 VEC_SEQ_SCHEMA = """
 CREATE INDEX IF NOT EXISTS chunks_vec_seq ON chunks(vec_seq);
 """
@@ -114,7 +114,7 @@ LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it 
 # at most about this many rows (about 5 ms), or less than FTS5 would: scoring a list
 # costs about 2.5 us a row, FTS5 about 0.3-1 us for each row of each of its terms (its
 # long-query path less), so an eighth of the query's rows; else FTS5 answers
-# (stores/impacts.py). IMPACT_TERM_ROWS: what one more statement costs, in rows.
+# (stores/sqlite/impacts.py). IMPACT_TERM_ROWS: what one more statement costs, in rows.
 IMPACT_SYNC_ROWS = 2_000
 IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
@@ -175,7 +175,7 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
 
 
 class SqliteChunkStore:
-    """Chunk store over one SQLite file (see stores.base.ChunkStore)."""
+    """Chunk store over one SQLite file (see stores.contracts.ChunkStore)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -437,7 +437,7 @@ class SqliteChunkStore:
 
     def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]:
         """The `limit` best chunks by FTS5 bm25 for `match`, as one full query ranks them:
-        summed from cached single-term scores when every term has one (stores/impacts.py),
+        summed from cached single-term scores when every term has one (stores/sqlite/impacts.py),
         else from FTS5, cheaper when the query mixes rare and common terms (`split_match`)."""
         if not path_prefix and self.use_impacts:
             hits = self._lexical_impacts(match, limit)
@@ -458,7 +458,7 @@ class SqliteChunkStore:
         rest = self._bm25(f"({common}) NOT ({rare})", limit, path_prefix)
         return sorted(hits + rest, key=lambda h: (-h[1], h[0]))[:limit]
 
-    # -- cached single-term scores (stores/impacts.py) ------------------------------
+    # -- cached single-term scores (stores/sqlite/impacts.py) ------------------------------
     @property
     def impacts(self) -> impacts_mod.ImpactCache:
         if self._impacts is None:
@@ -796,7 +796,7 @@ class SqliteChunkStore:
 
     @property
     def vector_dir(self) -> Path:
-        """Folder of the memory-mapped vector file (stores/vector_index.py)."""
+        """Folder of the memory-mapped vector file (stores/sqlite/vector_file.py)."""
         return self.path.with_suffix(".vectors")
 
     def size_bytes(self) -> int:

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit, urlunsplit
 if TYPE_CHECKING:  # numpy is imported where used: start-up stays light
     import numpy as np
 
-from ..core.errors import StoreError
-from .fts5 import K1, B, fts5_terms, idf, unicode61  # noqa: F401  (the PostgreSQL stores call them here)
+from ...core.errors import StoreError
+from ..fts5 import K1, B, fts5_terms, idf, unicode61  # noqa: F401  (the PostgreSQL stores call them here)
 
 CATALOG = "dsh_recall"
 MAX_LEXEME_BYTES = 2000  # longer tokens (a pasted blob) are not indexed

@@ -14,7 +14,7 @@ about 1 ms per 50k rows, for the same ranking (scores agree to about 1e-12).
 
 An entry is valid while no write has touched its term since it was computed: term_df keeps,
 per term, the index generation of the last write that added or removed a row holding it
-(stores/sqlite.py). Writes that leave the term alone change only the row count and average
+(stores/sqlite/chunks.py). Writes that leave the term alone change only the row count and average
 length: the idf follows the row count exactly, and an entry whose average length has moved
 by more than AVGDL_TOLERANCE is computed again. An entry older than a write that touched its
 term is patched from the index's change log (`patch`): the changed rows dropped, the added
@@ -34,9 +34,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from ..core.lazy import np
-from ..core.text import fts_quote
-from . import fts5
+from ...core.lazy import np
+from ...core.text import fts_quote
+from .. import fts5
 
 AVGDL_TOLERANCE = 1e-3  # relative drift of the average row length an entry tolerates
 MEMORY_POSTINGS = 2_000_000  # rows held in memory over all terms (12 bytes each)
@@ -125,7 +125,7 @@ PATCH_ROWS = 2_000  # a log longer than this (or than half the list) since the e
 
 
 def patch(conn: sqlite3.Connection, term: str, e: Entry, score_sql: str, fts: str) -> Entry | None:
-    """Bring `e` up to date from the change log (stores/sqlite.py chunk_log), or None when
+    """Bring `e` up to date from the change log (stores/sqlite/chunks.py chunk_log), or None when
     it cannot be: the log does not reach back to it, it is long, or the average row length
     has moved past the tolerance."""
     own_tx = not conn.in_transaction

@@ -1,7 +1,7 @@
 """The history store on PostgreSQL + pgvector: a team's sessions in one database (see
-docs/postgres.md). Same calls as stores/history.py, so the history services run on either.
+docs/postgres.md). Same calls as stores/sqlite/history.py, so the history services run on either.
 
-The three word layers are FTS5's, rebuilt from our own tokenizers (stores/pg_util.py):
+The three word layers are FTS5's, rebuilt from our own tokenizers (stores/postgres/util.py):
 literal (unicode61 + Porter stems), trigram (every three characters) and CJK bigrams, each a
 term map with a GIN index, scored by FTS5's bm25. Sessions keep the access channel that
 produced them (services/channel.py) and the user who imported them. Writes of one session
@@ -17,11 +17,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..core.errors import StoreError
-from ..core.text import fts_quote
-from . import pg_util
-from .history import BlockIn, BlockRow
-from .postgres import ANN_MIN_ROWS, HNSW
+from ...core.errors import StoreError
+from ...core.text import fts_quote
+from ..sqlite.history import BlockIn, BlockRow
+from . import util as pg_util
+from .chunks import ANN_MIN_ROWS, HNSW
 
 LAYERS = ("literal", "trigram", "cjk")
 
@@ -87,7 +87,7 @@ def _scope(sessions: Sequence[str] | None, alias: str = "b") -> tuple[str, dict]
 
 
 class PgHistoryStore:
-    """History in one namespace of a PostgreSQL database (see stores.history.HistoryStore)."""
+    """History in one namespace of a PostgreSQL database (see stores.sqlite.history.HistoryStore)."""
 
     ranks_vectors = True
     auto_ann = True
@@ -277,7 +277,7 @@ class PgHistoryStore:
 
     def term_shares(self, layer: str, terms: Sequence[str], min_blocks: int) -> dict[str, float] | None:
         """Term -> the share of blocks holding it (exact, from the df table), or None below
-        `min_blocks` blocks (see stores.history.HistoryStore.term_shares)."""
+        `min_blocks` blocks (see stores.sqlite.history.HistoryStore.term_shares)."""
         if layer not in LAYERS:
             raise StoreError(f"unknown history layer {layer}; valid: {', '.join(LAYERS)}")
         row = self._q("SELECT n FROM {s}.stats WHERE layer = %s", (layer,)).fetchone()

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core.errors import StoreError
-from .sqlite_util import set_wal
+from ...core.errors import StoreError
+from .util import set_wal
 
 # 'DSHO' as a big-endian int32: marks the file as a dsh-recall object store.
 APPLICATION_ID = 0x4453484F

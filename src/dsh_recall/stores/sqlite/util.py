@@ -7,7 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from ..core.errors import StoreError
+from ...core.errors import StoreError
 
 
 def connect(path: Path, application_id: int, kind: str = "dsh-recall database of this kind",

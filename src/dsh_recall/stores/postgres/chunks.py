@@ -1,5 +1,5 @@
 """The chunk store on PostgreSQL + pgvector, for an index shared by a team (see
-docs/postgres.md). Same contract as stores/sqlite.py (stores/base.py), plus vector search
+docs/postgres.md). Same contract as stores/sqlite/chunks.py (stores/contracts.py), plus vector search
 as a store operation: top-k by inner product on unit vectors, HNSW once the namespace holds
 ANN_MIN_ROWS vectors, exact below that and for small scopes.
 
@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..core.errors import StoreError
-from . import pg_util
-from .base import ChunkRow, FileRow, IndexedChunk
-from .sqlite import BM25_WEIGHTS, prefix_bounds
+from ...core.errors import StoreError
+from ..contracts import ChunkRow, FileRow, IndexedChunk
+from ..sqlite.chunks import BM25_WEIGHTS, prefix_bounds
+from . import util as pg_util
 
 ANN_MIN_ROWS = 20_000  # below this many vectors an exact scan is as fast as the index
 HNSW = "WITH (m = 16, ef_construction = 64)"
@@ -62,7 +62,7 @@ def chunk_terms(ic: IndexedChunk) -> tuple[list[str], list[str], int]:
 
 
 class PgChunkStore:
-    """Chunk store in one namespace of a PostgreSQL database (see stores.base.ChunkStore)."""
+    """Chunk store in one namespace of a PostgreSQL database (see stores.contracts.ChunkStore)."""
 
     ranks_vectors = True  # vector_search is done by the database (services/vectors.py asks)
     auto_ann = True  # build the HNSW index once enough vectors arrived (a bulk copy defers it)

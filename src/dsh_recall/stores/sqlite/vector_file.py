@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..core.lazy import np
+from ...core.lazy import np
 
 MAGIC = b"DRVEC001"
 HEADER = 64  # bytes: magic, dim (u32), reserved

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.lazy import np
-from ..core.text import fts_quote
-from .sqlite_util import connect as sqlite_connect
-from .vector_index import scan_vectors
+from ...core.lazy import np
+from ...core.text import fts_quote
+from .util import connect as sqlite_connect
+from .vector_file import scan_vectors
 
 APPLICATION_ID = 0x44524848  # "DRHH": marks a dsh-recall history store
 SCHEMA_VERSION = "1"
@@ -127,7 +127,7 @@ class HistoryStore:
         self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_embed ON blocks(embed_hash)")
         if "vec_seq" not in cols:
             # vec_seq: the number of the write that gave a block its vector (NULL: none yet),
-            # so the memory-mapped vector file (stores/vector_index.py) can find what is new.
+            # so the memory-mapped vector file (stores/sqlite/vector_file.py) can find what is new.
             with self.conn:
                 self.conn.execute("BEGIN IMMEDIATE")
                 if "vec_seq" not in {r[1] for r in self.conn.execute("PRAGMA table_info(blocks)")}:
@@ -434,7 +434,7 @@ class HistoryStore:
             self.conn.execute("INSERT INTO meta(key, value) VALUES('vec_epoch', '1') ON CONFLICT(key) "
                               "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
 
-    # What the memory-mapped vector file needs (the same calls as stores/sqlite.py's).
+    # What the memory-mapped vector file needs (the same calls as stores/sqlite/chunks.py's).
     @property
     def vector_dir(self) -> Path:
         return self.path.with_suffix(".vectors")

@@ -1,0 +1,70 @@
+"""The one source contract: every source (code, notes, history, objects) is a service with
+the same surface, takes the caller as one value (a Viewer), and answers with one shape.
+
+An Answer is a plain JSON-ready mapping (the CLI prints it, the MCP server renders it, the
+dashboard sends it): typing it as a TypedDict keeps that, and lets the type checker hold
+every source to the same keys. Source-specific keys (a code answer's `scope`, a history
+answer's `sessions`) ride along beside the common ones.
+
+`backlog` is how a source says what it has not done yet (vectors still to embed, files still
+to index) and who fills it: a front end that runs background work (services/background.py)
+reads it, never the wording of a note.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypedDict, runtime_checkable
+
+from .channel import Viewer
+
+__all__ = ["Answer", "Backlog", "Source", "Viewer", "backlog_item"]
+
+
+class Backlog(TypedDict):
+    """One kind of work a source still owes."""
+
+    source: str  # "code" | "notes" | "history" | "objects"
+    what: str  # what waits: "vectors", "files", ...
+    pending: int  # how many of them (0 when unknown but non-empty is not allowed: say 1)
+    command: str  # the CLI command that fills it, for a person
+    job: str  # the background job that fills it (services/background.py JOBS)
+
+
+class Answer(TypedDict, total=False):
+    """What every source's search() returns."""
+
+    source: str
+    query: str
+    results: list[dict[str, Any]]  # the hits, best first
+    notes: list[str]  # what a person should know about this answer
+    layers: list[str]  # the layers that answered ("lexical", "vector", ...)
+    backlog: list[Backlog]  # what is still owed; empty when the source is complete
+    offset: int
+    next_offset: int | None
+    elapsed_ms: float
+
+
+def backlog_item(source: str, what: str, pending: int, command: str, job: str) -> Backlog:
+    return Backlog(source=source, what=what, pending=max(1, int(pending)), command=command, job=job)
+
+
+@runtime_checkable
+class Source(Protocol):
+    """The surface federated search, evaluation and every front end use."""
+
+    name: str
+
+    def index(self) -> Any:
+        """Bring the index up to date (lexical first; vectors within the source's budget)."""
+        ...
+
+    def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
+               offset: int = 0) -> Answer:
+        """Ranked hits the viewer may see; never raises on query syntax."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        ...
+
+    def close(self) -> None:
+        ...
