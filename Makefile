@@ -13,7 +13,7 @@ $(VENV)/.test-deps: $(BIN)/dsh-recall
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: run test bench deps
+.PHONY: run test bench deps check
 WS ?= $(CURDIR)
 Q ?= where is the search query turned into ranked excerpts
 # Index a directory (default: this one) on the embedded default (SQLite + shipped model) and search it.
@@ -25,6 +25,11 @@ deps: $(VENV)/.test-deps
 
 test: $(VENV)/.test-deps
 	$(BIN)/python -m pytest
+
+# Lint (ruff: pyflakes, pycodestyle, import order, pyupgrade, bugbear) and type-check (mypy) the package.
+check: $(VENV)/.test-deps
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/mypy
 
 bench: $(VENV)/.test-deps
 	$(BIN)/python bench/code_swebench.py
