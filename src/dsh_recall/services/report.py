@@ -246,7 +246,9 @@ def build(home: Path | None = None, *, days: int | None = 30, now: float | None 
     tok = report_tokens.ratios(home, tokens)
     cpt = tok["chars_per_token"]
 
-    total, by_day, by_ws, cli = _Group(), {}, {}, _Group()
+    total, cli = _Group(), _Group()
+    by_day: dict[str, _Group] = {}
+    by_ws: dict[str | None, _Group] = {}  # None: a record without a workspace
     day_recs: dict[str, list[dict[str, Any]]] = {}
     requests = {"requests": 0, "kept_out_chars": 0}
     for r in recs:

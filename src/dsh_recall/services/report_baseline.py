@@ -73,12 +73,14 @@ def read_session(path: Path) -> dict[str, Any] | None:
             continue
         if not isinstance(ev, dict):
             continue
-        data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+        raw_data = ev.get("data")
+        data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
         etype = ev.get("type")
         if etype == "tool/call" and isinstance(data.get("name"), str):
             used = used or is_recall_tool(data["name"])
         elif etype == "assistant/message":
-            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            raw_usage = data.get("usage")
+            usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
             n = usage.get("inputTokens")
             if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
                 requests.append(n)
