@@ -8,12 +8,15 @@ answer's `sessions`) ride along beside the common ones.
 
 `backlog` is how a source says what it has not done yet (vectors still to embed, files still
 to index) and who fills it: a front end that runs background work (services/background.py)
-reads it, never the wording of a note.
+reads it, never the wording of a note. A source that tells a person how to fill it ends one
+note (or one layer's status) with the item's `hint`; a front end that fills it itself puts
+its own words in place of that clause (services/background.say), knowing nothing of the
+source's wording.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from .channel import Viewer
 
@@ -28,6 +31,9 @@ class Backlog(TypedDict):
     pending: int  # how many of them (0 when unknown but non-empty is not allowed: say 1)
     command: str  # the CLI command that fills it, for a person
     job: str  # the background job that fills it (services/background.py JOBS)
+    # The clause that ends a note (or a layer's status) of this answer telling a person how
+    # to fill it, e.g. "`dsh-recall index` embeds them"; absent when no note says so.
+    hint: NotRequired[str]
 
 
 class Answer(TypedDict, total=False):
@@ -44,8 +50,12 @@ class Answer(TypedDict, total=False):
     elapsed_ms: float
 
 
-def backlog_item(source: str, what: str, pending: int, command: str, job: str) -> Backlog:
-    return Backlog(source=source, what=what, pending=max(1, int(pending)), command=command, job=job)
+def backlog_item(source: str, what: str, pending: int, command: str, job: str,
+                 hint: str = "") -> Backlog:
+    item = Backlog(source=source, what=what, pending=max(1, int(pending)), command=command, job=job)
+    if hint:
+        item["hint"] = hint
+    return item
 
 
 @runtime_checkable
