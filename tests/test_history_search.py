@@ -148,10 +148,15 @@ def test_search_skips_a_backlog_it_cannot_embed_in_its_budget(tmp_path, cfg):
         status = ans["layer_status"]["semantic"]
         assert status.startswith("gated: 0/300") and "history import --embed" in status
         assert store.embedded_count(None) == 0 and ans["hits"]  # nothing embedded, still answers
+        # What waits, structured for whoever runs background work (no text to match).
+        assert ans["backlog"] == [{"source": "history", "what": "vectors", "pending": 300,
+                                   "command": "dsh-recall history import --embed",
+                                   "job": "history.embed"}]
         # A rate from another embedder is not this one's: the search measures its own.
         store.set_meta("embed_rate", "other:fp|10.0")
         ans = svc.search("ledger pool", all_sessions=True, cfg=cfg, store=store)
         assert "semantic" in ans["layers"] and store.embedded_count(None) == 300
+        assert "backlog" not in ans  # complete: nothing owed
         assert sem.known_rate() is not None and sem.known_rate() > 10  # remembered for next time
     finally:
         store.close()

@@ -12,10 +12,11 @@ from ...core.text import fts_quote
 from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ...rank import history_query as hq
 from ...stores.sqlite.history import HistoryStore, loads_flags
+from ..channel import Viewer
 from .common import _iso, open_store
 
 
-def _session_info(store: HistoryStore, session: str, viewer: Any = None) -> dict:
+def _session_info(store: HistoryStore, session: str, viewer: Viewer | None = None) -> dict[str, Any]:
     rows = store.sessions([session])
     if rows and viewer is not None and not viewer.can_see(rows[0].get("channel")):
         rows = []  # a session this channel may not see is answered as unknown
@@ -27,7 +28,8 @@ def _session_info(store: HistoryStore, session: str, viewer: Any = None) -> dict
             "events": store.event_count(session)}
 
 
-def require_session(session: str, viewer: Any = None, store: HistoryStore | None = None) -> dict:
+def require_session(session: str, viewer: Viewer | None = None,
+                    store: HistoryStore | None = None) -> dict[str, Any]:
     """The session's info (id, source, workspace, title, times, events); UnknownSession when
     it is not imported or `viewer` may not see it (answered alike)."""
     own = store is None
@@ -39,7 +41,7 @@ def require_session(session: str, viewer: Any = None, store: HistoryStore | None
             store.close()
 
 
-def _event_out(e: dict, max_chars: int) -> dict:
+def _event_out(e: dict[str, Any], max_chars: int) -> dict[str, Any]:
     text = e["text"]
     out = {"seq": e["seq"], "role": e["role"], "time": _iso(e["time_ms"]) or e["time"],
            "message_id": e["message_id"], "text": text[:max_chars]}
@@ -53,7 +55,7 @@ def _event_out(e: dict, max_chars: int) -> dict:
 
 def show(session: str, around: int | None = None, window: int = 3, page: int | None = None,
          page_size: int = 20, max_chars: int = 20000, store: HistoryStore | None = None,
-         offset: int | None = None, viewer: Any = None) -> dict[str, Any]:
+         offset: int | None = None, viewer: Viewer | None = None) -> dict[str, Any]:
     """The exact original text of a session's events: `window` events either side of seq
     `around`; or, when browsing, `page_size` events from event index `offset` (0-based) or
     page `page` (1-based). Every answer carries `offset` (index of its first event),
@@ -117,9 +119,10 @@ def compaction_anchor(session: str, max_fragments: int = MAX_FRAGMENTS, budget_c
         shadowed = store.flagged_events(session, "summarized", 500) + store.flagged_events(session, "pruned", 500)
         if not shadowed:
             shadowed = [e for e in store.events(session, hi=summ["seq"] - 1)[-200:]]
-        seen: set[int] = set()
-        events = [e for e in sorted(shadowed, key=lambda x: x["seq"])
-                  if not (e["seq"] in seen or seen.add(e["seq"]))]
+        first: dict[int, dict] = {}  # each seq once (the first row of it), in seq order
+        for e in sorted(shadowed, key=lambda x: x["seq"]):
+            first.setdefault(e["seq"], e)
+        events = list(first.values())
         a = build_anchor(session, summ["text"], events, budget_chars=budget_chars, max_fragments=max_fragments)
         summary = _event_out(summ, len(summ["text"]))
         summary["text"] = a.summary
@@ -178,7 +181,7 @@ class OlderTurns:
         return self._memo[term]
 
 
-def recent_events(session: str, n: int, store: HistoryStore | None = None) -> list[dict]:
+def recent_events(session: str, n: int, store: HistoryStore | None = None) -> list[dict[str, Any]]:
     """The session's last `n` events (seq, role, text, ...), oldest first; [] if unknown."""
     own = store is None
     store = store or open_store()

@@ -14,7 +14,7 @@ import hashlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...chunkers.transcript import MAX_RESULT_BLOCKS, event_blocks
 from ...core.clean import clean_int, clean_text
@@ -29,6 +29,9 @@ from ...readers.workspace import read_regular
 from ...stores.sqlite.history import BlockIn, HistoryStore, dumps_flags
 from .common import _cfg, open_store
 from .semantic import SemanticLayer
+
+if TYPE_CHECKING:
+    from ..objects import ObjectService
 
 EVENT_TEXT_CAP = 262_144  # chars of one event's original text kept for `show`
 # A tool result the conversation only points to (offloaded) is indexed up to the text
@@ -106,9 +109,9 @@ class _Originals:
 
     def __init__(self, channel: str | None):
         self.channel = channel
-        self.svc = None
+        self.svc: ObjectService | None = None
 
-    def _lookup(self, session: str):
+    def _lookup(self, session: str) -> Callable[[str], str | None]:
         def find(obj_id: str) -> str | None:
             if self.svc is None:
                 from ..objects import ObjectService, default_path

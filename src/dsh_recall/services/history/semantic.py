@@ -26,8 +26,11 @@ from ..vectors import (
 from .common import open_store
 
 # Meta RATE_KEY (services.vectors): "<fingerprint>|<blocks per second>" of the last fill here.
-# What a gated answer says when the gap is more than a search may close.
-CATCH_UP = "`dsh-recall history import --embed` embeds the rest"
+# The command and background job that embed a backlog too big for a search (an answer's
+# `backlog` names them, services/base.Backlog); the gated status says the command to a person.
+EMBED_COMMAND = "dsh-recall history import --embed"
+EMBED_JOB = "history.embed"
+CATCH_UP = f"`{EMBED_COMMAND}` embeds the rest"
 
 
 class SemanticLayer:
@@ -49,6 +52,7 @@ class SemanticLayer:
         self.status = "ok"
         self.emb = None
         self.behind = False  # the gap to the gate was more than a search could embed
+        self.pending = 0  # blocks in scope without a vector, when `behind` gated the layer
         self.hashed = 0  # blocks the last fill gave an embed hash
         try:
             # Kept per process: a long-lived server asks the history layer again and again.
@@ -144,6 +148,7 @@ class SemanticLayer:
         if gate and done / total < gate_at:
             self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {gate_at:.0%})"
             if self.behind:
+                self.pending = total - done
                 self.status += f"; {CATCH_UP}"
             return []
         try:
