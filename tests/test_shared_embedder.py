@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from dsh_recall.core import process
 from dsh_recall.core.config import EmbedderConfig
 from dsh_recall.embedders.onnx import shipped_model_dir
 from dsh_recall.services import vectors
@@ -17,7 +18,7 @@ def test_embedders_are_shared_only_when_asked(monkeypatch, tmp_path):
     b, _ = vectors.load_embedder(EmbedderConfig(name="fake", dim=16))
     assert a is not b  # a one-shot process: nothing kept
 
-    monkeypatch.setattr(vectors, "SHARE_EMBEDDERS", True)
+    monkeypatch.setattr(process, "_LONG_LIVED", True)  # what the daemon sets (set_long_lived)
     monkeypatch.setattr(vectors, "_SHARED", {})
     a, _ = vectors.load_embedder(fake)
     assert vectors.load_embedder(EmbedderConfig(name="fake", dim=16))[0] is a

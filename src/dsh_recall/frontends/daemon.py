@@ -317,17 +317,16 @@ class Daemon:
             from .cli import cli  # the full CLI, loaded once
 
             self._cli = cli
+            # Score lists missing for one search are there for the next, and the model
+            # loads once, not per search (core/process.py).
+            from ..core.process import set_long_lived
+
+            set_long_lived()
             # Load what a search needs now, not on the first request.
             from ..core.lazy import np
-            from ..services import (
-                code,  # noqa: F401
-                vectors,
-            )
-            from ..stores.sqlite import chunks as sqlite
+            from ..services import code  # noqa: F401 - imported for its import time only
 
             np.zeros(1)
-            sqlite.WARM_BEHIND = True  # lists missing for one search are there for the next
-            vectors.SHARE_EMBEDDERS = True  # the model loads once, not per search
             self._last = time.monotonic()
             while self._stop is None:
                 idle = time.monotonic() - self._last

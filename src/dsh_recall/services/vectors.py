@@ -16,6 +16,7 @@ from pathlib import Path
 from ..core.config import EmbedderConfig
 from ..core.errors import RecallError
 from ..core.lazy import np
+from ..core.process import long_lived
 from ..embedders import Embedder
 from ..embedders import create as create_embedder
 from ..rank.vector import int8_scores, top_k, top_of
@@ -64,10 +65,6 @@ def file_lock(path: Path, timeout_s: float | None) -> Iterator[bool]:
         os.close(fd)
 
 
-# A long-lived process that opens a service per request (the CLI daemon) sets this: one
-# embedder per configuration is then kept across requests, so the model and its runtime
-# session load once instead of on every search (about 120 ms for the shipped model).
-SHARE_EMBEDDERS = False
 _SHARED: dict[tuple, tuple[Embedder, tuple]] = {}  # config -> (embedder, its files' stamp)
 _SHARED_LOCK = threading.Lock()
 _SHARED_MAX = 4
@@ -110,7 +107,11 @@ def shared_embedder(cfg: EmbedderConfig) -> Embedder:
 def load_embedder(cfg: EmbedderConfig) -> tuple[Embedder | None, str | None]:
     """(embedder, None) or (None, why it cannot load): a missing model degrades, never fails."""
     try:
-        return (shared_embedder(cfg) if SHARE_EMBEDDERS else create_embedder(cfg)), None
+        # A long-lived process that opens a service per request (the CLI daemon:
+        # core.process.long_lived) keeps one embedder per configuration across requests, so
+        # the model and its runtime session load once instead of on every search (about
+        # 120 ms for the shipped model).
+        return (shared_embedder(cfg) if long_lived() else create_embedder(cfg)), None
     except (RecallError, ImportError, OSError) as e:
         return None, str(e)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ...core.errors import StoreError
 from ...core.lazy import np
+from ...core.process import long_lived
 from ...core.text import fts_quote
 from .. import fts5
 from ..contracts import ChunkRow, FileRow, IndexedChunk
@@ -118,10 +119,6 @@ LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it 
 IMPACT_SYNC_ROWS = 2_000
 IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
-# Every store opened in this process computes missing score lists behind its answers (see
-# _lexical_impacts): set by a long-lived process that opens a store per request (the CLI
-# daemon); the MCP server and the web viewer set it per service (CodeService.keep_warm).
-WARM_BEHIND = False
 # warm_common looks at most at this many of the commonest terms.
 WARM_COMMON_TERMS = 2_000
 
@@ -188,9 +185,11 @@ class SqliteChunkStore:
         self._stats_gen: str | None = None
         self._stats_complete = False
         self._impacts: impacts_mod.ImpactCache | None = None
-        # A long-lived process (the MCP server) computes missing score lists behind the
-        # answer; a one-shot CLI leaves them (its process ends with the answer).
-        self.warm_behind = WARM_BEHIND
+        # A long-lived process computes missing score lists behind the answer (see
+        # _lexical_impacts): every store a daemon opens (core.process.long_lived), or one
+        # service's store (CodeService.keep_warm: the MCP server, the web viewer); a
+        # one-shot CLI leaves them (its process ends with the answer).
+        self.warm_behind = long_lived()
         self.use_impacts = True  # False: FTS5 answers every query (tests of that path)
         self._init_schema()
 

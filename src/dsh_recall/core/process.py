@@ -1,0 +1,26 @@
+"""What kind of process this is, set once by the front end that runs it.
+
+A one-shot CLI call and a long-lived server want different trade-offs from the layers
+below: a server keeps one embedder per config instead of loading the model per search
+(services/vectors.py), and lets a search whose score lists are missing answer from FTS5
+while the lists are computed behind it for the next one (stores/sqlite/chunks.py). The
+front end says which it is through `set_long_lived`; the layers read `long_lived()` and
+never guess from who imported them.
+"""
+
+from __future__ import annotations
+
+__all__ = ["long_lived", "set_long_lived"]
+
+_LONG_LIVED = False
+
+
+def set_long_lived(value: bool = True) -> None:
+    """Called once, early, by a front end that serves many requests in one process."""
+    global _LONG_LIVED
+    _LONG_LIVED = bool(value)
+
+
+def long_lived() -> bool:
+    """Whether this process serves many requests (a daemon), not one call."""
+    return _LONG_LIVED
