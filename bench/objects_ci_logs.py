@@ -47,7 +47,7 @@ from io import BytesIO
 from pathlib import Path
 
 from dsh_recall.core.config import ObjectsConfig
-from dsh_recall.policy import offload
+from dsh_recall.rank import line_index, line_search
 from dsh_recall.services.objects import ObjectService
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -311,18 +311,18 @@ def synthetic() -> None:
           "FAILURE bring one within 20")
     print(f"  {'':<44} {'finder':>7} {'queries':>8} {'lines':>6}")
     logs = {name: build() for name, build in BUILDERS.items()}
-    indexed = {name: offload.build_index(text) for name, (text, _) in logs.items()}
+    indexed = {name: line_index.build_index(text) for name, (text, _) in logs.items()}
     for name, keys in VARIANTS:
         cfg = ObjectsConfig(**keys)
         rank = rank_config(cfg)
         found = hits = lines = 0
         for log, (text, want) in logs.items():
             idx = indexed[log]
-            got = offload.failure_lines(idx, rank=rank or None)
+            got = line_search.failure_lines(idx, rank=rank or None)
             found += all(any(w in m.text for m in got) for w in want)
             lines += len(got)
             for q in FIXED_QUERIES:
-                ms = offload.search_index(idx, q, rank=rank, fill=cfg.rank_failure_fill)
+                ms = line_search.search_index(idx, q, rank=rank, fill=cfg.rank_failure_fill)
                 hits += any(w in m.text for m in ms for w in want)
         finder_col = (f"{found:>3}/{len(logs):<3}" if rank is not None
                       else f"{'-':>7}")  # the finder always uses the prior

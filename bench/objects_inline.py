@@ -33,9 +33,10 @@ import time
 import types
 from pathlib import Path
 
+from dsh_recall.core import codepoints
 from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.policy import offload
-from dsh_recall.rank import logrank
+from dsh_recall.rank import line_index, logrank
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from objects_ci_logs import DEFAULT_CASES, error_lines, gt_starts, newline_map  # noqa: E402
@@ -70,7 +71,7 @@ def shown_lines(text: str, head_end: int, tail_start: int, region: tuple[int, ..
 
 
 def ci_row(case: Path, old, cfg: ObjectsConfig) -> tuple:
-    text = offload.join_surrogates((case / "fail.log").read_bytes().decode("utf-8", "replace"))
+    text = codepoints.join_surrogates((case / "fail.log").read_bytes().decode("utf-8", "replace"))
     nl_map = newline_map(text, gt_starts(text))
     err = error_lines(case)
     ranges = []
@@ -196,12 +197,12 @@ def timing(text: str, old, cfg: ObjectsConfig, runs: int) -> None:
             times.append(time.perf_counter() - t)
         return 1000 * min(times)
 
-    idx = offload.build_index(text)
+    idx = line_index.build_index(text)
     print(f"\ncut of a {len(text):,}-char log (best of {runs}):")
     print(f"  old render (head + tail)               {best(lambda: old.render_inline(text, 'ab12cd34', 'Bash', OLD_CFG)):7.2f} ms")
     print(f"  new render, index given (as put does)  {best(lambda: offload.render_inline(text, 'ab12cd34', 'Bash', cfg, idx=idx)):7.2f} ms")
     print(f"  search index (built by put before and after, to store it)  "
-          f"{best(lambda: offload.build_index(text)):7.1f} ms")
+          f"{best(lambda: line_index.build_index(text)):7.1f} ms")
     d = logrank.digest(idx.view, idx.starts, idx.flags)
     print(f"  region lines picked: {len(d)}")
 
@@ -233,7 +234,7 @@ def main() -> None:
           f"{nc:>10,} {nh:>2}/{len(rows):<2} {nrng:>3}/{nr:<2}")
     largest = max((p / "fail.log" for p in args.cases.iterdir() if p.is_dir()),
                   key=lambda p: p.stat().st_size)
-    timing(offload.join_surrogates(largest.read_bytes().decode("utf-8", "replace")), old, cfg,
+    timing(codepoints.join_surrogates(largest.read_bytes().decode("utf-8", "replace")), old, cfg,
            args.runs)
 
 

@@ -14,11 +14,11 @@ from dsh_recall.policy.offload import (
     NOTE_MARKER,
     POINTER_NOTE,
     REGION_LINE_MAX,
-    build_index,
     pointer_span,
     render_inline,
 )
 from dsh_recall.policy.restore import restore_notes
+from dsh_recall.rank.line_index import build_index
 from dsh_recall.services.objects import ObjectService
 
 FIX = Path(__file__).parent / "fixtures" / "inline"

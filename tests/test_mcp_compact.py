@@ -21,7 +21,7 @@ from dsh_recall.core.errors import InputError, UnknownSession
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.mcp.handlers import RecallApp
 from dsh_recall.frontends.mcp.server import build_server
-from dsh_recall.policy.offload import build_index
+from dsh_recall.rank.line_index import build_index
 from dsh_recall.services import history
 from dsh_recall.services.objects import ObjectService
 from worlds import owner_guest_world

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.frontends.cli import cli
-from dsh_recall.policy import offload
-from dsh_recall.rank import logrank
+from dsh_recall.rank import line_index, line_search, logrank
 from dsh_recall.services.objects import ObjectService
 from fixtures.failing_logs import BUILDERS, noisy_warnings_log, passing_log
 
@@ -25,7 +24,7 @@ FAILURE_QUERIES = ["error", "FAILED", "BUILD FAILURE"]
 
 
 def _flags(text: str) -> list[int]:
-    idx = offload.build_index(text)
+    idx = line_index.build_index(text)
     return list(idx.flags)
 
 
@@ -39,7 +38,7 @@ def _line_flag(line: str) -> int:
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_the_finder_returns_the_failing_lines(name):
     text, failing = BUILDERS[name]()
-    got = offload.failure_lines(offload.build_index(text))
+    got = line_search.failure_lines(line_index.build_index(text))
     assert 0 < len(got) <= 20
     assert [m.line for m in got] == sorted({m.line for m in got})  # file order, no repeats
     for want in failing:
@@ -54,7 +53,7 @@ def test_the_finder_returns_the_failing_lines(name):
 @pytest.mark.parametrize("query", FAILURE_QUERIES)
 def test_a_failure_query_brings_a_failing_line_within_20(name, query):
     text, failing = BUILDERS[name]()
-    got = offload.search_lines(text, query, fill=True)
+    got = line_search.search_lines(text, query, fill=True)
     assert len(got) <= 20
     assert any(w in m.text for m in got for w in failing), [m.text for m in got]
     # matches first, then the region's other lines, marked as context
@@ -67,7 +66,7 @@ def test_a_failure_query_brings_a_failing_line_within_20(name, query):
 
 def test_a_log_without_errors_answers_with_its_last_lines():
     text, _ = passing_log()
-    got = offload.failure_lines(offload.build_index(text))
+    got = line_search.failure_lines(line_index.build_index(text))
     assert [m.text for m in got][-3:] == ["[INFO] BUILD SUCCESS", "[INFO] Total time:  3.1 s",
                                           "done"]
     assert len(got) <= 20
@@ -75,9 +74,9 @@ def test_a_log_without_errors_answers_with_its_last_lines():
 
 def test_an_error_got_over_before_the_last_success_is_left_out():
     text, _ = BUILDERS["recovered-then-failed"]()
-    got = [m.text for m in offload.failure_lines(offload.build_index(text))]
+    got = [m.text for m in line_search.failure_lines(line_index.build_index(text))]
     assert not any("Connection reset" in t for t in got)
-    without = offload.failure_lines(offload.build_index(text),
+    without = line_search.failure_lines(line_index.build_index(text),
                                     rank=logrank.RankConfig(after_success=0.0))
     assert any("retryPolicy" in m.text for m in without)
 
@@ -85,7 +84,7 @@ def test_an_error_got_over_before_the_last_success_is_left_out():
 def test_a_passing_test_after_a_failing_one_does_not_hide_it():
     # go test keeps running after a failure; "--- PASS" is a test, not a step that succeeded
     text, _ = BUILDERS["go"]()
-    got = [m.text for m in offload.failure_lines(offload.build_index(text))]
+    got = [m.text for m in line_search.failure_lines(line_index.build_index(text))]
     assert any("--- FAIL: TestRetryBudget" in t for t in got)
 
 
@@ -96,10 +95,10 @@ def test_repeated_lines_are_shown_once_and_a_second_trace_keeps_its_head():
     text += "\n".join(trace).format(1) + "\n\nDuring handling of the above exception, another "
     text += "exception occurred:\n\n" + "\n".join(trace).format(2) + "\n"
     text += "".join("ERROR: disk quota exceeded (attempt 7)\n" for _ in range(30))
-    got = [m.text for m in offload.failure_lines(offload.build_index(text))]
+    got = [m.text for m in line_search.failure_lines(line_index.build_index(text))]
     assert got.count("Traceback (most recent call last):") == 2
     assert sum("disk quota exceeded" in t for t in got) == 1  # 30 repeats, digits ignored
-    loose = offload.failure_lines(offload.build_index(text),
+    loose = line_search.failure_lines(line_index.build_index(text),
                                   rank=logrank.RankConfig(collapse_repeats=False))
     assert sum("disk quota exceeded" in m.text for m in loose) > 1
 
@@ -112,12 +111,12 @@ def test_a_long_stack_trace_keeps_its_head_and_first_frames():
     text += "".join(f"[INFO] closing resource {i}\n" for i in range(20))
     text += "BUILD FAILED in 3s\n"
     cfg = logrank.RankConfig(trace_lines=2)
-    got = [m.text for m in offload.failure_lines(offload.build_index(text), 8, rank=cfg)]
+    got = [m.text for m in line_search.failure_lines(line_index.build_index(text), 8, rank=cfg)]
     assert got[0] == "java.lang.IllegalStateException: pool exhausted"
     assert "Caused by: java.net.ConnectException: refused" in got
     assert "BUILD FAILED in 3s" in got  # the outcome line is kept beside the block
     assert sum("at org.acme" in t for t in got) <= 4
-    no_outcome = offload.failure_lines(offload.build_index(text), 8,
+    no_outcome = line_search.failure_lines(line_index.build_index(text), 8,
                                        rank=logrank.RankConfig(outcome_lines=0, trace_lines=2))
     assert "BUILD FAILED in 3s" not in [m.text for m in no_outcome]
 
@@ -126,9 +125,9 @@ def test_a_later_failure_weighs_more_than_an_earlier_alike():
     block = "ERROR: tests/test_{0}.py::test_x - AssertionError: expected 1 but was 2\n"
     text = block.format("early") + "".join(f"build step {i}\n" for i in range(400))
     text += block.format("late") + "".join(f"cleanup {i}\n" for i in range(5))
-    got = offload.search_lines(text, "AssertionError", limit=1)
+    got = line_search.search_lines(text, "AssertionError", limit=1)
     assert "test_late" in got[0].text
-    flat = offload.search_lines(text, "AssertionError", limit=1, rank=None)
+    flat = line_search.search_lines(text, "AssertionError", limit=1, rank=None)
     assert "test_early" in flat[0].text  # without the prior: file order
 
 
@@ -136,28 +135,28 @@ def test_the_prior_puts_error_lines_above_zero_counts():
     text = "".join(f"[INFO] Tests run: 5, Failures: 0, Errors: 0 - in T{i}\n" for i in range(50))
     text += "[ERROR] Tests run: 5, Failures: 0, Errors: 1 - in TBroken\n"
     text += "".join(f"[INFO] Tests run: 5, Failures: 0, Errors: 0 - in U{i}\n" for i in range(50))
-    got = offload.search_lines(text, "errors", limit=3)
+    got = line_search.search_lines(text, "errors", limit=3)
     assert got[0].text.endswith("TBroken")
 
 
 def test_a_failure_query_is_filled_with_the_region_and_others_are_not():
     text, _ = noisy_warnings_log()
     text += "".join(f"post step {i}\n" for i in range(3))
-    got = offload.search_lines(text, "exit code", fill=True)
+    got = line_search.search_lines(text, "exit code", fill=True)
     assert len(got) == 1  # not a failure word: matches only
-    got = offload.search_lines(text, "fatal", fill=True)  # no match at all
+    got = line_search.search_lines(text, "fatal", fill=True)  # no match at all
     assert got and all(m.context for m in got)
     assert any("KeyError: 'database_url'" in m.text for m in got)
-    assert offload.search_lines(text, "fatal") == []  # fill is off by default
+    assert line_search.search_lines(text, "fatal") == []  # fill is off by default
 
 
 def test_a_failure_query_always_holds_some_of_the_region():
     # 60 recovered "ERROR: ..." lines match `error`; the failing test says no "error"
     text, failing = BUILDERS["retry-noise"]()
-    got = offload.search_lines(text, "error", fill=True)
+    got = line_search.search_lines(text, "error", fill=True)
     assert len(got) == 20 and any(failing[0] in m.text for m in got)
     assert sum(m.context for m in got) <= 5 and not got[0].context
-    none = offload.search_lines(text, "error", fill=True,
+    none = line_search.search_lines(text, "error", fill=True,
                                 rank=logrank.RankConfig(fill_reserve=0))
     assert not any(failing[0] in m.text for m in none)
 
@@ -167,7 +166,7 @@ def test_a_failure_query_always_holds_some_of_the_region():
     ("exception", True), ("testGithubParsing", False), ("exit code", False), ("", False),
 ])
 def test_failure_queries(query, expected):
-    assert offload.is_failure_query(query) is expected
+    assert line_search.is_failure_query(query) is expected
 
 
 # ---- the line flags ----------------------------------------------------------------------------
@@ -236,15 +235,15 @@ _PIECES = st.sampled_from([
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_PIECES, max_size=120).map("".join), st.integers(1, 20))
 def test_region_properties(text, limit):
-    idx = offload.build_index(text)
+    idx = line_index.build_index(text)
     assert len(idx.flags) == len(idx.starts)
     region = logrank.failure_region(idx.view, idx.starts, idx.flags, limit)
     assert region == sorted(set(region)) and len(region) <= limit
     assert all(0 <= li < len(idx.starts) for li in region)
-    for m in offload.failure_lines(idx, limit):
-        plain = offload._ANSI.sub("", text[m.offset:])
+    for m in line_search.failure_lines(idx, limit):
+        plain = line_index.ANSI.sub("", text[m.offset:])
         assert plain.startswith(m.text) and m.text.strip()
-        assert offload.count_breaks(text, 0, m.offset) + 1 == m.line
+        assert line_index.count_breaks(text, 0, m.offset) + 1 == m.line
 
 
 # ---- service, store, CLI, MCP ----------------------------------------------------------------
@@ -257,8 +256,8 @@ def test_flags_are_stored_at_put_and_read_back(tmp_path, monkeypatch):
     with ObjectService(path=tmp_path / "o.sqlite") as svc:
         put = svc.put(text, session="s")
         parts = svc.store.search_parts(svc.store.get(put.id).sha)
-        assert parts.version == offload.INDEX_VERSION == 3 and len(parts.arrays) == 3
-        assert list(parts.arrays[2]) == list(offload.build_index(text).flags)
+        assert parts.version == line_index.INDEX_VERSION == 3 and len(parts.arrays) == 3
+        assert list(parts.arrays[2]) == list(line_index.build_index(text).flags)
         monkeypatch.setattr(objects_mod, "build_index", lambda _t: pytest.fail("rebuilt"))
         res = svc.failures(put.id)
         assert res.failures and any(failing[0] in m.text for m in res.matches)

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.hooks.claude_code import post_tool_use
-from dsh_recall.policy import offload
-from dsh_recall.policy.offload import render_inline, search_lines
+from dsh_recall.policy.offload import render_inline
+from dsh_recall.rank import line_index, line_search
+from dsh_recall.rank.line_search import search_lines
 from dsh_recall.services.objects import ObjectService
 
 
@@ -183,7 +184,7 @@ def test_a_huge_query_is_cut_and_scans_a_bounded_number_of_terms(tmp_path, monke
     query = " ".join(words)  # ~100,000 chars
     text = "".join(f"line {i} {words[i * 5]} status ok\n" for i in range(2000))
     calls = {"hits": 0, "graded": 0}
-    real_hits, real_graded = offload._Lines.hits, offload._Lines.graded
+    real_hits, real_graded = line_search._Lines.hits, line_search._Lines.graded
 
     def hits(self, folded):
         calls["hits"] += 1
@@ -193,13 +194,13 @@ def test_a_huge_query_is_cut_and_scans_a_bounded_number_of_terms(tmp_path, monke
         calls["graded"] += 0 if only else 1  # a full scan; `only` looks at one line
         return real_graded(self, exact, folded, li, only)
 
-    monkeypatch.setattr(offload._Lines, "hits", hits)
-    monkeypatch.setattr(offload._Lines, "graded", graded)
+    monkeypatch.setattr(line_search._Lines, "hits", hits)
+    monkeypatch.setattr(line_search._Lines, "graded", graded)
     with ObjectService(path=tmp_path / "o.sqlite") as svc:
         put = svc.put(text)
         res = svc.search(put.id, query)
-    assert res.note and f"{offload.MAX_QUERY_CHARS:,}" in res.note
-    assert calls["graded"] <= 2 and calls["hits"] <= offload.MAX_QUERY_GRAMS
+    assert res.note and f"{line_search.MAX_QUERY_CHARS:,}" in res.note
+    assert calls["graded"] <= 2 and calls["hits"] <= line_search.MAX_QUERY_GRAMS
     assert res.to_dict()["note"] == res.note
     # the CLI says so on stderr and still answers
     obj_id = _put(text)
@@ -209,7 +210,7 @@ def test_a_huge_query_is_cut_and_scans_a_bounded_number_of_terms(tmp_path, monke
 
 def test_shapes_take_one_pass_and_one_id_per_line():
     for text in ["", "\n", "a\n\nb", "x" * 1000 + "\n", "ab " * 5000, "\r\r\n\n", "é中文\nabc def"]:
-        assert len(offload.line_shapes(text)) == len(offload.line_starts(text))
+        assert len(line_index.line_shapes(text)) == len(line_index.line_starts(text))
 
 
 # ---- size cap ------------------------------------------------------------------------------

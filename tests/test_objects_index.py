@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_recall.policy import offload
+from dsh_recall.core import codepoints
+from dsh_recall.rank import line_index, line_search
 from dsh_recall.services import objects as objects_mod
 from dsh_recall.services.objects import ObjectService
 
@@ -29,7 +30,7 @@ def test_search_reads_the_index_stored_at_put_and_never_rebuilds_it(tmp_path, mo
         put = svc.put(text, session="s", tool="Bash")
         sha = svc.store.get(put.id).sha
         parts = svc.store.search_parts(sha)
-        assert parts is not None and parts.version == offload.INDEX_VERSION
+        assert parts is not None and parts.version == line_index.INDEX_VERSION
         assert parts.view is not None and b"\x1b" not in parts.view  # escapes left out once
 
         def no_rebuild(_text):
@@ -50,9 +51,9 @@ def test_an_index_of_another_version_is_rebuilt_and_kept(tmp_path, monkeypatch):
         put = svc.put(text, session="s")
         sha = svc.store.get(put.id).sha
         before = svc.store.totals()["blob_stored_bytes"]
-        monkeypatch.setattr(objects_mod, "INDEX_VERSION", offload.INDEX_VERSION + 1)
+        monkeypatch.setattr(objects_mod, "INDEX_VERSION", line_index.INDEX_VERSION + 1)
         assert svc.search(put.id, "build failure").matches[0].line == 251
-        assert svc.store.search_parts(sha).version == offload.INDEX_VERSION + 1
+        assert svc.store.search_parts(sha).version == line_index.INDEX_VERSION + 1
         # stored_bytes counts the index once, not twice
         assert abs(svc.store.totals()["blob_stored_bytes"] - before) < 64
 
@@ -64,7 +65,7 @@ def test_same_answers_from_the_stored_index_as_from_the_text(tmp_path):
         for q in ["error", "BUILD FAILURE", "module_7", "progress 100%", "deprecatd api",
                   "INFO step 3"]:
             stored = svc.search(put.id, q).matches
-            assert stored == offload.search_lines(text, q), q
+            assert stored == line_search.search_lines(text, q), q
 
 
 # ---- properties of the index ----------------------------------------------------------------
@@ -79,8 +80,8 @@ _TEXTS = st.lists(_PIECES, max_size=300).map("".join)
 @settings(max_examples=200, deadline=None)
 @given(_TEXTS)
 def test_view_offsets_map_back_to_the_same_chars(text):
-    idx = offload.build_index(text)
-    assert "\n" not in "".join(m.group(0) for m in offload._ANSI.finditer(text))
+    idx = line_index.build_index(text)
+    assert "\n" not in "".join(m.group(0) for m in line_index.ANSI.finditer(text))
     assert idx.view.count("\n") == text.count("\n")
     assert len(idx.starts) == len(idx.shapes) == text.count("\n") + 1
     for p in range(len(idx.view)):
@@ -92,18 +93,18 @@ def test_view_offsets_map_back_to_the_same_chars(text):
 @settings(max_examples=200, deadline=None)
 @given(_TEXTS, st.integers(1, 12))
 def test_shapes_found_in_chunks_equal_one_pass(text, chunk):
-    low = offload.fold_case(text)
-    assert offload.line_shapes(low, chunk) == offload.line_shapes(low)
-    assert len(offload.line_shapes(low, chunk)) == low.count("\n") + 1
+    low = codepoints.fold_case(text)
+    assert line_index.line_shapes(low, chunk) == line_index.line_shapes(low)
+    assert len(line_index.line_shapes(low, chunk)) == low.count("\n") + 1
 
 
 @settings(max_examples=200, deadline=None)
 @given(_TEXTS, st.sampled_from(["error", "FAILED", "a b", "x1", "\u4e2d", "ab", "failed x1"]))
 def test_matches_hold_the_query_and_point_at_their_line(text, query):
-    for m in offload.search_lines(text, query):
-        assert offload.count_breaks(text, 0, m.offset) + 1 == m.line
+    for m in line_search.search_lines(text, query):
+        assert line_index.count_breaks(text, 0, m.offset) + 1 == m.line
         assert "\n" not in m.text
-        plain = offload._ANSI.sub("", text[m.offset:])
+        plain = line_index.ANSI.sub("", text[m.offset:])
         assert plain.startswith(m.text)
 
 
@@ -111,7 +112,7 @@ def test_matches_hold_the_query_and_point_at_their_line(text, query):
 def test_grades_are_exact_whole_words_first(query):
     text = "ShouldHaveFailed\nfailed now\nFAILED now\nerrors: 0\nerror: x\nERROR y\n"
     # grades alone: without the log prior, file order within a grade
-    lines = [m.text for m in offload.search_lines(text, query, rank=None)]
+    lines = [m.text for m in line_search.search_lines(text, query, rank=None)]
     if query == "FAILED":
         assert lines == ["FAILED now", "failed now", "ShouldHaveFailed"]
     elif query == "failed":

@@ -5,19 +5,18 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsh_recall.core.codepoints import join_surrogates, scrub_surrogates
 from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.policy.offload import (
     NOTE_MARKER,
     Candidate,
     clamp_range,
-    count_breaks,
-    join_surrogates,
     make_id,
     plan_offloads,
     render_inline,
-    scrub_surrogates,
-    search_lines,
 )
+from dsh_recall.rank.line_index import count_breaks
+from dsh_recall.rank.line_search import search_lines
 
 CFG = ObjectsConfig()
 

@@ -220,7 +220,7 @@ class _Runner:
         return files, lambda p: {i for i, w in enumerate(want) if w in p.lower()}
 
     def objects(self, case: dict[str, Any]) -> tuple[list[Any], Callable[[Any], set[int]]]:
-        from ..policy.offload import search_index
+        from ..rank.line_search import search_index
         from .objects import ObjectService
 
         if self._objects is None:

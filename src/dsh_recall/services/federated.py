@@ -151,7 +151,8 @@ def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer 
 
 
 def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run:
-    from ..policy.offload import clean_query, fold_case, search_index
+    from ..core.codepoints import fold_case
+    from ..rank.line_search import clean_query, search_index
     from .objects import ObjectService, default_path
 
     if not default_path().exists():

@@ -14,30 +14,29 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.codepoints import join_surrogates, scrub_surrogates
 from ..core.errors import InputError
 from ..core.paths import recall_home
 from ..core.text import estimate_tokens
 from ..policy.offload import (
-    INDEX_VERSION,
-    MAX_QUERY_CHARS,
-    SEARCH_LIMIT,
     Candidate,
-    LineIndex,
-    LineMatch,
-    build_index,
     clamp_range,
-    clean_query,
-    failure_lines,
-    join_surrogates,
     make_id,
     plan_inline,
     plan_offloads,
     reclaim_pays,
     render_inline,
-    scrub_surrogates,
-    search_index,
 )
 from ..rank import logrank
+from ..rank.line_index import INDEX_VERSION, LineIndex, build_index
+from ..rank.line_search import (
+    MAX_QUERY_CHARS,
+    SEARCH_LIMIT,
+    LineMatch,
+    clean_query,
+    failure_lines,
+    search_index,
+)
 from ..stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
 from . import usage
 
