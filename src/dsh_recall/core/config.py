@@ -7,188 +7,29 @@ An unknown key anywhere is an error naming the key and the valid ones.
 
 Trust (docs/security.md): everything the user writes (the recall home's file, `--config`,
 the environment, flags) is trusted. A workspace's `.dsh-recall.toml` comes with the
-repository and is not: from it only the keys in `WORKSPACE_KEYS` apply (ranking and walking
-inside that workspace; source roots only inside it). Other keys are refused with a one-line
-notice (`Config.notices`) unless the user trusted that exact file (`dsh-recall trust`).
+repository and is not: from it only the keys in `config_sources.WORKSPACE_KEYS` apply
+(ranking and walking inside that workspace; source roots only inside it). Other keys are
+refused with a one-line notice (`Config.notices`) unless the user trusted that exact file
+(`dsh-recall trust`).
+
+This module holds the settings themselves (one `Section` per source; the validating base is
+`core.settings`) and `load_config`; reading and merging the sources is `core.config_sources`.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import os
-import tomllib
 from pathlib import Path
-from types import UnionType
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal
 
+from .config_sources import check_keys, from_env, limit_workspace_file, merge, read_toml
 from .errors import ConfigError
 from .paths import recall_home
+from .settings import Field, Section
 from .trust import is_trusted
 
 
-# -- a small validated-settings base -------------------------------------------------------
-# Plain classes instead of pydantic: a CLI call reads its config on every run, and importing
-# pydantic and building the models cost 0.1-0.3 s of a 2-core machine's time per call. The
-# settings are flat (a few sections of scalars, string lists and string maps), which this
-# validates fully: types, ranges, choices, unknown keys.
-class Field:
-    """A setting's default and constraints (inclusive `ge`/`le`, exclusive `gt`)."""
-
-    __slots__ = ("default", "ge", "le", "gt")
-
-    def __init__(self, default: Any, *, ge: float | None = None, le: float | None = None,
-                 gt: float | None = None):
-        self.default, self.ge, self.le, self.gt = default, ge, le, gt
-
-
-class _FieldInfo:
-    __slots__ = ("name", "annotation", "field")
-
-    def __init__(self, name: str, annotation: Any, field: Field):
-        self.name, self.annotation, self.field = name, annotation, field
-
-
-def _type_error(loc: str, want: str, value: Any) -> ConfigError:
-    return ConfigError(f"invalid config value for '{loc}': should be {want}, not {value!r}")
-
-
-def _check(loc: str, ann: Any, value: Any) -> Any:
-    """`value` as the annotation's type, or ConfigError naming `loc`."""
-    origin, args = get_origin(ann), get_args(ann)
-    if origin is Union or origin is UnionType:
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _check(loc, inner[0], value)
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"invalid config value for '{loc}': should be one of "
-                              f"{', '.join(map(str, args))}, not {value!r}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise _type_error(loc, "a list", value)
-        return [_check(f"{loc}[{i}]", args[0], v) for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _type_error(loc, "a table", value)
-        return {_check(f"{loc} key", args[0], k): _check(f"{loc}.{k}", args[1], v)
-                for k, v in value.items()}
-    if ann is bool:
-        if not isinstance(value, bool):
-            raise _type_error(loc, "true or false", value)
-        return value
-    if ann is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                return int(value)
-            raise _type_error(loc, "an integer", value)
-        return value
-    if ann is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            try:
-                return float(value) if isinstance(value, str) else _raise(loc, value)
-            except ValueError:
-                raise _type_error(loc, "a number", value) from None
-        if value != value or value in (float("inf"), float("-inf")):
-            raise _type_error(loc, "a finite number", value)
-        return float(value)
-    if ann is str:
-        if not isinstance(value, str):
-            raise _type_error(loc, "a string", value)
-        return value
-    if isinstance(ann, type) and issubclass(ann, _Section):
-        if isinstance(value, ann):
-            return value
-        if not isinstance(value, dict):
-            raise _type_error(loc, "a table", value)
-        return ann._from_dict(value, loc + ".")
-    return value
-
-
-def _raise(loc: str, value: Any) -> Any:
-    raise _type_error(loc, "a number", value)
-
-
-class _Section:
-    """Settings of one section: attributes with defaults, validated on construction."""
-
-    model_fields: dict[str, _FieldInfo] = {}
-
-    def __init_subclass__(cls, **kw: Any) -> None:
-        super().__init_subclass__(**kw)
-        hints = get_type_hints(cls)
-        fields: dict[str, _FieldInfo] = {}
-        for name, ann in hints.items():
-            if name.startswith("_") or name == "model_fields" or get_origin(ann) is ClassVar:
-                continue
-            raw = cls.__dict__.get(name)
-            f = raw if isinstance(raw, Field) else Field(raw)
-            fields[name] = _FieldInfo(name, ann, f)
-        cls.model_fields = fields
-
-    def __init__(self, **values: Any):
-        object.__setattr__(self, "model_fields_set", set(values))
-        for name, info in self.model_fields.items():
-            if name in values:
-                v = values[name]
-            else:
-                d = info.field.default
-                v = copy.deepcopy(d) if isinstance(d, (list, dict, _Section)) else d
-            object.__setattr__(self, name, v)
-
-    @classmethod
-    def _from_dict(cls, data: dict[str, Any], prefix: str = "") -> Any:
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            info = cls.model_fields.get(key)
-            if info is None:
-                raise ConfigError(f"unknown config key '{prefix}{key}'; valid keys: "
-                                  + ", ".join(sorted(cls.model_fields)))
-            v = _check(prefix + key, info.annotation, value)
-            f = info.field
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                for bound, ok, word in ((f.ge, lambda a, b: a >= b, ">="),
-                                        (f.le, lambda a, b: a <= b, "<="),
-                                        (f.gt, lambda a, b: a > b, ">")):
-                    if bound is not None and not ok(v, bound):
-                        raise ConfigError(f"invalid config value for '{prefix}{key}': should be "
-                                          f"{word} {bound}, not {v!r}")
-            out[key] = v
-        return cls(**out)
-
-    @classmethod
-    def model_validate(cls, data: dict[str, Any]) -> Any:
-        return cls._from_dict(data)
-
-    def model_dump(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.model_fields:
-            v = getattr(self, name)
-            out[name] = v.model_dump() if isinstance(v, _Section) else copy.deepcopy(v)
-        return out
-
-    def model_dump_json(self) -> str:
-        return json.dumps(self.model_dump(), ensure_ascii=False, separators=(",", ":"))
-
-    def model_copy(self, update: dict[str, Any] | None = None) -> Any:
-        new = copy.copy(self)
-        object.__setattr__(new, "model_fields_set", set(self.model_fields_set) | set(update or {}))
-        for k, v in (update or {}).items():
-            object.__setattr__(new, k, v)
-        return new
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.model_dump() == other.model_dump()  # type: ignore[union-attr]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.model_fields)})"
-
-
-class EmbedderConfig(_Section):
+class EmbedderConfig(Section):
     """Which embedder turns text into vectors; see dsh_recall.embedders.registry."""
 
     name: str = "minilm"  # minilm (shipped ONNX) | onnx (a local folder) | http | fake
@@ -208,7 +49,7 @@ class EmbedderConfig(_Section):
     threads: int = Field(0, ge=0, le=64)  # cores the local model may use; 0 = all this process may run on
 
 
-class HistoryConfig(_Section):
+class HistoryConfig(Section):
     coverage_gate: float = Field(0.9, ge=0, le=1)
     result_block_chars: int = Field(4000, ge=100)
     event_gap: int = Field(5, ge=0)
@@ -232,7 +73,7 @@ class HistoryConfig(_Section):
     prf_weight: float = Field(0.5, ge=0, le=10)  # ... the expanded ranking's fusion weight
 
 
-class ObjectsConfig(_Section):
+class ObjectsConfig(Section):
     threshold_chars: int = Field(2500, ge=1)
     # The inline form (docs/objects.md): head + note + failure region + tail, all of it
     # but the note in inline_chars; head_chars and tail_chars are the head's and the tail's
@@ -244,7 +85,7 @@ class ObjectsConfig(_Section):
     keep: int = Field(2, ge=0)
     budget_tokens: int | None = None
     # A reclaim that rewrites history pays when what it removes, over this many later
-    # requests, outweighs the one prompt-cache miss it causes (search/offload.reclaim_pays).
+    # requests, outweighs the one prompt-cache miss it causes (policy/offload.reclaim_pays).
     reclaim_horizon: int = Field(4, ge=1, le=1000)
     max_age_days: float | None = None
     max_bytes: int | None = None
@@ -263,7 +104,7 @@ class ObjectsConfig(_Section):
     rank_fill_reserve: int = Field(5, ge=0, le=20)  # region lines such an answer always holds
 
 
-class NotesConfig(_Section):
+class NotesConfig(Section):
     roots: list[str] = []
     exclude: list[str] = []
     weights: dict[str, float] = {}  # glob -> multiplier
@@ -286,7 +127,7 @@ class NotesConfig(_Section):
     auto_recall_min_cosine: float = Field(0.45, ge=-1, le=1)
 
 
-class McpConfig(_Section):
+class McpConfig(Section):
     token_budget: int = Field(6000, ge=200, le=24000)
     host: str = "127.0.0.1"
     # Bearer token HTTP clients must send; required (generated when unset) off loopback.
@@ -299,7 +140,7 @@ class McpConfig(_Section):
     allowed_workspaces: list[str] = []
 
 
-class ReadsConfig(_Section):
+class ReadsConfig(Section):
     """A whole-file `read` in dsh (no offset / limit) over `outline_over_chars` is shown as
     its first `head_lines` lines plus an outline of its symbols by line range (at most
     `outline_chars`); a ranged read always passes whole. 0 turns it off."""
@@ -309,7 +150,7 @@ class ReadsConfig(_Section):
     outline_chars: int = Field(2400, ge=200, le=50000)
 
 
-class RerankConfig(_Section):
+class RerankConfig(Section):
     """Optional second stage (docs/rerank.md): a reranker endpoint reorders each source's
     best fused candidates under a deadline; on any failure the fused order stands and the
     answer says why. Never settable from a repository's config: the URL decides where the
@@ -336,7 +177,7 @@ class RerankConfig(_Section):
     enabled: list[Literal["code", "history", "notes", "all"]] = ["code", "history", "notes", "all"]
 
 
-class Config(_Section):
+class Config(Section):
     """Top-level settings are those of code recall; other sources have their own section."""
 
     # Where indexes live: None = embedded SQLite under the recall home; "postgresql://..." =
@@ -394,124 +235,6 @@ class Config(_Section):
         return self.__dict__["_notices"]
 
 
-_SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank"}
-# Not settings: where data lives, which config file, which session the caller is in, and
-# the switches for tracebacks (the CLI's own error message names it), the usage log and
-# handing searches to a running daemon (DSH_RECALL_DAEMON=0: never).
-_RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION",
-                 "DSH_RECALL_CHANNEL", "DSH_RECALL_DEBUG", "DSH_RECALL_USAGE",
-                 "DSH_RECALL_DAEMON"}
-
-# What a repository's own `.dsh-recall.toml` may set without the user trusting the file:
-# ranking and walking inside that workspace. Everything else chooses where data goes or
-# who may see it (embedder endpoint and credentials, notes roots and access, object
-# retention, the MCP bind address), or reaches outside the workspace.
-WORKSPACE_KEYS = frozenset({
-    "source_roots",  # entries inside the workspace only (checked one by one)
-    "focus_markers", "ignore", "max_file_bytes", "excerpt_lines", "limit", "candidate_pool",
-    "rrf_k", "lexical_weight", "vector_weight", "embed_budget_s", "search_deadline_s",
-    "weak_score", "test_weight", "doc_weight", "identifier_boost", "symbol_boost",
-    "long_query_words", "config_weight", "file_decay", "file_chunks", "test_transfer",
-    "transfer_top", "path_boost",
-    "mcp.token_budget",
-})
-
-
-def _valid_keys(model: type[_Section]) -> list[str]:
-    return sorted(model.model_fields)
-
-
-def _check_keys(data: dict[str, Any], model: type[_Section], where: str, prefix: str = "") -> None:
-    for key, value in data.items():
-        if key not in model.model_fields:
-            raise ConfigError(
-                f"unknown config key '{prefix}{key}' in {where}; valid keys: "
-                + ", ".join(_valid_keys(model))
-            )
-        ann = model.model_fields[key].annotation
-        if isinstance(ann, type) and issubclass(ann, _Section):
-            if not isinstance(value, dict):
-                raise ConfigError(f"config key '{prefix}{key}' in {where} must be a table")
-            _check_keys(value, ann, where, f"{prefix}{key}.")
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and k in _SECTIONS:
-            out[k] = {**out[k], **v}
-        else:
-            out[k] = v
-    return out
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read config file {path}: {e}") from e
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {path} is not valid TOML: {e}") from e
-    _check_keys(data, Config, str(path))
-    return data
-
-
-def _env_value(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
-def _from_env(environ: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, raw in environ.items():
-        if not name.startswith("DSH_RECALL_") or name in _RESERVED_ENV:
-            continue
-        rest = name[len("DSH_RECALL_"):].lower()
-        section, _, key = rest.partition("__")
-        if key:
-            out.setdefault(section, {})[key] = _env_value(raw)
-        else:
-            out[section] = _env_value(raw)
-    _check_keys(out, Config, "environment (DSH_RECALL_*)")
-    return out
-
-
-def _limit_workspace_file(data: dict[str, Any], path: Path, workspace: Path,
-                          notices: list[str]) -> dict[str, Any]:
-    """Keep only what an untrusted repository file may set; one notice lists what was refused."""
-    root = workspace.resolve()
-    refused: list[str] = []
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and key in _SECTIONS:
-            kept = {k: v for k, v in value.items() if f"{key}.{k}" in WORKSPACE_KEYS}
-            refused += [f"{key}.{k}" for k in value if k not in kept]
-            if kept:
-                out[key] = kept
-        elif key == "source_roots" and isinstance(value, list):
-            kept_roots = []
-            for entry in value:
-                _, sep, raw = str(entry).partition("=")
-                raw = raw if sep else str(entry)
-                p = Path(os.path.expanduser(raw.strip()))
-                p = (p if p.is_absolute() else root / p).resolve()
-                if p.is_relative_to(root):
-                    kept_roots.append(entry)
-                else:
-                    refused.append(f"source root '{entry}' (outside the workspace)")
-            out[key] = kept_roots
-        elif key in WORKSPACE_KEYS:
-            out[key] = value
-        else:
-            refused.append(key)
-    if refused:
-        notices.append(f"ignored {', '.join(refused)} from {path}: a repository's config may only "
-                       f"tune ranking and walking inside it; `dsh-recall trust {path}` allows the rest")
-    return out
-
-
 def load_config(
     workspace: Path | None = None,
     config_file: Path | str | None = None,
@@ -524,25 +247,25 @@ def load_config(
     notices: list[str] = []
     user_file = recall_home() / "config.toml"
     if user_file.is_file():
-        data = _merge(data, _read_toml(user_file))
+        data = merge(data, read_toml(user_file, Config))
     if workspace is not None:
         ws_file = Path(workspace) / ".dsh-recall.toml"
         if ws_file.is_file():
-            ws_data = _read_toml(ws_file)
+            ws_data = read_toml(ws_file, Config)
             if not is_trusted(ws_file):
-                ws_data = _limit_workspace_file(ws_data, ws_file, Path(workspace), notices)
-            data = _merge(data, ws_data)
+                ws_data = limit_workspace_file(ws_data, ws_file, Path(workspace), notices)
+            data = merge(data, ws_data)
     explicit = config_file or environ.get("DSH_RECALL_CONFIG")
     if explicit:
         path = Path(explicit).expanduser()
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
-        data = _merge(data, _read_toml(path))
-    data = _merge(data, _from_env(environ))
+        data = merge(data, read_toml(path, Config))
+    data = merge(data, from_env(environ, Config))
     if overrides:
         clean = {k: v for k, v in overrides.items() if v is not None}
-        _check_keys(clean, Config, "flags")
-        data = _merge(data, clean)
+        check_keys(clean, Config, "flags")
+        data = merge(data, clean)
     cfg = Config.model_validate(data)
     cfg.notices.extend(notices)
     return cfg
