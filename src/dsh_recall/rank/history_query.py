@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..core.text import cjk_bigrams, code_tokens, fts_quote, is_cjk
+from ..core.text import cjk_bigrams, fts_quote, is_cjk
+from .query import content_terms, distinct_tokens
 
 # Function words that carry no topic: dropping them keeps OR queries and trigram queries
 # from matching every block. Kept short and generic on purpose.
@@ -48,13 +49,10 @@ KEEP_TRIGRAMS = 3
 
 
 def terms(query: str) -> list[str]:
-    """Distinct lower-case query terms without stopwords (all terms if only stopwords)."""
-    toks = code_tokens(query)
-    seen: list[str] = []
-    for t in toks:
-        if t not in seen:
-            seen.append(t)
-    content = [t for t in seen if t not in STOPWORDS and not (len(t) == 1 and t.isascii())]
+    """Distinct lower-case query terms (`rank.query`) without stopwords and, while topic
+    terms remain, question words (all terms if only stopwords)."""
+    seen = distinct_tokens(query)
+    content = content_terms(seen, STOPWORDS)
     topical = [t for t in content if t not in QUESTION_WORDS]
     return topical or content or seen
 

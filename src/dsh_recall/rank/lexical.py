@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from ..core.text import code_identifiers, code_tokens, fts_quote
+from ..core.text import code_identifiers, fts_quote
+from .query import content_terms, distinct_tokens
 
 MAX_QUERY_CHARS = 20_000
 MAX_TERMS = 48
@@ -27,15 +28,10 @@ please thanks hi hello one two new way work works working seem seems
 
 
 def query_terms(text: str) -> list[str]:
-    """Distinct code tokens of the query, in order, without stopwords."""
-    seen: dict[str, None] = {}
-    for tok in code_tokens(text[:MAX_QUERY_CHARS]):
-        if tok in STOPWORDS or (len(tok) < 2 and not tok.isdigit() and tok.isascii()):
-            continue
-        if tok.isdigit() and len(tok) < 2:
-            continue
-        seen.setdefault(tok, None)
-    return list(seen)
+    """Distinct code tokens of the query's first `MAX_QUERY_CHARS` chars, in order, without
+    stopwords, single ASCII characters and a lone digit of any script (`rank.query`)."""
+    terms = content_terms(distinct_tokens(text[:MAX_QUERY_CHARS]), STOPWORDS)
+    return [t for t in terms if not (len(t) == 1 and t.isdigit())]
 
 
 def select_terms(
