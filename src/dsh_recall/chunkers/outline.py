@@ -46,15 +46,15 @@ def outline(text: str, language: str, path: str = "", cap: int = 5000) -> list[E
         found, _ = headings(split_lines(text))
         marks = [(line, level, title) for line, level, title in found][:cap]
         total = len(split_lines(text))
-        out = []
+        entries: list[Entry] = []
         for i, (line, level, title) in enumerate(marks):
             end = total
             for later_line, later_level, _ in marks[i + 1:]:
                 if later_level <= level:
                     end = later_line
                     break
-            out.append(Entry(line + 1, max(line + 1, end), title, level - 1))
-        return out
+            entries.append(Entry(line + 1, max(line + 1, end), title, level - 1))
+        return entries
     if len(text) > _MAX_PARSE_CHARS:
         return []
     parser = get_parser(refine_language(language, path, text))

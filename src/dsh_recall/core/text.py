@@ -20,9 +20,10 @@ class _LazyPattern:
     __slots__ = ("_source", "_compiled")
 
     def __init__(self, source: str):
-        self._source, self._compiled = source, None
+        self._source = source
+        self._compiled: re.Pattern[str] | None = None
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if self._compiled is None:
             self._compiled = re.compile(self._source)
         return getattr(self._compiled, name)

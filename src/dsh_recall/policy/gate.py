@@ -184,8 +184,7 @@ def referring_segments(message: str) -> tuple[str, ...]:
             if bg[0] in _ZH_STOP_CHARS or bg[1] in _ZH_STOP_CHARS:
                 continue
             out.append(bg)
-    seen: set[str] = set()
-    return tuple(s for s in out if not (s in seen or seen.add(s)))
+    return tuple(dict.fromkeys(out))  # each once, first place kept
 
 
 def gate(message: str, older: Container[str], previous_turn_terms: Sequence[str] = (),

@@ -116,6 +116,7 @@ def load_cases(path: str | Path) -> list[dict[str, Any]]:
         raw = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read cases file {p}: {e}") from e
+    items: Any  # a list of cases, once checked below
     try:
         data = json.loads(raw)
     except ValueError:

@@ -10,16 +10,24 @@ blocks (about 100 ms per 100k rows).
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 from ..core.lazy import np
 from ..stores.sqlite.vector_file import quantize
 
-try:  # optional SIMD kernels: simsimd, or its successor numkong (same cdist call)
-    import simsimd as _nk
-except ImportError:  # pragma: no cover - depends on the environment
-    try:
-        import numkong as _nk
-    except ImportError:
-        _nk = None
+
+def _simd() -> ModuleType | None:
+    """The optional SIMD kernels: simsimd, or its successor numkong (same cdist call)."""
+    for name in ("simsimd", "numkong"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:  # pragma: no cover - depends on the environment
+            continue
+    return None
+
+
+_nk = _simd()
 
 _BLOCK = 16384  # rows converted at a time by the numpy fallback
 
