@@ -503,9 +503,8 @@ def test_the_mcp_server_indexes_a_vector_backlog_in_the_background(tmp_path):
     try:
         out, _ = app.call("code_search", {"query": "retry request with backoff"})
         assert any("this server is indexing them in the background" in n for n in out["notes"])
-        job = app.job(repo.resolve())
-        job.wait(60)
-        assert job.snapshot()["state"] == "done"
+        app.background.wait("code.embed", repo.resolve(), 60)
+        assert app.background.snapshot("code.embed", repo.resolve())["state"] == "done"
         out, _ = app.call("code_search", {"query": "retry request with backoff"})
         assert out["pending"] == 0 and not any("wait for vectors" in n for n in out["notes"])
     finally:
@@ -519,10 +518,11 @@ def test_the_mcp_server_does_not_rerun_a_failed_index_job_on_every_search(tmp_pa
     _slow_backlog(repo, cfg)
     app = RecallApp(repo, cfg)
     try:
-        job = app.job(repo.resolve())
-        job.info = {"state": "failed", "finished": 0, "error": "the embedder went away"}
+        jobs, ws = app.background, repo.resolve()
+        jobs._slot("code.embed", ws).info = {"state": "failed", "finished": 0,
+                                             "error": "the embedder went away"}
         out, _ = app.call("code_search", {"query": "retry request with backoff"})
-        assert not job.running() and job.snapshot()["state"] == "failed"
+        assert not jobs.running("code.embed", ws) and jobs.snapshot("code.embed", ws)["state"] == "failed"
         assert any("dsh-recall index" in n for n in out["notes"])  # the way to catch up
     finally:
         app.close()

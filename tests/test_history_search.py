@@ -255,8 +255,8 @@ def test_a_hook_imports_without_loading_the_model_and_the_server_embeds_after(tm
         try:
             out, _ = app.call("history_search", {"query": "ledger pool", "scope": "all"})
             assert out["hits"] and out["layer_status"]["semantic"] == "ok"
-            app.history_backfill._thread.join(60)
-            assert app.history_backfill.embedded == 1
+            app.background.wait("history.embed", seconds=60)
+            assert app.background.embedded("history.embed") == 1
         finally:
             app.close()
         assert store.embedded_count(None) == 13
@@ -384,8 +384,8 @@ def test_mcp_server_embeds_a_backlog_in_the_background(tmp_path):
             status = out["layer_status"]["semantic"]
             assert status.startswith("gated: 0/300") and "in the background" in status
             assert "history import --embed" not in status
-            app.history_backfill._thread.join(60)
-            assert store.embedded_count(None) == 300 and app.history_backfill.embedded == 300
+            app.background.wait("history.embed", seconds=60)
+            assert store.embedded_count(None) == 300 and app.background.embedded("history.embed") == 300
             out, _ = app.call("history_search", {"query": "ledger pool", "scope": "all"})
             assert out["layer_status"]["semantic"] in ("ok", "no match")
         finally:

@@ -259,8 +259,8 @@ def test_the_mcp_server_embeds_a_notes_backlog_in_the_background(tmp_path):
     try:
         out, _ = app.call("notes_search", {"query": "heron lake"})
         assert any("this server is embedding them in the background" in n for n in out["notes"])
-        app.notes_backfill._thread.join(60)
-        assert app.notes_backfill.embedded == 60 and svc.store.pending_count() == 0
+        app.background.wait("notes.embed", tmp_path, 60)
+        assert app.background.embedded("notes.embed", tmp_path) == 60 and svc.store.pending_count() == 0
     finally:
         app.close()
         svc.close()

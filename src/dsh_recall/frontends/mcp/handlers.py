@@ -8,8 +8,10 @@ Two levels of state (docs/security.md):
 
 Handlers are synchronous (the services are) and run in worker threads. A client's code
 index connection is guarded by that client's lock; the other sources open their own
-connection per call, so a slow call never holds up another. Index jobs run in their own
-thread with their own service instance, one per workspace, ending with the process.
+connection per call, so a slow call never holds up another. Background work (the index
+job code_index starts, and what a search's `backlog` names) runs through the app's one
+`Background` (services/background.py): its own thread and service instance, at most one
+per job and workspace, ending with the process.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import importlib.util
 import os
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 from ...core.config import Config, load_config
 from ...core.errors import InputError, RecallError
-from ...services import code as code_mod
+from ...services.background import Background, say
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.code import CodeService
 from . import budget as budget_mod
@@ -59,112 +60,12 @@ def log(msg: str) -> None:
     print(f"dsh-recall mcp: {msg}", file=sys.stderr, flush=True)
 
 
-class IndexJob:
-    """A background code-index job; at most one runs at a time."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self.info: dict[str, Any] = {"state": "idle"}
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return dict(self.info)
-
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def start(self, make_service: Callable[[], CodeService], background: bool = False) -> bool:
-        """Start a job unless one is running; returns whether a new job started.
-        `background`: started by the server itself (a search left chunks without vectors),
-        so it runs behind the user's own work (BACKGROUND_NICE)."""
-        with self._lock:
-            if self.running():
-                return False
-            self.info = {"state": "running", "started": time.time()}
-            self._thread = threading.Thread(target=self._run, args=(make_service, background),
-                                            name="dsh-recall-index", daemon=True)
-            self._thread.start()
-            return True
-
-    def _progress(self, phase: str, done: int, total: int) -> None:
-        with self._lock:
-            self.info.update(phase=phase, done=done, total=total)
-
-    def _run(self, make_service: Callable[[], CodeService], background: bool = False) -> None:
-        if background:
-            _lower_priority()
-        try:
-            svc = make_service()
-            try:
-                rep = svc.index(progress=self._progress, lock_timeout_s=30)
-            finally:
-                svc.close()
-            with self._lock:
-                self.info.update(state="done", finished=time.time(), report=rep.as_dict())
-        except Exception as e:  # a job failure is reported, never raised into the server
-            log(f"index job failed: {e}")
-            with self._lock:
-                self.info.update(state="failed", finished=time.time(), error=str(e))
-
-    def wait(self, seconds: float) -> None:
-        t = self._thread
-        if t is not None and seconds > 0:
-            t.join(seconds)
-
-
-BACKGROUND_NICE = 10
-# After an index job the server started itself, how long before a search may start another
-# (one that left chunks without vectors, e.g. an embedder failing on some, is not rerun
-# on every search).
-AUTO_INDEX_PAUSE_S = 300.0
-
-
-def _lower_priority() -> None:
-    """This thread behind the user's own work: on Linux a thread's nice value is its own,
-    and the model threads it starts inherit it."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-    except (OSError, AttributeError):
-        pass
-
-
-class Backfill:
-    """Embeds on a background thread what searches left waiting (history blocks:
-    services.history.semantic.backfill; note passages: services.notes.backfill); at most
-    one runs per kind, and `close` stops it between slices."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self.embedded = 0
-
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def start(self, work: Callable[[threading.Event], int], name: str) -> bool:
-        """Run `work(stop)` (returns how many it embedded) unless one is running."""
-        with self._lock:
-            if self.running() or self._stop.is_set():
-                return False
-            self._thread = threading.Thread(target=self._run, args=(work, name),
-                                            name=f"dsh-recall-{name}-embed", daemon=True)
-            self._thread.start()
-            return True
-
-    def _run(self, work: Callable[[threading.Event], int], name: str) -> None:
-        _lower_priority()
-        try:
-            self.embedded += work(self._stop)
-        except Exception as e:  # a failure costs only the vectors, never the server
-            log(f"{name} embedding failed: {e}")
-
-    def close(self, wait_s: float = 5.0) -> None:
-        self._stop.set()
-        t = self._thread
-        if t is not None:
-            t.join(wait_s)
+# What this server says in place of a source's hint while it fills that backlog itself.
+FILLING = {
+    "code.embed": "this server is indexing them in the background (code_index shows how far)",
+    "notes.embed": "this server is embedding them in the background",
+    "history.embed": "this server is embedding the rest in the background",
+}
 
 
 def service_available(module: str | None) -> bool:
@@ -195,10 +96,7 @@ class RecallApp:
         self.cfg = cfg or load_config(workspace=self.workspace, config_file=config_file)
         self.channel = channel if channel is not None else channel_key_from_env()
         self.allowed_roots = self._allowed_roots(allow)
-        self.jobs: dict[Path, IndexJob] = {}
-        self._jobs_lock = threading.Lock()
-        self.history_backfill = Backfill()
-        self.notes_backfill = Backfill()
+        self.background = Background(log=log)
         if tools not in PROFILES:
             raise InputError(f"unknown tool profile '{tools}'; profiles: {', '.join(PROFILES)}")
         self.profile = tools
@@ -229,9 +127,11 @@ class RecallApp:
         """The server's access channel, resolved against the user's session map."""
         return Viewer(cfg, self.channel)
 
-    def job(self, workspace: Path) -> IndexJob:
-        with self._jobs_lock:
-            return self.jobs.setdefault(workspace, IndexJob())
+    def fill(self, data: dict[str, Any], cfg: Config, workspace: Path) -> None:
+        """Start the background job of each item of an answer's backlog, and say so where
+        the source told a person which command fills it."""
+        taken = self.background.fill(data.get("backlog") or [], cfg=cfg, workspace=workspace)
+        say(data, taken, FILLING)
 
     # -- clients -----------------------------------------------------------------------------
     def client_for(self, session: Any) -> Client:
@@ -263,8 +163,7 @@ class RecallApp:
         return self.default.session
 
     def close(self) -> None:
-        self.history_backfill.close()
-        self.notes_backfill.close()
+        self.background.stop()
         self.default.close()
         with self._clients_lock:
             for c in list(self._clients.values()):
@@ -327,8 +226,9 @@ class Client(SourceHandlers):
                 raise type(e)(" ".join(msg.split())) from e
             raise
         if name == "code_index" and args.get("wait_s"):
-            self.app.job(self.workspace).wait(min(50.0, float(args["wait_s"])))
-            data["job"] = self.app.job(self.workspace).snapshot()
+            jobs = self.app.background
+            jobs.wait("code.embed", self.workspace, min(50.0, float(args["wait_s"])))
+            data["job"] = jobs.snapshot("code.embed", self.workspace)
         return self.finish(spec, data, args, render=render)
 
     def finish(self, spec: ToolSpec, data: dict[str, Any], args: dict[str, Any],
@@ -378,20 +278,10 @@ class Client(SourceHandlers):
         with self._lock:
             data = self.code().search(query, limit=offset + limit, path=path, focus=focus,
                                       files=bool(a.get("files")), cwd=self.workspace)
-        if any(code_mod.CATCH_UP in n for n in data.get("notes", [])):
-            # More chunks wait for vectors than a search may embed: this server runs the
-            # index job for them (as code_index would), behind the user's own work; not
-            # again after a job that failed or has just run (code_index still can).
-            ws, cfg = self.workspace, self.cfg
-            job = self.app.job(ws)
-            last = job.snapshot()
-            recent = last.get("state") == "done" and time.time() - last.get("finished", 0) < AUTO_INDEX_PAUSE_S
-            started = last.get("state") != "failed" and not recent and job.start(
-                lambda: CodeService(ws, cfg), background=True)
-            if started or job.running():
-                data["notes"] = [n.replace(code_mod.CATCH_UP, "this server is indexing them in "
-                                           "the background (code_index shows how far)")
-                                 for n in data.get("notes", [])]
+        # More chunks wait for vectors than a search may embed: this server runs the index
+        # job for them (as code_index would), behind the user's own work; not again after a
+        # job that failed or has just run (code_index still can).
+        self.app.fill(data, self.cfg, self.workspace)
         # Ask for one page past the offset; a full list hints at more beyond it.
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit
@@ -412,10 +302,9 @@ class Client(SourceHandlers):
         return value
 
     def tool_code_index(self, a: dict[str, Any]) -> dict[str, Any]:
-        ws, cfg = self.workspace, self.cfg
-        job = self.app.job(ws)
-        started = job.start(lambda: CodeService(ws, cfg))
-        return {"started": started, "job": job.snapshot()}
+        jobs = self.app.background
+        started = jobs.start("code.embed", cfg=self.cfg, workspace=self.workspace, behind=False)
+        return {"started": started, "job": jobs.snapshot("code.embed", self.workspace)}
 
     # -- status / configure ----------------------------------------------------------------
     def tool_status(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -453,7 +342,7 @@ class Client(SourceHandlers):
 
     def _job_state(self, on_disk: dict[str, Any] | None) -> dict[str, Any]:
         """This server's own index job, else the last one any process ran (CLI background)."""
-        own = self.app.job(self.workspace).snapshot()
+        own = self.app.background.snapshot("code.embed", self.workspace)
         if own.get("state") != "idle" or not on_disk:
             return own
         return dict(on_disk)

@@ -65,27 +65,13 @@ class SourceHandlers:
         if scope == "session" and not session:
             data.setdefault("layer_status", {})["scope"] = (
                 "no current session known (configure session=...): searched this workspace")
-        status = data.get("layer_status", {})
-        semantic = str(status.get("semantic", ""))
-        if history.CATCH_UP in semantic:
-            # More blocks wait than a search may embed: this long-lived server embeds them
-            # in the background (one process at a time), and says so.
-            self.app.history_backfill.start(self._history_backfill(), "history")
-            status["semantic"] = semantic.replace(
-                history.CATCH_UP, "this server is embedding the rest in the background")
-        elif not semantic.startswith(("unavailable", "failed", "not requested")):
-            # Blocks a hook imported without embedding them (a hook is a process per call):
-            # embedded behind the answer, so the layer keeps up with the session.
-            self.app.history_backfill.start(self._history_backfill(), "history")
+        # Blocks waiting for vectors (more than a search may embed, or blocks a hook imported
+        # without embedding them: a hook is a process per call): this long-lived server
+        # embeds them behind the answer (one process at a time), and says so.
+        self.app.fill(data, self.cfg, self.workspace)  # type: ignore[attr-defined]
         data["_base"] = offset
         data["_more"] = bool(data.get("has_more"))
         return data
-
-    def _history_backfill(self):
-        from ...services import history
-
-        cfg = self.cfg
-        return lambda stop: history.backfill(cfg, stop)
 
     def tool_history_detail(self, a: dict[str, Any]) -> dict[str, Any]:
         from ...services import history
@@ -197,17 +183,9 @@ class SourceHandlers:
             data = svc.search(query, session=self.app.channel, limit=offset + limit)  # type: ignore[attr-defined]
         finally:
             svc.close()
-        from ...services import notes as notes_mod
-
-        if any(notes_mod.CATCH_UP in n for n in data.get("notes", [])):
-            # More passages wait than a search may embed: this long-lived server embeds
-            # them in the background (one slice at a time, under the index's lock).
-            cfg, ws = self.cfg, self.workspace
-            started = self.app.notes_backfill.start(lambda stop: notes_mod.backfill(cfg, ws, stop),
-                                                    "notes")
-            if started or self.app.notes_backfill.running():
-                data["notes"] = [n.replace(notes_mod.CATCH_UP, "this server is embedding them in "
-                                           "the background") for n in data.get("notes", [])]
+        # More passages wait than a search may embed: this long-lived server embeds them in
+        # the background (one slice at a time, under the index's lock).
+        self.app.fill(data, self.cfg, self.workspace)  # type: ignore[attr-defined]
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit
         return data
