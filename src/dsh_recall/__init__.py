@@ -6,7 +6,10 @@ The handful of names a library user needs (imported lazily, so `import dsh_recal
     svc = CodeService(".", load_config(workspace="."))
     svc.search("where is the retry policy decided")
 
-    from dsh_recall import history, ObjectService, NotesService
+    from dsh_recall import HistoryService, NotesService, ObjectService, search_all
+
+Every source answers with an `Answer` (hits, notes, the layers that answered, a `Backlog`);
+a `Viewer` is the caller's identity (channel) a source filters by.
 """
 
 from __future__ import annotations
@@ -24,9 +27,14 @@ _LAZY = {
     "Config": ("dsh_recall.core.config", "Config"),
     "RecallError": ("dsh_recall.core.errors", "RecallError"),
     "CodeService": ("dsh_recall.services.code", "CodeService"),
-    "ObjectService": ("dsh_recall.services.objects", "ObjectService"),
+    "HistoryService": ("dsh_recall.services.history", "HistoryService"),
     "NotesService": ("dsh_recall.services.notes", "NotesService"),
-    "history": ("dsh_recall.services.history", None),
+    "ObjectService": ("dsh_recall.services.objects", "ObjectService"),
+    "search_all": ("dsh_recall.services.federated", "search_all"),
+    "Answer": ("dsh_recall.services.base", "Answer"),
+    "Backlog": ("dsh_recall.services.base", "Backlog"),
+    "Viewer": ("dsh_recall.services.channel", "Viewer"),
+    "history": ("dsh_recall.services.history", None),  # the history functions (search, show)
 }
 
 __all__ = ["__version__", *_LAZY]
