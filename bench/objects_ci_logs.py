@@ -239,7 +239,7 @@ def quality(logs: list[Log], home: Path) -> None:
         t = Tally()
         for log in logs:
             for q in log.queries:
-                matches = svc.search(log.obj_id, q).matches
+                matches = svc.search_in(log.obj_id, q).matches
                 h = hit_of(log, matches)
                 t.add(log.name, h, len(matches), sum(len(m.text) for m in matches))
                 detail.setdefault((log.name, q), {})[name] = h
@@ -361,7 +361,7 @@ out = []
 for _ in range(runs):
     for q in queries:
         t0, c0 = time.perf_counter(), time.process_time()
-        svc.search(obj_id, q)
+        svc.search_in(obj_id, q)
         out.append(((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
 print(json.dumps({"id": obj_id, "times": out}))
 """
@@ -413,7 +413,7 @@ def latency(svc: ObjectService, home: str, obj_id: str, path: Path, queries: lis
     grep_argv = ["grep", "-n", "-i", "-F", "-a", "--"]
     for _ in range(runs):
         for q in queries:
-            rec.append(timed(lambda: svc.search(obj_id, q)))
+            rec.append(timed(lambda: svc.search_in(obj_id, q)))
             per_query[q].append(rec[-1][1])
             grp.extend(cli_ms(grep_argv + [q, str(path)], dict(os.environ), 1, check=False))
         fail.append(timed(lambda: svc.failures(obj_id)))

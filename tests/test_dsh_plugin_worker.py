@@ -155,7 +155,7 @@ def test_offload_stores_the_full_output_and_is_idempotent_per_call(tmp_path):
     assert new.startswith(BIG[:500]) and f"object {obj}" in new
     with ObjectService() as svc:
         assert svc.get(obj, 0, 24000).total == len(BIG)  # the whole stream, not dsh's 64 KB
-        assert "line 02000" in svc.search(obj, "line 02000").matches[0].text
+        assert "line 02000" in svc.search_in(obj, "line 02000").matches[0].text
     assert w.handle(req)["ids"][0] == obj  # the same call again: the same object
     assert w.handle({**req, "blocks": ["tiny"]})["blocks"] == [None]
 

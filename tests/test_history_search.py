@@ -151,7 +151,9 @@ def test_search_skips_a_backlog_it_cannot_embed_in_its_budget(tmp_path, cfg):
         # What waits, structured for whoever runs background work (no text to match).
         assert ans["backlog"] == [{"source": "history", "what": "vectors", "pending": 300,
                                    "command": "dsh-recall history import --embed",
-                                   "job": "history.embed"}]
+                                   "job": "history.embed",
+                                   "hint": "`dsh-recall history import --embed` embeds the rest"}]
+        assert status.endswith("; " + ans["backlog"][0]["hint"])
         # A rate from another embedder is not this one's: the search measures its own.
         store.set_meta("embed_rate", "other:fp|10.0")
         ans = svc.search("ledger pool", all_sessions=True, cfg=cfg, store=store)

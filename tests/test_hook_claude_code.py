@@ -49,7 +49,7 @@ def test_bash_output_keeps_its_shape():
     assert "test_200.py" not in new["stdout"]
     assert "FAILED tests/unit/test_api.py::test_login - AssertionError: 401 != 200" in new["stdout"]
     with ObjectService() as svc:
-        m = svc.search(_obj_id(new["stdout"]), "FAILED").matches[0]
+        m = svc.search_in(_obj_id(new["stdout"]), "FAILED").matches[0]
         assert m.line == 401 and "test_login" in m.text
 
 

@@ -18,12 +18,17 @@ def _log(n: int, tag: str = "") -> str:
     return "".join(f"{tag}line {i}: running test_case_{i} ok\n" for i in range(n))
 
 
-def owner_only(channel: str | None) -> bool:
-    return channel == "owner"
+class _Sees:
+    """A viewer (services.channel.Viewer's surface) seeing the channels `pred` allows."""
+
+    unfiltered = False
+
+    def __init__(self, pred):
+        self.can_see = pred
 
 
-def group_view(channel: str | None) -> bool:
-    return channel in ("group:team", "guest")
+owner_only = _Sees(lambda channel: channel == "owner")
+group_view = _Sees(lambda channel: channel in ("group:team", "guest"))
 
 
 def _error(call) -> str:
@@ -40,20 +45,20 @@ def test_channel_is_recorded_and_hidden_reads_look_like_unknown_ids(tmp_path):
         assert svc.store.get(public.id).channel == "group:team"
         recalls = svc.stats()["recalls"]
 
-        unknown = _error(lambda: svc.get("deadbeef", can_see=group_view))
-        for call in (lambda i: svc.get(i, can_see=group_view),
-                     lambda i: svc.get(i, 100, 50, can_see=group_view),
-                     lambda i: svc.search(i, "secret", can_see=group_view),
-                     lambda i: svc.size(i, can_see=group_view)):
+        unknown = _error(lambda: svc.get("deadbeef", viewer=group_view))
+        for call in (lambda i: svc.get(i, viewer=group_view),
+                     lambda i: svc.get(i, 100, 50, viewer=group_view),
+                     lambda i: svc.search_in(i, "secret", viewer=group_view),
+                     lambda i: svc.size(i, viewer=group_view)):
             msg = _error(lambda: call(secret.id))
             assert msg == unknown.replace("deadbeef", secret.id)
             assert "secret" not in msg.replace(secret.id, "")
         assert svc.stats()["recalls"] == recalls  # refused reads count no recall
 
         # the reader's own channel, and no predicate at all (the user), still see it
-        assert svc.get(public.id, can_see=group_view).text.startswith("public ")
-        assert svc.search(public.id, "public", can_see=group_view).matches
-        assert svc.size(secret.id, can_see=owner_only) == len(_log(400, "secret "))
+        assert svc.get(public.id, viewer=group_view).text.startswith("public ")
+        assert svc.search_in(public.id, "public", viewer=group_view).matches
+        assert svc.size(secret.id, viewer=owner_only) == len(_log(400, "secret "))
         assert svc.get(secret.id).total == len(_log(400, "secret "))
         assert svc.stats()["recalls"] == recalls + 3
 
@@ -62,9 +67,9 @@ def test_evicted_object_of_another_channel_is_not_even_said_to_be_evicted(tmp_pa
     with ObjectService(path=tmp_path / "o.sqlite") as svc:
         old = svc.put(_log(400), session="s", channel="owner")
         svc.gc(max_age_days=0)
-        assert "evicted" in _error(lambda: svc.get(old.id, can_see=owner_only))
-        unknown = _error(lambda: svc.get("deadbeef", can_see=group_view))
-        assert _error(lambda: svc.get(old.id, can_see=group_view)) == unknown.replace(
+        assert "evicted" in _error(lambda: svc.get(old.id, viewer=owner_only))
+        unknown = _error(lambda: svc.get("deadbeef", viewer=group_view))
+        assert _error(lambda: svc.get(old.id, viewer=group_view)) == unknown.replace(
             "deadbeef", old.id)
 
 
@@ -76,16 +81,16 @@ def test_listings_leave_out_objects_the_reader_may_not_see(tmp_path):
         every = svc.stats()
         assert {r["id"] for r in every["recent"]} == {mine.id, other.id, legacy.id}
 
-        seen = svc.stats(can_see=group_view)
+        seen = svc.stats(viewer=group_view)
         assert [r["id"] for r in seen["recent"]] == [mine.id]
         assert seen["offloaded"] == 1 and seen["live"] == 1
         assert seen["chars_offloaded"] == len(_log(400, "a "))
         assert "SecretTool" not in str(seen) and other.id not in str(seen)
         # None is a channel like any other for the predicate: objects stored before
         # channels existed are shown only to a reader that accepts None.
-        assert {r["id"] for r in svc.stats(can_see=lambda c: c is None)["recent"]} == {legacy.id}
+        assert {r["id"] for r in svc.stats(viewer=_Sees(lambda c: c is None))["recent"]} == {legacy.id}
 
-        out = svc.gc(max_age_days=0, can_see=group_view)
+        out = svc.gc(max_age_days=0, viewer=group_view)
         assert out["ids"] == [mine.id] and out["evicted"] == 1
         assert svc.stats()["evicted"] == 3  # retention itself covers the whole store
 
@@ -102,19 +107,19 @@ def test_same_session_seq_of_another_channel_reveals_nothing(tmp_path):
         c = svc.put(text, session="t", seq=1, channel="guest")
         assert c.offloaded and c.id != a.id
         assert svc.stats()["blobs"] == 1
-        assert _error(lambda: svc.get(a.id, can_see=group_view)).startswith("no object")
-        assert svc.get(c.id, can_see=group_view).text == text[:8000]
+        assert _error(lambda: svc.get(a.id, viewer=group_view)).startswith("no object")
+        assert svc.get(c.id, viewer=group_view).text == text[:8000]
 
 
 def test_reclaim_records_the_channel_and_skips_only_what_the_reader_may_see(tmp_path):
     with ObjectService(ObjectsConfig(keep=0), path=tmp_path / "o.sqlite") as svc:
         results = [ResultText(i, _log(300, f"r{i} ")) for i in range(3)]
-        out = svc.reclaim("conv", results, channel="guest", can_see=group_view)
+        out = svc.reclaim("conv", results, channel="guest", viewer=group_view)
         assert sorted(out) == [0, 1, 2]
         assert {svc.store.get(r.id).channel for r in out.values()} == {"guest"}
-        assert svc.reclaim("conv", results, channel="guest", can_see=group_view) == {}
+        assert svc.reclaim("conv", results, channel="guest", viewer=group_view) == {}
         # another channel's reclaim of the same conversation neither rewrites nor reveals
-        assert svc.reclaim("conv", results, channel="owner", can_see=owner_only) == {}
+        assert svc.reclaim("conv", results, channel="owner", viewer=owner_only) == {}
 
 
 OLD_SCHEMA = [  # the object store as the first release wrote it (no channel, no index)
@@ -155,11 +160,11 @@ def test_a_store_written_before_channels_is_migrated_in_place(tmp_path):
         row = svc.store.get("0123abcd")
         assert row.channel is None  # existing rows: no channel
         assert svc.store.search_parts(row.sha) is None  # and no index yet
-        (m,) = svc.search("0123abcd", "error: boom").matches
+        (m,) = svc.search_in("0123abcd", "error: boom").matches
         assert m.line == 301 and m.text == "ERROR: boom in test_widget"
         assert svc.store.search_parts(row.sha) is not None  # built once, then kept
-        assert _error(lambda: svc.get("0123abcd", can_see=owner_only)).startswith("no object")
-        assert svc.get("0123abcd", can_see=lambda c: c is None).total == len(text)
+        assert _error(lambda: svc.get("0123abcd", viewer=owner_only)).startswith("no object")
+        assert svc.get("0123abcd", viewer=_Sees(lambda c: c is None)).total == len(text)
         new = svc.put(_log(400), session="n", channel="owner")
         assert svc.store.get(new.id).channel == "owner"
     # a second open finds the columns there and changes nothing

@@ -271,13 +271,13 @@ def test_config_keys_turn_rules_off(tmp_path):
     with ObjectService(path=path) as svc:
         obj = svc.put(text, session="s").id
     with ObjectService(ObjectsConfig(rank_failure_fill=False), path=path) as svc:
-        assert not any(m.context for m in svc.search(obj, "fatal").matches)
+        assert not any(m.context for m in svc.search_in(obj, "fatal").matches)
     with ObjectService(ObjectsConfig(), path=path) as svc:
-        assert any(m.context for m in svc.search(obj, "fatal").matches)
+        assert any(m.context for m in svc.search_in(obj, "fatal").matches)
     with ObjectService(ObjectsConfig(rank_log_prior=False), path=path) as svc:
-        assert svc.search(obj, "error_handler", limit=1).matches[0].line == 1  # file order
+        assert svc.search_in(obj, "error_handler", limit=1).matches[0].line == 1  # file order
     with ObjectService(ObjectsConfig(), path=path) as svc:
-        assert svc.search(obj, "error_handler", limit=1).matches[0].line > 2000  # later first
+        assert svc.search_in(obj, "error_handler", limit=1).matches[0].line > 2000  # later first
 
 
 def _cli(*args, input=None):

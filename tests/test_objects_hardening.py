@@ -164,11 +164,11 @@ def test_note_and_search_agree_on_line_numbers_with_progress_redraws(tmp_path):
         first = text.count("\n", 0, inline.head_end) + 1
         assert f"lines {first}-" in put.inline
         # the first omitted char is on line `first` for search too
-        m = svc.search(put.id, f"fetch {first - 1}").matches[0]
+        m = svc.search_in(put.id, f"fetch {first - 1}").matches[0]
         assert m.line == first and m.text == f"fetch {first - 1}"
-        (m,) = svc.search(put.id, "MARKER-TAIL-LINE").matches
+        (m,) = svc.search_in(put.id, "MARKER-TAIL-LINE").matches
         assert m.line == 61  # a bare \r never ends a line
-        found = svc.search(put.id, "downloading 100%").matches
+        found = svc.search_in(put.id, "downloading 100%").matches
         assert len(found) == 20
         for m in found:
             assert m.text == "downloading 100%"  # the redraw that holds the hit
@@ -198,7 +198,7 @@ def test_a_huge_query_is_cut_and_scans_a_bounded_number_of_terms(tmp_path, monke
     monkeypatch.setattr(line_search._Lines, "graded", graded)
     with ObjectService(path=tmp_path / "o.sqlite") as svc:
         put = svc.put(text)
-        res = svc.search(put.id, query)
+        res = svc.search_in(put.id, query)
     assert res.note and f"{line_search.MAX_QUERY_CHARS:,}" in res.note
     assert calls["graded"] <= 2 and calls["hits"] <= line_search.MAX_QUERY_GRAMS
     assert res.to_dict()["note"] == res.note
@@ -267,9 +267,9 @@ def test_lone_surrogates_in_text_ids_names_and_queries_never_raise(tmp_path):
         got = svc.get(put.id, len(text) - 40, 40)
         got.text.encode("utf-8")
         assert "\ufffd" in got.text
-        (m,) = svc.search(put.id, "deplo\udcc7y").matches
+        (m,) = svc.search_in(put.id, "deplo\udcc7y").matches
         assert m.text == "bad \ufffd byte and deplo\ufffdy"
-        assert svc.search(put.id, "\ud800").matches
+        assert svc.search_in(put.id, "\ud800").matches
         with pytest.raises(InputError, match="no object"):
             svc.get("\ud800abc")
         json.dumps(svc.stats(), ensure_ascii=False).encode("utf-8")

@@ -37,7 +37,7 @@ def test_search_reads_the_index_stored_at_put_and_never_rebuilds_it(tmp_path, mo
             raise AssertionError("search rebuilt the index")
 
         monkeypatch.setattr(objects_mod, "build_index", no_rebuild)
-        (m,) = svc.search(put.id, "error] build failure").matches
+        (m,) = svc.search_in(put.id, "error] build failure").matches
         assert m.line == 1501 and m.text == "[ERROR] BUILD FAILURE in module_1500"
         # the offset points into the stored text, escapes included
         assert text[m.offset:].startswith("[" + ESC + "ERROR")
@@ -52,7 +52,7 @@ def test_an_index_of_another_version_is_rebuilt_and_kept(tmp_path, monkeypatch):
         sha = svc.store.get(put.id).sha
         before = svc.store.totals()["blob_stored_bytes"]
         monkeypatch.setattr(objects_mod, "INDEX_VERSION", line_index.INDEX_VERSION + 1)
-        assert svc.search(put.id, "build failure").matches[0].line == 251
+        assert svc.search_in(put.id, "build failure").matches[0].line == 251
         assert svc.store.search_parts(sha).version == line_index.INDEX_VERSION + 1
         # stored_bytes counts the index once, not twice
         assert abs(svc.store.totals()["blob_stored_bytes"] - before) < 64
@@ -64,7 +64,7 @@ def test_same_answers_from_the_stored_index_as_from_the_text(tmp_path):
         put = svc.put(text, session="s")
         for q in ["error", "BUILD FAILURE", "module_7", "progress 100%", "deprecatd api",
                   "INFO step 3"]:
-            stored = svc.search(put.id, q).matches
+            stored = svc.search_in(put.id, q).matches
             assert stored == line_search.search_lines(text, q), q
 
 

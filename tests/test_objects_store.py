@@ -39,7 +39,7 @@ def test_put_get_search_roundtrip(tmp_path):
         assert "2001| ERROR: test_widget_renders failed" in res.inline
         first = svc.get(res.id)
         assert first.start == 0 and first.text == text[:8000] and first.total == len(text)
-        hit = svc.search(res.id, "error")
+        hit = svc.search_in(res.id, "error")
         assert hit.matches[0].line == 2001
         m = hit.matches[0]
         again = svc.get(res.id, m.offset, len(m.text))
@@ -103,7 +103,7 @@ def test_unknown_and_evicted_ids_say_so(tmp_path):
         with pytest.raises(InputError, match="evicted"):
             svc.get(old.id)
         with pytest.raises(InputError, match="evicted"):
-            svc.search(old.id, "line")
+            svc.search_in(old.id, "line")
 
 
 def test_eviction_by_age_keeps_young_ones(tmp_path):
@@ -202,7 +202,7 @@ CHILD = textwrap.dedent('''
         assert r.offloaded
         ids.append(r.id)
         assert svc.get(r.id, 0, 20).text == text[:20]
-        assert svc.search(ids[i // 2], "status").matches
+        assert svc.search_in(ids[i // 2], "status").matches
     print(",".join(ids))
 ''')
 

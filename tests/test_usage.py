@@ -73,7 +73,7 @@ def test_objects_offload_and_recalls_are_recorded_with_their_sizes(tmp_path):
     again = svc.put(text, session="s1", seq=3, tool="bash")  # idempotent: not a new offload
     assert again.id == put.id
     got = svc.get(put.id, start=100, count=700)
-    found = svc.search(put.id, "FATAL disk")
+    found = svc.search_in(put.id, "FATAL disk")
     svc.close()
     recs = _records(home)
     assert [(r["src"], r["op"]) for r in recs] == [

@@ -26,10 +26,19 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import Config
 from ..core.errors import InputError
+
+if TYPE_CHECKING:
+    from .code import CodeService
+    from .history import HistoryService
+    from .notes import NotesService
+    from .objects import ObjectService
+
+# What a source gives for a case: its units in rank order, and which expected items a unit matches.
+Ranked = tuple[list[Any], Callable[[Any], set[int]]]
 
 SOURCES = ("code", "history", "notes", "objects")
 KS = (1, 3, 5, 10)
@@ -61,7 +70,7 @@ def _items(raw: str, where: str) -> list[Any]:
             try:
                 items.append(json.loads(line))
             except ValueError as e:
-                raise InputError(f"{where} line {n} is not JSON ({e.msg}); a cases file is a "
+                raise InputError(f"{where} line {n} is not JSON ({getattr(e, 'msg', e)}); a cases file is a "
                                  "JSON list or one JSON object per line") from e
         return items
     if isinstance(data, dict):
@@ -182,13 +191,20 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 # -- retrieval per source ---------------------------------------------------------------------
 
 class _Runner:
-    """Opens each source once for the whole cases file."""
+    """Opens each source once for the whole cases file; reaches each through its public
+    surface, as the user (unfiltered)."""
 
     def __init__(self, cfg: Config, workspace: Path):
         self.cfg, self.workspace = cfg, workspace
-        self._code = self._notes = self._objects = None
+        self._code: CodeService | None = None
+        self._history: HistoryService | None = None
+        self._notes: NotesService | None = None
+        self._objects: ObjectService | None = None
+        self.by_source: dict[str, Callable[[dict[str, Any]], Ranked]] = {
+            "code": self.code, "history": self.history, "notes": self.notes,
+            "objects": self.objects}
 
-    def code(self, case: dict[str, Any]) -> tuple[list[Any], Callable[[Any], set[int]]]:
+    def code(self, case: dict[str, Any]) -> Ranked:
         from .code import CodeService
 
         if self._code is None:
@@ -198,17 +214,19 @@ class _Runner:
         want = case["expect"]
         return files, lambda p: {i for i, w in enumerate(want) if p == w or p.endswith("/" + w)}
 
-    def history(self, case: dict[str, Any]) -> tuple[list[Any], Callable[[Any], set[int]]]:
-        from . import history
+    def history(self, case: dict[str, Any]) -> Ranked:
+        from .history import HistoryService
 
-        res = history.search(case["query"], all_sessions=True, detail=True, limit=DEPTH,
-                             cfg=self.cfg)["hits"]
+        if self._history is None:
+            self._history = HistoryService(self.cfg)
+        res = self._history.search(case["query"], all_sessions=True, detail=True,
+                                   limit=DEPTH)["hits"]
         want = case["expect"]
         return res, lambda h: {i for i, (s, q) in enumerate(want)
                                if (s is None or s == h["session"])
                                and h["start_seq"] <= q <= h["end_seq"]}
 
-    def notes(self, case: dict[str, Any]) -> tuple[list[Any], Callable[[Any], set[int]]]:
+    def notes(self, case: dict[str, Any]) -> Ranked:
         from .notes import LAYERS, NotesService
 
         if self._notes is None:
@@ -219,23 +237,26 @@ class _Runner:
         want = [w.lower() for w in case["expect"]]
         return files, lambda p: {i for i, w in enumerate(want) if w in p.lower()}
 
-    def objects(self, case: dict[str, Any]) -> tuple[list[Any], Callable[[Any], set[int]]]:
-        from ..rank.line_search import search_index
+    def objects(self, case: dict[str, Any]) -> Ranked:
         from .objects import ObjectService
 
         if self._objects is None:
             self._objects = ObjectService(self.cfg.objects)
-        svc = self._objects
-        row = svc.store.get(case["object"].strip().lower())
-        if row is None or row.sha is None:
-            raise InputError(f"case {case['n']}: no live object '{case['object']}'")
-        # The stored index, read without counting a recall (an eval is not the agent).
-        matches = search_index(svc._index(row), case["query"], limit=DEPTH)
         want = case["expect"]
-        return [m.line for m in matches], lambda ln: {i for i, w in enumerate(want) if w == ln}
+        try:
+            self._objects.size(case["object"])  # live? (reads the row only)
+        except InputError as e:
+            raise InputError(f"case {case['n']}: no live object '{case['object']}'") from e
+        if not str(case["query"]).strip():
+            return [], lambda ln: set()
+        # Not a recall (an eval is not the agent), and the matches alone: no failure region
+        # filled in after them.
+        res = self._objects.search_in(case["object"], case["query"], limit=DEPTH, count=False,
+                                      fill=False)
+        return [m.line for m in res.matches], lambda ln: {i for i, w in enumerate(want) if w == ln}
 
     def close(self) -> None:
-        for s in (self._code, self._notes, self._objects):
+        for s in (self._code, self._history, self._notes, self._objects):
             if s is not None:
                 s.close()
 
@@ -249,7 +270,7 @@ def evaluate(cases: list[dict[str, Any]], cfg: Config, workspace: Path) -> dict[
     try:
         with usage.collect():  # an evaluation is not usage
             for case in cases:
-                units, matches = getattr(runner, case["source"])(case)
+                units, matches = runner.by_source[case["source"]](case)
                 g = gains(units, len(case["expect"]), matches)
                 rows.append({"case": case, "rank": first_rank(g),
                              "ndcg": ndcg(g, len(case["expect"])),

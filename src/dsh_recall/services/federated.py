@@ -33,8 +33,6 @@ from .channel import Viewer
 
 SOURCES = ("code", "history", "notes", "objects")
 EXCERPT_CHARS = 700  # per hit: a pointer and enough text to judge it, not the whole thing
-OBJECTS_SCANNED = 30  # the newest live objects searched line by line
-OBJECT_LINES = 3
 MAX_HITS = 100  # the deepest an answer (all its pages) goes
 
 
@@ -56,7 +54,8 @@ def bound_excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """Whole lines up to `limit` chars (a first line longer than that is cut with a mark)."""
     if len(text) <= limit:
         return text
-    out, n = [], 0
+    out: list[str] = []
+    n = 0
     for line in text.split("\n"):
         if n + len(line) + 1 > limit:
             if not out:
@@ -102,11 +101,12 @@ def _code(query: str, limit: int, cfg: Config, workspace: Path, service: Any, lo
 
 def _history(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer | None,
              scope: str) -> _Run:
-    from . import history
+    from .history import HistoryService
 
-    data = history.search(query, workspace=None if scope == "all" else str(workspace),
-                          all_sessions=scope == "all", limit=limit, detail=True, cfg=cfg,
-                          cwd=str(workspace), viewer=viewer)
+    with HistoryService(cfg) as svc:
+        data = svc.search(query, viewer=viewer, limit=limit, detail=True, cwd=str(workspace),
+                          workspace=None if scope == "all" else str(workspace),
+                          all_sessions=scope == "all")
     hits = []
     for h in data["hits"]:
         rng = (f"seq {h['start_seq']}" if h["start_seq"] == h["end_seq"]
@@ -114,7 +114,7 @@ def _history(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewe
         hits.append({"source": "history", "title": f"session {h['session']} {rng} ({h['role']})",
                      "excerpt": bound_excerpt(h.get("snippet") or ""), "session": h["session"],
                      "start_seq": h["start_seq"], "end_seq": h["end_seq"], "role": h["role"]})
-    status = data.get("layer_status") or {}
+    status: dict[str, str] = data.get("layer_status") or {}
     notes = [f"history {k}: {v}" for k, v in status.items() if k in ("access", "scope")]
     return _Run(hits, "ok" if hits else "no match", notes)
 
@@ -151,42 +151,20 @@ def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer 
 
 
 def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run:
-    from ..core.codepoints import fold_case
-    from ..rank.line_search import clean_query, search_index
     from .objects import ObjectService, default_path
 
-    if not default_path().exists():
+    if not default_path().exists():  # no store yet: do not create one to say "no match"
         return _Run([], "no match", [])
-    q, _ = clean_query(query)
-    if not q:
-        return _Run([], "no match", [])
-    can_see = None if viewer is None or viewer.unfiltered else viewer.can_see
-    svc = ObjectService(cfg.objects)
-    scored: list[tuple[int, int, dict[str, Any]]] = []
-    try:
-        channels = None if can_see is None else [c for c in svc.store.channels() if can_see(c)]
-        rows = [r for r in svc.store.recent(OBJECTS_SCANNED, channels) if r.sha is not None]
-        whole = fold_case(q)
-        words = [w for w in whole.split() if w]
-        for n, row in enumerate(rows):
-            # The stored line index, read without counting a recall: a search across objects
-            # is not the agent going back for one.
-            matches = search_index(svc._index(row), q, limit=OBJECT_LINES)
-            if not matches:
-                continue
-            best = fold_case(matches[0].text)
-            tier = 0 if whole in best else 1 if all(w in best for w in words) else 2
-            text = "\n".join(f"{m.line}: {m.text}" for m in matches)
-            scored.append((tier, n, {
-                "source": "objects", "title": f"object {row.id} line {matches[0].line}"
-                + (f" ({row.tool})" if row.tool else ""),
-                "excerpt": bound_excerpt(text), "object_id": row.id, "line": matches[0].line,
-                "total_chars": row.chars}))
-    finally:
-        svc.close()
-    scored.sort(key=lambda x: (x[0], x[1]))  # whole-query lines first, then newest first
-    hits = [h for _, _, h in scored[:limit]]
-    return _Run(hits, "ok" if hits else "no match", [])
+    with ObjectService(cfg.objects) as svc:
+        data = svc.search(query, viewer=viewer, limit=limit)
+    hits = []
+    for r in data.get("results", []):
+        text = "\n".join(f"{m['line']}: {m['text']}" for m in r["matches"])
+        hits.append({"source": "objects", "title": f"object {r['id']} line {r['line']}"
+                     + (f" ({r['tool']})" if r["tool"] else ""),
+                     "excerpt": bound_excerpt(text), "object_id": r["id"], "line": r["line"],
+                     "total_chars": r["chars"]})
+    return _Run(hits, "ok" if hits else "no match", list(data.get("notes", [])))
 
 
 # -- fusion -----------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Objects: offload big tool results, recall them by id, range or search; stats; retention.
 
 One `ObjectService` serves the CLI, the hooks, the MCP proxy and the MCP server. Policy
-(thresholds, ids, ranges, what to evict) lives here and in search.offload; SQL lives in
-stores.sqlite.objects.
+(thresholds, ids, ranges, what to evict) lives here and in policy.offload; line search and
+the ranking across objects in objects_search; SQL in stores.sqlite.objects.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,16 +28,12 @@ from ..policy.offload import (
 )
 from ..rank import logrank
 from ..rank.line_index import INDEX_VERSION, LineIndex, build_index
-from ..rank.line_search import (
-    MAX_QUERY_CHARS,
-    SEARCH_LIMIT,
-    LineMatch,
-    clean_query,
-    failure_lines,
-    search_index,
-)
+from ..rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
 from ..stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
 from . import usage
+from .channel import Viewer
+from .objects_search import OBJECTS_SCANNED, rank_config, rank_objects
+from .objects_types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ..core.config import ObjectsConfig
@@ -55,63 +50,14 @@ DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024
 CanSee = Callable[[str | None], bool]
 
 
+def _sees(viewer: Viewer | None) -> CanSee | None:
+    """The viewer's item predicate; None (no filter) for the user and unfiltered channels."""
+    return None if viewer is None or viewer.unfiltered else viewer.can_see
+
+
 def default_path() -> Path:
     """The one object store of this user: `<recall home>/objects.sqlite`."""
     return recall_home() / DB_NAME
-
-
-@dataclass(frozen=True)
-class PutResult:
-    """`inline` is what stays in the conversation; `id` is None when nothing was stored.
-    `dropped`: the result was over the size cap, so its middle left the context unstored."""
-
-    id: str | None
-    inline: str
-    chars: int
-    offloaded: bool
-    dropped: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class GetResult:
-    id: str
-    start: int
-    text: str
-    total: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Matching lines, best first; `note` says when the query was cut. `failures`: the
-    lines are the failure finder's (no query), in file order."""
-
-    id: str
-    matches: list[LineMatch] = field(default_factory=list)
-    note: str | None = None
-    failures: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "matches": [m.to_dict() for m in self.matches]}
-        if self.failures:
-            out["failures"] = True
-        if self.note:
-            out["note"] = self.note
-        return out
-
-
-@dataclass(frozen=True)
-class ResultText:
-    """One tool result of a conversation for `reclaim`: text None for a non-text block."""
-
-    seq: int
-    text: str | None
-    tool: str | None = None
 
 
 def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> BlobParts:
@@ -119,20 +65,6 @@ def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> 
     idx = idx or build_index(text)
     return blob_parts(data, None if idx.view is text else idx.view, INDEX_VERSION,
                       [idx.starts, idx.shapes, idx.flags], idx.esc_at, idx.esc_cum)
-
-
-def rank_config(cfg: ObjectsConfig | None) -> logrank.RankConfig | None:
-    """The log prior's rules from the objects config (None: matches in file order, as
-    before the prior); without a config, the defaults."""
-    if cfg is None:
-        return logrank.DEFAULT
-    if not getattr(cfg, "rank_log_prior", True):
-        return None
-    return logrank.RankConfig(
-        error_shape=cfg.rank_error_shape, position=cfg.rank_position,
-        after_success=cfg.rank_after_success, collapse_repeats=cfg.rank_collapse_repeats,
-        trace_lines=cfg.rank_trace_lines, outcome_lines=cfg.rank_outcome_lines,
-        fill_reserve=cfg.rank_fill_reserve)
 
 
 def _clean(value: str | None) -> str | None:
@@ -149,11 +81,14 @@ def _non_negative(name: str, value: float | None) -> None:
 class ObjectService:
     """Use cases over the object store. The store opens lazily, on first need.
 
-    Every read by id (`get`, `search`, `size`) and every listing (`stats`, `gc`, `reclaim`)
-    takes an optional `can_see(channel) -> bool`: an object whose channel it refuses is
-    answered exactly as an unknown id (same message, no recall counted) and left out of
-    listings. `put(channel=...)` records the channel that produced a result.
+    Every read by id (`get`, `lines`, `search_in`, `failures`, `size`), the search across
+    objects (`search`) and every listing (`stats`, `gc`, `reclaim`) takes an optional
+    `viewer` (services.channel.Viewer; None: the user, unfiltered): an object of a channel
+    it may not see is answered exactly as an unknown id (same message, no recall counted)
+    and left out of listings. `put(channel=...)` records the channel that produced a result.
     """
+
+    name = "objects"
 
     def __init__(self, cfg: ObjectsConfig | None = None, path: Path | str | None = None,
                  clock: Callable[[], float] = time.time, max_object_bytes: int | None = None):
@@ -190,6 +125,14 @@ class ObjectService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def index(self) -> dict[str, Any]:
+        """Nothing to bring up to date: an object's line index is written when it is stored."""
+        return {}
+
+    def status(self) -> dict[str, Any]:
+        """What the store holds (`stats` for the user)."""
+        return self.stats()
 
     # -- offload ----------------------------------------------------------------------------
 
@@ -270,15 +213,15 @@ class ObjectService:
 
     def reclaim(self, session: str, results: Sequence[ResultText],
                 context_tokens: int | None = None, channel: str | None = None,
-                can_see: CanSee | None = None,
+                viewer: Viewer | None = None,
                 surface: Sequence[tuple[int, int]] | None = None) -> dict[int, PutResult]:
         """Apply the whole policy to a conversation's results (oldest first): keep the newest
         `keep`, honour `budget_tokens`, skip what the store already offloaded (of the
-        channels `can_see` allows). With `surface` ((seq, chars) of every message, in
+        channels the viewer may see). With `surface` ((seq, chars) of every message, in
         order), nothing is rewritten unless the rewrite pays for its cache miss
         (`reclaim_pays`). Returns the rewritten results by seq."""
         session = _clean(session) or DEFAULT_SESSION
-        done = self.store.offloaded_seqs(session, self._channels(can_see))
+        done = self.store.offloaded_seqs(session, self._channels(_sees(viewer)))
         items = [Candidate(r.seq, len(r.text or ""), estimate_tokens(r.text or ""), r.text is not None)
                  for r in results]
         chosen = set(plan_offloads(items, self.cfg, done, context_tokens))
@@ -349,9 +292,9 @@ class ObjectService:
             self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
         return idx
 
-    def size(self, obj_id: str, can_see: CanSee | None = None) -> int:
+    def size(self, obj_id: str, viewer: Viewer | None = None) -> int:
         """Total chars of a live object, without reading its payload or counting a recall."""
-        return self._row(obj_id, can_see).chars
+        return self._row(obj_id, _sees(viewer)).chars
 
     def original(self, obj_id: str, session: str, channel: str | None) -> str | None:
         """The whole text of a live object that `session` stored through `channel`, else
@@ -364,11 +307,11 @@ class ObjectService:
         return self._text(row)
 
     def get(self, obj_id: str, start: int | None = None, count: int | None = None,
-            can_see: CanSee | None = None) -> GetResult:
+            viewer: Viewer | None = None) -> GetResult:
         """The first 8,000 chars, or `count` chars from `start` (code points, max 24,000)."""
         _non_negative("start", start)
         _non_negative("count", count)
-        row = self._row(obj_id, can_see)
+        row = self._row(obj_id, _sees(viewer))
         text = self._text(row)
         s, e = clamp_range(len(text), start, count)
         self.store.bump("recalls")
@@ -376,7 +319,7 @@ class ObjectService:
         return GetResult(row.id, s, scrub_surrogates(text[s:e]), len(text))
 
     def lines(self, obj_id: str, first: int, last: int, max_chars: int | None = None,
-              can_see: CanSee | None = None) -> dict[str, Any]:
+              viewer: Viewer | None = None) -> dict[str, Any]:
         """Lines `first`..`last` (1-based; `last` past the end: up to the last line), at most
         `max_chars` code points of them (default 8,000, max 24,000, so the text may end
         inside a line). Counts one recall, as `get` does. Returns {id, total (chars), start,
@@ -385,7 +328,7 @@ class ObjectService:
         if first < 1 or last < first:
             raise InputError(f"lines must be a-b with 1 <= a <= b, not {first}-{last}")
         _non_negative("max_chars", max_chars)
-        row = self._row(obj_id, can_see)
+        row = self._row(obj_id, _sees(viewer))
         text = self._text(row)
         # The stored index with the text already read (no second payload read); a payload
         # of an older version without one gets a fresh index, not stored on this read path.
@@ -400,37 +343,58 @@ class ObjectService:
         return {"id": row.id, "total": len(text), "start": s, "text": scrub_surrogates(text[s:e]),
                 "line": first, "end_line": min(last, n), "line_count": n}
 
-    def search(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT,
-               can_see: CanSee | None = None) -> SearchResult:
-        """Up to `limit` (max 20) lines matching `query`: whole query, all words, then fuzzy,
-        ordered by the log prior (`objects.rank_*`); a failure query (`error`, `FAILED`)
-        that matched fewer lines gets the failure region after its matches (`context`,
-        `objects.rank_failure_fill`). The query is cut to its first 1,000 chars (the
-        answer's `note` says so)."""
+    def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
+               offset: int = 0) -> ObjectsAnswer:
+        """Objects with lines matching `query` among the newest OBJECTS_SCANNED live objects
+        the viewer may see, best first (objects_search.rank_objects): a few lines each, to
+        point at the object to open. Reads stored indexes and counts no recall (it is not
+        the agent going back for one object). `limit` None: all; `offset` pages."""
+        t0 = time.monotonic()
+        offset = max(0, int(offset or 0))
+        q, cut = clean_query(query)
+        rows = self.store.recent(OBJECTS_SCANNED, self._channels(_sees(viewer))) if q else []
+        found = rank_objects(rows, self._index, q)
+        end = len(found) if limit is None else offset + max(0, int(limit))
+        return ObjectsAnswer(
+            source="objects", query=q[:200], results=found[offset:end], layers=["lines"],
+            notes=[f"query cut to its first {MAX_QUERY_CHARS:,} chars"] if cut else [], backlog=[],
+            offset=offset, next_offset=end if end < len(found) else None, scanned=len(rows),
+            elapsed_ms=round((time.monotonic() - t0) * 1000, 1))
+
+    def search_in(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT, *,
+                  viewer: Viewer | None = None, count: bool = True,
+                  fill: bool | None = None) -> SearchResult:
+        """Up to `limit` (max 20) lines of one object matching `query`: whole query, all
+        words, then fuzzy, ordered by the log prior (`objects.rank_*`); a failure query
+        (`error`, `FAILED`) that matched fewer lines gets the failure region after its
+        matches (`context`, `objects.rank_failure_fill`). The query is cut to its first
+        1,000 chars (the answer's `note` says so). `count=False`: not a recall (an
+        evaluation reads it); `fill` overrides `objects.rank_failure_fill`."""
         q, cut = clean_query(query)
         if not q:
             raise InputError("empty query; give words to look for, ask for the failure region "
                              "(no query), or use get for a range")
-        row = self._row(obj_id, can_see)
+        row = self._row(obj_id, _sees(viewer))
         cfg = self._cfg
         matches = search_index(self._index(row), q, limit=max(1, min(limit, SEARCH_LIMIT)),
                                rank=rank_config(cfg),
-                               fill=getattr(cfg, "rank_failure_fill", True))
-        self.store.bump("recalls")
-        usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)
+                               fill=getattr(cfg, "rank_failure_fill", True) if fill is None else fill)
+        if count:
+            self.store.bump("recalls")
+            usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)
         note = (f"query cut to its first {MAX_QUERY_CHARS:,} chars: a line search wants a "
                 "phrase, not a pasted block" if cut else None)
         return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text),
                                                m.context) for m in matches], note)
 
     def failures(self, obj_id: str, limit: int = SEARCH_LIMIT,
-                 can_see: CanSee | None = None) -> SearchResult:
+                 viewer: Viewer | None = None) -> SearchResult:
         """Where did it fail? Up to `limit` (max 20) lines of the likely failure region, in
         file order, with line numbers and offsets (`search.logrank.failure_region`: error
         lines, their stack traces and assertion diffs, the outcome lines, near the end and
         after the last success). A result without error-shaped lines answers with its last
         lines."""
-        row = self._row(obj_id, can_see)
+        row = self._row(obj_id, _sees(viewer))
         lines = failure_lines(self._index(row), max(1, min(limit, SEARCH_LIMIT)),
                               rank=rank_config(self._cfg) or logrank.DEFAULT)
         self.store.bump("recalls")
@@ -440,11 +404,11 @@ class ObjectService:
 
     # -- stats and retention -----------------------------------------------------------------
 
-    def stats(self, can_see: CanSee | None = None) -> dict[str, Any]:
-        """Counts derived by query, plus the last 12 offloads. With `can_see`, the object
-        counts and the list cover only the objects it may see; recalls, payloads and disk
-        are store-wide."""
-        channels = self._channels(can_see)
+    def stats(self, viewer: Viewer | None = None) -> dict[str, Any]:
+        """Counts derived by query, plus the last 12 offloads. With a filtered `viewer`, the
+        object counts and the list cover only the objects it may see; recalls, payloads and
+        disk are store-wide."""
+        channels = self._channels(_sees(viewer))
         t = self.store.totals(channels)
         now = self.clock()
         disk = 0
@@ -476,10 +440,11 @@ class ObjectService:
         }
 
     def gc(self, max_age_days: float | None = None, max_bytes: int | None = None,
-           can_see: CanSee | None = None) -> dict[str, Any]:
+           viewer: Viewer | None = None) -> dict[str, Any]:
         """Evict oldest first by age and by stored size; both off unless configured/asked.
-        Retention covers the whole store; with `can_see` the answer lists (and counts) only
-        the evicted objects it may see."""
+        Retention covers the whole store; with a filtered `viewer` the answer lists (and
+        counts) only the evicted objects it may see."""
+        can_see = _sees(viewer)
         _non_negative("max_age_days", max_age_days)
         _non_negative("max_bytes", max_bytes)
         age = max_age_days if max_age_days is not None else self.cfg.max_age_days

@@ -110,7 +110,7 @@ def search_cmd(ctx: click.Context, obj_id: str, query: tuple[str, ...], limit: i
         raise InputError(f"--limit must be from 1 to 20, not {limit}")
     with _service(ctx) as svc:
         if query:
-            res = svc.search(obj_id, " ".join(query), limit)
+            res = svc.search_in(obj_id, " ".join(query), limit)
         else:
             res = svc.failures(obj_id, limit)
     if res.note and not as_json:

@@ -46,7 +46,7 @@ def recall_answer(service: ObjectService, args: dict[str, Any]) -> str:
     obj_id = str(args.get("id", ""))
     query = args.get("query")
     if query:
-        res = service.search(obj_id, str(query), int(args.get("limit") or 20))
+        res = service.search_in(obj_id, str(query), int(args.get("limit") or 20))
         if not res.matches:
             return f"no line of {res.id} matches {query!r}"
         return "\n".join(f"{m.line}:@{m.offset}: {m.text}" for m in res.matches)

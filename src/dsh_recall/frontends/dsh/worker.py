@@ -38,7 +38,7 @@ from ...core.clean import cap_query, clean_text
 from ...core.config import Config, load_config
 from ...core.errors import InputError
 from ...core.paths import ensure_dir, recall_home
-from ...services import history, usage
+from ...services import background, history, usage
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
@@ -297,7 +297,7 @@ class Worker:
         viewer = self.viewer(cfg)
         done = svc.reclaim(session, results, tokens if isinstance(tokens, int) else None,
                            channel=self.channel,
-                           can_see=None if viewer is None or viewer.unfiltered else viewer.can_see,
+                           viewer=viewer,
                            surface=surface)
         out = {str(seq): {"text": res.inline, "id": res.id} for seq, res in done.items()}
         self.state(session).kept_chars += sum(max(0, res.chars - len(res.inline))
@@ -410,7 +410,8 @@ class Worker:
     def _notes_pending(self) -> list[Any]:
         """Notes indexes with chunks to embed (one that made no progress is left alone)."""
         return [svc for key, svc in self._notes.items()
-                if key not in self._stalled and svc.roots and svc.store.pending_count()]
+                if key not in self._stalled and background.waiting(
+                    "notes.embed", cfg=svc.cfg, service=svc)]
 
     def has_idle_work(self) -> bool:
         return bool(self.dirty) or bool(self._notes_pending())
@@ -421,7 +422,9 @@ class Worker:
         if not self.dirty:
             for key, svc in self._notes.items():
                 if svc in self._notes_pending():
-                    if svc.embed_pending(budget_s) == 0:
+                    # One slice of the notes job (services/background.py), on this thread
+                    # between requests: a request waits for at most one slice.
+                    if background.embed_slice("notes.embed", budget_s, cfg=svc.cfg, service=svc) == 0:
                         self._stalled.add(key)  # no embedder, or it fails: stop trying
                     return self.has_idle_work()
             return False
@@ -436,7 +439,7 @@ class Worker:
     def op_status(self, req: dict[str, Any]) -> dict[str, Any]:
         cfg = self.config(_opt_text(req.get("cwd")))
         viewer = self.viewer(cfg)
-        st = self.objects(cfg).stats(can_see=None if viewer is None or viewer.unfiltered else viewer.can_see)
+        st = self.objects(cfg).stats(viewer=viewer)
         snap = self.snapshot()
         return {"objects": {k: st[k] for k in ("offloaded", "live", "tokens_kept_out", "recalls",
                                                "recall_ratio", "disk_bytes")},

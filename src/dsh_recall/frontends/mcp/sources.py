@@ -114,21 +114,20 @@ class SourceHandlers:
         render = render or _object_render
         svc = ObjectService(self.cfg.objects)
         viewer = self.viewer()  # type: ignore[attr-defined]
-        can_see = None if viewer.unfiltered else viewer.can_see
         try:
             if a.get("lines"):
                 first, last = line_range(str(a["lines"]))
                 return self._fit_slice(svc.lines(obj_id, first, last, a.get("count"),
-                                                 can_see=can_see), render)
+                                                 viewer=viewer), render)
             if a.get("query") or a.get("failures"):
                 limit = int(a.get("limit") or 20)
                 if a.get("query"):
-                    found = svc.search(obj_id, str(a["query"]), limit=limit, can_see=can_see)
+                    found = svc.search_in(obj_id, str(a["query"]), limit=limit, viewer=viewer)
                 else:
-                    found = svc.failures(obj_id, limit=limit, can_see=can_see)
+                    found = svc.failures(obj_id, limit=limit, viewer=viewer)
                 # size() reads the length from the row: a get() here would count a
                 # second recall and inflate the recalls/offloaded ratio.
-                total = svc.size(obj_id, can_see=can_see)
+                total = svc.size(obj_id, viewer=viewer)
                 out = {"id": found.id, "total": total,
                        "matches": [m.to_dict() for m in found.matches]}
                 if found.failures:
@@ -136,7 +135,7 @@ class SourceHandlers:
                 if getattr(found, "note", None):
                     out["note"] = found.note
                 return self._fit_matches(out, render)
-            got = svc.get(obj_id, a.get("start"), a.get("count"), can_see=can_see)
+            got = svc.get(obj_id, a.get("start"), a.get("count"), viewer=viewer)
         finally:
             svc.close()
         return self._fit_slice({"id": got.id, "total": got.total, "start": got.start,
@@ -234,7 +233,7 @@ class SourceHandlers:
                 svc = ObjectService(self.cfg.objects)
                 viewer = self.viewer()  # type: ignore[attr-defined]
                 try:
-                    st = svc.stats(can_see=None if viewer.unfiltered else viewer.can_see)
+                    st = svc.stats(viewer=viewer)
                 finally:
                     svc.close()
                 return {k: st[k] for k in ("offloaded", "live", "evicted", "tokens_kept_out",

@@ -29,7 +29,7 @@ from ..base import Backlog, backlog_item
 from ..channel import Viewer
 from .common import LAYERS, SESSION_ENV, _cfg, _iso, open_store
 from .rank import apply_rules, feedback_match
-from .semantic import EMBED_COMMAND, EMBED_JOB, SemanticLayer
+from .semantic import EMBED_COMMAND, EMBED_HINT, EMBED_JOB, SemanticLayer
 
 # Layers merge by score (history.fusion = "score", the default: search.history_query.
 # fuse_scores, each layer's scores over its best) or by reciprocal rank ("rank", k = rrf_k).
@@ -120,7 +120,7 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
                 ranked = sem.rank(query, scope, pool, gate=len(layers) > 1, extra=extra)
                 if sem.pending:
                     backlog.append(backlog_item("history", "vectors", sem.pending, EMBED_COMMAND,
-                                                EMBED_JOB))
+                                                EMBED_JOB, hint=EMBED_HINT))
                 if sem.status != "ok":
                     status[name] = sem.status
                     continue

@@ -30,7 +30,8 @@ from .common import open_store
 # `backlog` names them, services/base.Backlog); the gated status says the command to a person.
 EMBED_COMMAND = "dsh-recall history import --embed"
 EMBED_JOB = "history.embed"
-CATCH_UP = f"`{EMBED_COMMAND}` embeds the rest"
+EMBED_HINT = f"`{EMBED_COMMAND}` embeds the rest"  # the backlog item's hint
+CATCH_UP = EMBED_HINT  # the old name, while a front end still matches the text
 
 
 class SemanticLayer:
@@ -52,7 +53,9 @@ class SemanticLayer:
         self.status = "ok"
         self.emb = None
         self.behind = False  # the gap to the gate was more than a search could embed
-        self.pending = 0  # blocks in scope without a vector, when `behind` gated the layer
+        # Blocks in scope still without a vector after this search's own fill (gated behind
+        # a backlog, or past the gate: blocks a hook imported without embedding them).
+        self.pending = 0
         self.hashed = 0  # blocks the last fill gave an embed hash
         try:
             # Kept per process: a long-lived server asks the history layer again and again.
@@ -145,11 +148,11 @@ class SemanticLayer:
             return []
         if total == 0:
             return []
+        self.pending = total - done
         if gate and done / total < gate_at:
             self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {gate_at:.0%})"
             if self.behind:
-                self.pending = total - done
-                self.status += f"; {CATCH_UP}"
+                self.status += f"; {EMBED_HINT}"
             return []
         try:
             q = self.emb.embed([query], query=True)[0]

@@ -1,0 +1,65 @@
+"""Searching offloaded objects: the log prior's rules from the config (`rank_config`) and
+the ranking of a search across every object a caller may see (`rank_objects`, behind
+`ObjectService.search`).
+
+Pure over rows and line indexes: the service (services/objects.py) reads the store, decides
+who sees what and counts recalls; this module only orders what it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.codepoints import fold_case, scrub_surrogates
+from ..rank import logrank
+from ..rank.line_index import LineIndex
+from ..rank.line_search import clean_query, search_index
+from ..stores.sqlite.objects import ObjectRow
+
+if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
+    from ..core.config import ObjectsConfig
+
+# A search across objects reads the newest live objects, a few lines of each: it points at
+# the object to open, it does not replace a search inside it.
+OBJECTS_SCANNED = 30
+OBJECT_LINES = 3
+
+
+def rank_config(cfg: ObjectsConfig | None) -> logrank.RankConfig | None:
+    """The log prior's rules from the objects config (None: matches in file order, as
+    before the prior); without a config, the defaults."""
+    if cfg is None:
+        return logrank.DEFAULT
+    if not getattr(cfg, "rank_log_prior", True):
+        return None
+    return logrank.RankConfig(
+        error_shape=cfg.rank_error_shape, position=cfg.rank_position,
+        after_success=cfg.rank_after_success, collapse_repeats=cfg.rank_collapse_repeats,
+        trace_lines=cfg.rank_trace_lines, outcome_lines=cfg.rank_outcome_lines,
+        fill_reserve=cfg.rank_fill_reserve)
+
+
+def rank_objects(rows: Sequence[ObjectRow], index_of: Callable[[ObjectRow], LineIndex],
+                 query: str) -> list[dict[str, Any]]:
+    """Objects with lines matching `query`, best first: those whose best line holds the
+    whole query, then all its words, then the rest (fuzzy); within a tier in the order of
+    `rows` (newest first). Evicted rows are skipped; [] for a query with nothing to find."""
+    q, _ = clean_query(query)
+    if not q:
+        return []
+    whole = fold_case(q)
+    words = [w for w in whole.split() if w]
+    scored: list[tuple[int, int, dict[str, Any]]] = []
+    for n, row in enumerate(r for r in rows if r.sha is not None):
+        matches = search_index(index_of(row), q, limit=OBJECT_LINES)
+        if not matches:
+            continue
+        best = fold_case(matches[0].text)
+        tier = 0 if whole in best else 1 if all(w in best for w in words) else 2
+        scored.append((tier, n, {
+            "id": row.id, "tool": row.tool, "chars": row.chars, "line": matches[0].line,
+            "matches": [{"line": m.line, "offset": m.offset, "text": scrub_surrogates(m.text)}
+                        for m in matches]}))
+    scored.sort(key=lambda x: (x[0], x[1]))
+    return [r for _, _, r in scored]
