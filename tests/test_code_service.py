@@ -433,11 +433,11 @@ def test_files_skipped_after_reading_are_not_read_again_until_they_change(repo, 
 
 
 def test_a_large_index_run_warms_common_term_lists_and_a_small_one_does_not(tmp_path, monkeypatch):
-    from dsh_recall.services import code as code_mod
+    from dsh_recall.services.code import indexing
     from dsh_recall.services.code import prepare as code_prepare
     from dsh_recall.stores.sqlite import chunks as sq
 
-    monkeypatch.setattr(code_mod, "WARM_SHARE", 100.0)  # a tiny run's tenth is a few ms
+    monkeypatch.setattr(indexing, "WARM_SHARE", 100.0)  # a tiny run's tenth is a few ms
     monkeypatch.setattr(code_prepare, "PARALLEL_MIN_FILES", 10)
     monkeypatch.setattr(sq, "IMPACT_SYNC_ROWS", 5)
     repo = tmp_path / "repo"

@@ -1,5 +1,5 @@
 """Ranking reads rows only for the head of the fused list its priors can still move into
-the answer (services/code/ `_apply_priors` with a limit): the answer must be the one
+the answer (services/code/priors.apply_priors with a limit): the answer must be the one
 reading every candidate gives, for priors that lower (tests, docs, config) and raise
 (a declared name the query writes) scores."""
 
@@ -10,7 +10,7 @@ import random
 import pytest
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services.code import CodeService
+from dsh_recall.services.code.priors import apply_priors
 from dsh_recall.stores.contracts import ChunkRow
 
 PATHS = ["src/app/session.py", "tests/test_session.py", "docs/session.md", "setup.cfg",
@@ -31,8 +31,7 @@ class FakeStore:
 @pytest.mark.parametrize("seed", range(12))
 def test_reading_the_head_gives_the_full_answer(tmp_path, seed):
     rng = random.Random(seed)
-    svc = CodeService(tmp_path, load_config(workspace=tmp_path,
-                                            overrides={"embedder": {"name": "fake"}}))
+    cfg = load_config(workspace=tmp_path, overrides={"embedder": {"name": "fake"}})
     n = 400
     rows = {i: ChunkRow(i, rng.choice(PATHS), "/x", 1, 2, "", "python", rng.choice(SYMBOLS), "h")
             for i in range(n) if rng.random() > 0.05}  # a few ranked chunks are gone
@@ -43,15 +42,12 @@ def test_reading_the_head_gives_the_full_answer(tmp_path, seed):
     for query, terms in (("parse_args", ["parse_args"]), ("Session.send cookie", ["session"]),
                          ("how are sessions stored", ["sessions", "stored"]),
                          ("tests for parse_args", ["tests", "parse_args"])):
-        real = svc.store
-        svc.store = full_store = FakeStore(rows)
-        everything, _ = svc._apply_priors(query, terms, fused, None)
+        full_store = FakeStore(rows)
+        everything, _ = apply_priors(full_store, cfg, query, terms, fused, None)
         for limit in (1, 5, 10, 40):
-            svc.store = head_store = FakeStore(rows)
-            head, _ = svc._apply_priors(query, terms, fused, limit)
+            head_store = FakeStore(rows)
+            head, _ = apply_priors(head_store, cfg, query, terms, fused, limit)
             assert [i for i, _, _ in head[:limit]] == [i for i, _, _ in everything[:limit]]
             assert [s for _, s, _ in head[:limit]] == [s for _, s, _ in everything[:limit]]
             if limit <= 10 and seed % 3:
                 assert len(head_store.read) < len(full_store.read)  # it did stop early
-        svc.store = real
-    svc.close()

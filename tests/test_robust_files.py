@@ -166,7 +166,7 @@ def test_stale_check_reads_at_most_the_indexed_size(repo, monkeypatch):
         asked.append(max_bytes)
         return real(path, max_bytes, **kw)
 
-    monkeypatch.setattr("dsh_recall.services.code.read_regular", spy)
+    monkeypatch.setattr("dsh_recall.services.code.service.read_regular", spy)
     out = svc_.search("hash_password", layers=("lexical",))
     assert _result(out, "pkg/auth.py")["stale"] is True
     assert asked and max(asked) <= size + 1

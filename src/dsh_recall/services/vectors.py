@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol, cast
 
 from ..core.config import EmbedderConfig
 from ..core.errors import RecallError
@@ -20,8 +21,8 @@ from ..core.process import long_lived
 from ..embedders import Embedder
 from ..embedders import create as create_embedder
 from ..rank.vector import int8_scores, top_k, top_of
-from ..stores.contracts import ChunkRow
-from ..stores.sqlite.chunks import EmbedCache, SqliteChunkStore
+from ..stores.contracts import ChunkRow, ChunkStore, VectorTable
+from ..stores.sqlite.embed_cache import EmbedCache
 from ..stores.sqlite.vector_file import FileState, MappedVectors, append_file, remove_stale, write_file
 
 BUDGET_BATCH = 32  # small batches keep a budgeted run close to its budget
@@ -37,6 +38,14 @@ SMALL_SCOPE = 2000  # a scope this small is ranked exactly from SQLite, no file 
 DELTA_SYNC = 20000  # a search finding this many vectors outside the file syncs it (if it can)
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+class VectorStore(VectorTable, Protocol):
+    """What the vector plumbing here needs of a store: its vectors and its meta (a chunk
+    store, code's or notes', or the history store)."""
+
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
 
 
 @contextmanager
@@ -78,13 +87,13 @@ def _files_stamp(emb: Embedder) -> tuple:
     folder = getattr(emb, "model_dir", None)
     if folder is None:
         return ()
-    out = []
+    out: list[tuple[str, int | None, int | None, int | None]] = []
     for name in _MODEL_FILES:
         try:
             st = (Path(folder) / name).stat()
             out.append((name, st.st_size, st.st_ino, st.st_mtime_ns))
         except OSError:
-            out.append((name, None))
+            out.append((name, None, None, None))
     return tuple(out)
 
 
@@ -116,7 +125,7 @@ def load_embedder(cfg: EmbedderConfig) -> tuple[Embedder | None, str | None]:
         return None, str(e)
 
 
-def sync_fingerprint(store: SqliteChunkStore, emb: Embedder) -> str | None:
+def sync_fingerprint(store: VectorStore, emb: Embedder) -> str | None:
     """Discard vectors built by another embedder; returns a note when it did."""
     old = store.get_meta("embedder")
     if old == emb.fingerprint:
@@ -135,7 +144,7 @@ RATE_MIN_CHUNKS = 8  # fewer tell little about a rate
 RATE_PROBE_S = 0.5  # a search's first slice when no rate is known yet
 
 
-def remember_rate(store, emb: Embedder, n: int, seconds: float) -> None:
+def remember_rate(store: VectorStore, emb: Embedder, n: int, seconds: float) -> None:
     """Keep the rate of a run of `n` items in `seconds` for the next search (known_rate)."""
     if n < RATE_MIN_CHUNKS or seconds <= 0:
         return
@@ -145,7 +154,7 @@ def remember_rate(store, emb: Embedder, n: int, seconds: float) -> None:
         pass
 
 
-def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
+def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path,
                   text_of: Callable[[ChunkRow], str], budget_s: float | None = None,
                   progress: Progress | None = None) -> int:
     """Give every chunk without a vector one, until done or the budget runs out.
@@ -190,7 +199,7 @@ def embed_pending(store: SqliteChunkStore, emb: Embedder, cache_path: Path,
 
 
 
-def known_rate(store, emb: Embedder) -> float | None:
+def known_rate(store: VectorStore, emb: Embedder) -> float | None:
     """Items per second this embedder last reached on this index (RATE_KEY, in any store
     with meta: code, notes, history), or None."""
     fp, _, rate = (store.get_meta(RATE_KEY) or "").rpartition("|")
@@ -201,7 +210,7 @@ def known_rate(store, emb: Embedder) -> float | None:
     return value if fp == emb.fingerprint and math.isfinite(value) and value > 0 else None
 
 
-def fill_what_fits(store: SqliteChunkStore, emb: Embedder, budget_s: float,
+def fill_what_fits(store: ChunkStore, emb: Embedder, budget_s: float,
                    embed: Callable[[float], int]) -> int:
     """What a search may embed (`embed(seconds)` embeds for that long): every waiting
     chunk when they fit `budget_s` at the rate this embedder last reached here; with no
@@ -233,7 +242,7 @@ class VectorIndex:
         self._delta_key: tuple | None = None  # set with _delta by the first _current()
         self._delta: tuple[np.ndarray, np.ndarray] | None = None
 
-    def _map(self, store: SqliteChunkStore, state: FileState) -> MappedVectors | None:
+    def _map(self, store: VectorStore, state: FileState) -> MappedVectors | None:
         m = self._mapped
         if m is not None and m.state == state:
             return m
@@ -243,25 +252,25 @@ class VectorIndex:
             self._mapped = None
         return self._mapped
 
-    def _current(self, store: SqliteChunkStore) -> tuple[MappedVectors | None, np.ndarray, np.ndarray]:
+    def _current(self, store: VectorStore) -> tuple[MappedVectors | None, np.ndarray, np.ndarray]:
         state = FileState.loads(store.get_meta(VECTOR_FILE_META))
         epoch, seq = store.vector_state()
         with self._lock:
             mapped = self._map(store, state) if state and state.epoch == epoch else None
             after = mapped.state.seq if mapped else -1
             key = (epoch, seq, store.get_meta("generation"), after)
-            if key != self._delta_key:
+            if key != self._delta_key or self._delta is None:
                 self._delta = store.vector_delta(after)
                 self._delta_key = key
             return mapped, self._delta[0], self._delta[1]
 
-    def delta_size(self, store: SqliteChunkStore) -> int:
+    def delta_size(self, store: VectorStore) -> int:
         """Vectors outside the file: a big number means the file is worth (re)building."""
         if getattr(store, "ranks_vectors", False):
             return 0  # a store that ranks its own vectors keeps no file
         return len(self._current(store)[1])
 
-    def rank(self, store: SqliteChunkStore, query: np.ndarray, k: int, prefix: str | None = None,
+    def rank(self, store: VectorStore, query: np.ndarray, k: int, prefix: str | None = None,
              allowed: set[int] | None = None, keep: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k best (chunk id, cosine), best first, among chunks under `prefix`, in
         `allowed` and in `keep` (None = no restriction). Scores are exact float32 cosines.
@@ -273,7 +282,7 @@ class VectorIndex:
             return store.vector_search(q, k, prefix, allowed, keep)
         mapped, d_ids, d_mat = self._current(store)
         if prefix:
-            under = store.chunk_ids_under(prefix)
+            under = cast(ChunkStore, store).chunk_ids_under(prefix)  # a prefix: a chunk store's paths
             keep = under if keep is None else np.intersect1d(keep, under)
         if allowed is not None:
             arr = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
@@ -301,7 +310,7 @@ class VectorIndex:
         vals = np.fromiter(scores.values(), dtype=np.float32, count=len(scores))
         return top_of(ids_arr, vals, k)
 
-    def mean_cosine(self, store, query: np.ndarray, keep: np.ndarray | None = None) -> float:
+    def mean_cosine(self, store: VectorStore, query: np.ndarray, keep: np.ndarray | None = None) -> float:
         """Mean cosine of the query to every vector (in `keep`): int8 scores for the file's
         live rows, exact ones for the delta. For margins, where 1e-3 does not matter."""
         q = np.asarray(query, dtype=np.float32)
@@ -337,7 +346,7 @@ class VectorIndex:
 MatrixCache = VectorIndex  # the name services used before the file existed
 
 
-def sync_vector_file(store: SqliteChunkStore) -> str:
+def sync_vector_file(store: VectorStore) -> str:
     """Bring the memory-mapped vector file up to SQLite's vectors: append what arrived
     since it was written, or rebuild it when the vector space changed or a quarter of its
     rows belong to deleted chunks. The caller holds the index lock (one writer at a time).
@@ -351,7 +360,7 @@ def sync_vector_file(store: SqliteChunkStore) -> str:
         return _sync(store)
 
 
-def _sync(store) -> str:
+def _sync(store: VectorStore) -> str:
     state = FileState.loads(store.get_meta(VECTOR_FILE_META))
     epoch, seq = store.vector_state()
     folder = store.vector_dir
@@ -378,7 +387,8 @@ def _sync(store) -> str:
     return "rebuild"
 
 
-def _batches(store: SqliteChunkStore, after_seq: int, upto_seq: int, size: int = 16384):
+def _batches(store: VectorStore, after_seq: int, upto_seq: int,
+             size: int = 16384) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(ids, vectors) in chunk-id order, a bounded batch at a time (a rebuild of a million
     vectors never holds them all)."""
     last = 0

@@ -113,7 +113,7 @@ def _leave_workers(code: object, done: bool = False) -> None:
     the process (SIGABRT, exit 134) after the answer was printed."""
     import threading
 
-    service = sys.modules.get("dsh_recall.services.code")
+    service = sys.modules.get("dsh_recall.services.hybrid")
     if not done:
         if service is None:  # no search ran: no such thread
             return

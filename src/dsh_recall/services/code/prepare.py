@@ -13,12 +13,12 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from ...core.text import index_text, safe_decode
 from ...core.types import SourceFile
 from ...readers.workspace import content_skip_reason, read_regular
 from ...stores.contracts import FileRow, IndexedChunk
+from ..filesync import Prepared
 
 # Below this many files to read, worker processes cost more to start (each imports the
 # chunkers and tree-sitter, about 0.3 s) than they save.
@@ -36,17 +36,6 @@ def embed_text(path: str, symbols: tuple[str, ...], text: str) -> str:
     """What the embedder sees for a chunk: where it lives, what it declares, then the code."""
     head = path + (" :: " + ", ".join(symbols) if symbols else "")
     return head + "\n" + text
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """One file's outcome: `skip` (reason), `same` (content unchanged), or `index`
-    (row + chunks to write)."""
-
-    kind: str
-    reason: str = ""
-    row: FileRow | None = None
-    items: tuple[IndexedChunk, ...] = ()
 
 
 def prepare(sf: SourceFile, old_hash: str | None, max_file_bytes: int,

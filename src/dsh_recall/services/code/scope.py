@@ -1,0 +1,108 @@
+"""Where a code search looks: the workspace a command means, and the scope inside it (--focus,
+--path, or the project around the current directory)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ...core.config import Config
+from ...core.errors import InputError
+from ...core.paths import recall_home, workspace_dir
+from ...readers.workspace import iter_marker_dirs, parse_source_roots
+
+_VCS_MARKERS = (".git", ".hg", ".svn", ".jj")
+
+
+def find_workspace(start: Path, home: Path | None = None) -> Path:
+    """The workspace a command run in `start` means: the nearest enclosing directory that
+    already has an index, else the nearest version-control root, else `start` itself. So a
+    search from `repo/src/` uses the repository's index (and `src/` as its focus scope)."""
+    start = Path(start).resolve()
+    chain = [start, *start.parents]
+    for d in chain:
+        wd = workspace_dir(d, home or recall_home())
+        # index.sqlite, or the job file an index in a PostgreSQL store leaves locally
+        if (wd / "index.sqlite").exists() or (wd / "index-job.json").exists():
+            return d
+    for d in chain:
+        if any((d / m).exists() for m in _VCS_MARKERS):
+            return d
+    return start
+
+
+def resolve_scope(workspace: Path, cfg: Config, path: str | None, focus: str | None,
+                  cwd: Path | None) -> tuple[str | None, str | None, str | None]:
+    """(path prefix filter, focus label, where the scope came from: "focus", "path",
+    "cwd" or None) from --focus, --path or the cwd's nearest marker directory.
+
+    A relative --focus / --path is read from the cwd when it names something there,
+    else from the workspace root (so `--focus pyclick` works from `gohttps/`)."""
+    for value, origin in ((focus, "focus"), (path, "path")):
+        if value:
+            r = scope_of(workspace, cfg, value, origin, cwd)
+            return r or None, (r or ".") if origin == "focus" else None, origin
+    if cwd is not None:
+        try:
+            cur = Path(cwd).resolve()
+            cur.relative_to(workspace)
+        except ValueError:
+            return None, None, None
+        while cur != workspace:
+            if any((cur / m).exists() for m in cfg.focus_markers):
+                r = cur.relative_to(workspace).as_posix()
+                return r, r, "cwd"
+            cur = cur.parent
+    return None, None, None
+
+
+def scope_of(workspace: Path, cfg: Config, value: str, flag: str, cwd: Path | None) -> str:
+    """`value` as a path relative to the workspace (source roots as `label/...`)."""
+    given = Path(os.path.expanduser(value))
+    try:
+        if given.is_absolute():
+            full = given
+        elif cwd is not None and (Path(cwd) / given).exists():
+            full = Path(cwd) / given
+        else:
+            full = workspace / given
+        full = full.resolve()
+    except (OSError, RuntimeError) as e:  # a name too long, a symlink loop
+        raise InputError(f"--{flag} {value[:80]!r} is not a usable path: "
+                         f"{getattr(e, 'strerror', None) or e}") from e
+    try:
+        r = full.relative_to(workspace).as_posix()
+        return "" if r == "." else r
+    except ValueError:
+        pass
+    roots, _ = parse_source_roots(cfg.source_roots, workspace)
+    for root in roots:
+        try:
+            return f"{root.label}/{full.relative_to(root.path).as_posix()}".rstrip("/.")
+        except ValueError:
+            continue
+    raise InputError(f"--{flag} {value} is outside the workspace {workspace} "
+                     "and its source roots")
+
+
+def check_scope(workspace: Path, paths: Callable[[], Iterable[str]], markers: Iterable[str],
+                prefix: str | None, value: str | None, flag: str | None) -> None:
+    """An explicit --focus / --path must name a directory of the workspace or indexed
+    files; otherwise it is a typo, and answering "no results" would hide it. `paths`
+    gives the indexed paths (read only when needed)."""
+    if not prefix or not value or flag not in ("focus", "path"):
+        return
+    indexed = list(paths())
+    if any(p == prefix or p.startswith(prefix + "/") for p in indexed):
+        return
+    if (workspace / prefix).exists():
+        return
+    raise InputError(f"unknown scope '{value}' for --{flag}: neither a path from the "
+                     f"current directory nor from the workspace root {workspace}; "
+                     f"scopes: {', '.join(scopes(indexed, markers)) or '(none)'}")
+
+
+def scopes(paths: Iterable[str], markers: Iterable[str]) -> list[str]:
+    """Directories holding a focus marker (go.mod, pyproject.toml, ...) among indexed files."""
+    return sorted(d or "." for d in iter_marker_dirs(list(paths), list(markers)))

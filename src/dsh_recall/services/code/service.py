@@ -1,0 +1,425 @@
+"""CodeService: one workspace's code index behind the source contract (services/base.py):
+index(), search() -> Answer, status(), close(). The index sync is code/indexing.py, the
+ranking priors code/priors.py, the scope code/scope.py, the hybrid step services/hybrid.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, cast
+
+from ...core.config import Config
+from ...core.errors import InputError, RecallError
+from ...core.paths import ensure_dir, recall_home, workspace_dir
+from ...embedders import Embedder
+from ...rank import excerpt as excerpt_mod
+from ...rank import lexical as lex
+from ...rank import rerank
+from ...rank.fuse import intent_terms
+from ...readers.workspace import WalkReport, check_workspace_root, parse_source_roots, read_regular, walk
+from ...stores import registry
+from ...stores.contracts import ChunkStore
+from .. import hybrid, usage
+from ..base import Answer, Backlog, Viewer, backlog_item
+from ..vectors import (
+    DELTA_SYNC,
+    Progress,
+    VectorIndex,
+    embed_pending,
+    file_lock,
+    load_embedder,
+    sync_fingerprint,
+    sync_vector_file,
+)
+from . import indexing, priors, scope
+from .indexing import IndexReport
+from .jobs import JobFile
+from .prepare import embed_text, sha256
+
+# The end of a search's note on chunks still without a vector; the MCP server, which
+# starts the index job itself, says so instead.
+CATCH_UP = "`dsh-recall index` embeds them"
+INDEX_COMMAND = "dsh-recall index"
+
+
+class CodeService:
+    """One workspace's code index. Cheap to create; the embedder loads on first use."""
+
+    name = "code"
+
+    def __init__(self, workspace: Path, cfg: Config, home: Path | None = None):
+        self.workspace = Path(workspace).resolve()
+        if not self.workspace.is_dir():
+            raise InputError(f"workspace {workspace} is not a directory")
+        check_workspace_root(self.workspace)  # not / nor /proc, /sys, /dev
+        self.cfg = cfg
+        self.home = home or recall_home()
+        self.dir = ensure_dir(workspace_dir(self.workspace, self.home))
+        # Embedded SQLite under the recall home, or this workspace's namespace of the
+        # PostgreSQL database the config's `store` names (locks and job files stay local).
+        self.store: ChunkStore = registry.chunk_store(cfg.store, registry.code_namespace(self.dir.name),
+                                                      self.dir / "index.sqlite")
+        self._embedder: Embedder | None = None
+        self._embedder_error: str | None = None
+        self._vectors = VectorIndex()
+        self._bulk_run = False  # the last index_lexical wrote many files (see indexing.warm_common)
+        self._jobs = JobFile(self.dir, self._index_lock)
+        self._skips = indexing.SkipMemory(self.dir, cfg)
+        if self.store.get_meta("workspace") is None:
+            self.store.set_meta("workspace", str(self.workspace))
+
+    # -- embedder -------------------------------------------------------------
+    def embedder(self) -> Embedder | None:
+        """The configured embedder, or None (with the reason kept) when it cannot load."""
+        if self._embedder is None and self._embedder_error is None:
+            self._embedder, self._embedder_error = load_embedder(self.cfg.embedder)
+        return self._embedder
+
+    def _index_lock(self, timeout_s: float | None) -> AbstractContextManager[bool]:
+        return file_lock(self.dir / "index.lock", timeout_s)
+
+    # -- indexing -------------------------------------------------------------
+    def _check_fingerprints(self, notes: list[str]) -> None:
+        from ... import chunkers  # not at import: a search never chunks
+
+        if self.store.get_meta("chunker") != chunkers.CHUNKER_VERSION:
+            if self.store.get_meta("chunker") is not None:
+                notes.append(f"chunker changed ({self.store.get_meta('chunker')} -> "
+                             f"{chunkers.CHUNKER_VERSION}): every file is re-chunked")
+            self.store.clear()
+            self.store.set_meta("chunker", chunkers.CHUNKER_VERSION)
+        emb = self.embedder()
+        # A remote embedder's fingerprint needs a request; embed_pending checks it instead,
+        # so a slow endpoint never holds up lexical indexing.
+        if emb is not None and not emb.remote:
+            note = sync_fingerprint(self.store, emb)
+            if note:
+                notes.append(note)
+
+    def _walk(self) -> WalkReport:
+        return walk(self.workspace, self.cfg.source_roots, max_file_bytes=self.cfg.max_file_bytes,
+                    extra_ignore=self.cfg.ignore)
+
+    def index_lexical(self, progress: Progress | None = None) -> IndexReport:
+        """Bring files and chunks up to date (no embedding). Caller holds the lock."""
+        t0 = time.monotonic()
+        notes: list[str] = []
+        self._check_fingerprints(notes)
+        rep, self._bulk_run = indexing.sync(self.store, self.cfg, self._walk(), self._skips,
+                                            notes, t0, progress)
+        return rep
+
+    def embed_pending(self, budget_s: float | None = None, progress: Progress | None = None,
+                      store: ChunkStore | None = None) -> int:
+        """Embed chunks that have no vector yet, until done or the budget runs out."""
+        emb = self.embedder()
+        if emb is None:
+            return 0
+        return embed_pending(store or self.store, emb, self.home / "embed-cache.sqlite",
+                             lambda r: embed_text(r.path, r.symbols, r.text), budget_s, progress)
+
+    def index(self, *, embed: bool = True, progress: Progress | None = None,
+              lock_timeout_s: float | None = None) -> IndexReport:
+        """The full job: lexical first, then every pending vector. Its state and progress
+        are kept in the job file, so `status` in another process can show them."""
+        with self._index_lock(lock_timeout_s) as got:
+            if not got:
+                raise RecallError("another indexer holds this workspace; try again later")
+            prev = self._jobs.read()
+            job = {"state": "running", "pid": os.getpid(), "started": time.time()}
+            if prev.get("pid") == os.getpid() and prev.get("log"):
+                job["log"] = prev["log"]  # started in the background by `dsh-recall index`
+            self.record_job(job)
+            progress = self._jobs.progress(job, progress)
+            try:
+                rep = self.index_lexical(progress)
+                if self._bulk_run:
+                    rep.lists = indexing.warm_common(self.store, rep.seconds)
+                if embed:
+                    t0 = time.monotonic()
+                    try:
+                        rep.embedded = self.embed_pending(None, progress)
+                    except RecallError as e:
+                        (rep.notes or []).append(f"embedding stopped: {e}")
+                    rep.seconds = round(rep.seconds + time.monotonic() - t0, 3)
+                    self.store.prune_vectors()
+                if self._embedder_error:
+                    (rep.notes or []).append(f"vectors unavailable: {self._embedder_error}")
+                rep.pending = self.store.pending_count()
+            except BaseException as e:
+                self.record_job({**job, "state": "failed", "finished": time.time(),
+                                 "error": str(e) or type(e).__name__})
+                raise
+            self.record_job({**job, "state": "done", "finished": time.time(),
+                             "report": {k: getattr(rep, k) for k in
+                                        ("files", "indexed", "chunks", "embedded", "pending")}})
+        return rep
+
+    def record_job(self, info: dict[str, Any]) -> None:
+        """Replace the job file (atomically: a reader never sees half of it)."""
+        self._jobs.record(info)
+
+    def job(self) -> dict[str, Any]:
+        """The last index job of this workspace: idle (none known), starting, running (with
+        phase and progress), done (with its report), failed or interrupted (killed)."""
+        return self._jobs.state()
+
+    # -- searching ------------------------------------------------------------
+    def scopes(self, paths: list[str] | None = None) -> list[str]:
+        """Directories holding a focus marker (go.mod, pyproject.toml, ...) among indexed files."""
+        return scope.scopes(list(self.store.files()) if paths is None else paths,
+                            self.cfg.focus_markers)
+
+    def _is_stale(self, path: str, cache: dict[str, bool]) -> bool:
+        if path in cache:
+            return cache[path]
+        row = self.store.file(path)
+        stale = True
+        if row is not None:
+            try:
+                st = os.stat(row.abs_path, follow_symlinks=False)
+                if st.st_size == row.size and st.st_mtime_ns == row.mtime_ns:
+                    stale = False
+                else:
+                    stale = sha256(read_regular(row.abs_path, row.size + 1)) != row.hash
+            except OSError:
+                stale = True
+        cache[path] = stale
+        return stale
+
+    def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
+               offset: int = 0, path: str | None = None, focus: str | None = None,
+               files: bool = False, explain: bool = False, cwd: Path | None = None,
+               layers: tuple[str, ...] = ("lexical", "vector")) -> Answer:
+        """Ranked, bounded excerpts for a free-text query. Never raises on query syntax.
+
+        `viewer` is accepted for the source contract and ignored: code has no access
+        levels (whoever may run a search on this machine may read the workspace). `offset`
+        skips that many of the best results (a next page).
+
+        A focus scope (--focus, or the project around the cwd) that finds nothing falls back
+        to the whole workspace and says so; --path stays a strict filter."""
+        del viewer  # no access levels in code
+        t0 = time.monotonic()
+        cfg = self.cfg
+        offset = max(0, int(offset))
+        limit = (limit or cfg.limit) + offset
+        deadline = t0 + cfg.search_deadline_s
+        notes: list[str] = []
+        backlog: list[Backlog] = []
+        prefix, focus_label, origin = scope.resolve_scope(self.workspace, cfg, path, focus, cwd)
+        if self.store.get_meta("last_index") is None:
+            # Cold start: the lexical index is fast; build it before answering.
+            with self._index_lock(cfg.search_deadline_s) as got:
+                if got:
+                    rep = self.index_lexical()
+                    notes.extend(rep.notes or [])
+                else:
+                    notes.append("another process is indexing; answering from what is indexed")
+                    backlog.append(self._files_backlog())
+        scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
+                          prefix, focus or path, origin)
+        terms = lex.query_terms(query)
+        chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count())
+        # The optional rerank stage reorders the fused head: fetch at least its top_n.
+        reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
+        want = limit
+        limit = max(limit, cfg.rerank.top_n) if reranking else limit
+        results, used = self._rank(query, terms, chosen, prefix, limit, files, explain, layers,
+                                   deadline, notes)
+        if focus_label not in (None, ".") and (not results or self._weak(results[0], terms)):
+            where = (f"focus scope '{focus_label}'" if origin == "focus"
+                     else f"'{focus_label}' (the project around the current directory)")
+            # Nothing in the scope, or only weak matches in a scope the user never named:
+            # the whole workspace answers instead, and the note says so.
+            wide: list[dict[str, Any]] = []
+            if results and origin == "focus":
+                notes.append(f"weak match inside {where}; omit --focus to search the whole "
+                             "workspace")
+            else:
+                wide, wide_used = self._rank(query, terms, chosen, None, limit, files, explain,
+                                             layers, deadline, notes)
+            if wide and (not results or not self._weak(wide[0], terms)):
+                found = "nothing found" if not results else "only weak matches"
+                notes.append(f"{found} in {where}; answered from the whole workspace")
+                results, used, prefix, focus_label = wide, wide_used, None, None
+            elif results and origin == "cwd":
+                notes.append(f"weak match inside {where}; `--focus .` searches the whole "
+                             "workspace")
+        results, reranked = rerank.apply(cfg, "code", query, results,
+                                         lambda r: f"{r['path']}\n{r['excerpt']}")
+        results = results[offset:want]
+        if rerank.is_problem(reranked):
+            notes.append(rerank.note(reranked))
+        returned = sum(len(r["excerpt"]) for r in results)
+        source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
+        last = json.loads(self.store.get_meta("last_index") or "{}")
+        problems = last.get("problems") or []
+        pending = self.store.pending_count()
+        if pending and "vector" in layers and self._embedder_error is None:
+            notes.append(f"{pending} chunks wait for vectors (found by words only meanwhile); "
+                         f"{CATCH_UP}")
+            backlog.append(backlog_item("code", "vectors", pending, INDEX_COMMAND, "code.embed",
+                                        hint=CATCH_UP))
+        # An Answer, with code's own keys beside the common ones (pending, scope, the sizes).
+        out: dict[str, Any] = {
+            "query": query[:200], "results": results, "pending": pending,
+            "layers": used, "returned_chars": returned, "source_chars": source,
+            "scope": focus_label or prefix or ".", "notes": list(dict.fromkeys(notes + problems)),
+            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1), "rerank": reranked,
+        }
+        if backlog:
+            out["backlog"] = backlog
+        if explain:
+            out["terms"] = chosen
+        return cast(Answer, usage.code_search(self.workspace, out))
+
+    def _files_backlog(self) -> Backlog:
+        """Lexical indexing another process is still doing: how many files it has left (1
+        when its job file does not say). The index job (`code.embed`: files, then vectors)
+        fills it."""
+        job = self._jobs.read()
+        left = int(job.get("total") or 0) - int(job.get("done") or 0)
+        return backlog_item("code", "files", left, INDEX_COMMAND, "code.embed")
+
+    def _weak(self, best: dict[str, Any], terms: list[str]) -> bool:
+        return priors.weak(best, terms, self.cfg.weak_score)
+
+    def _rank(self, query: str, terms: list[str], chosen: list[str], prefix: str | None,
+              limit: int, files: bool, explain: bool, layers: tuple[str, ...], deadline: float,
+              notes: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        """(results, layers that answered) for one scope: fuse the layers, apply the priors,
+        bound the excerpts."""
+        cfg = self.cfg
+        pool = max(cfg.candidate_pool, limit * 4)
+
+        def lexical() -> list[tuple[int, float]]:
+            boost: frozenset[str] | set[str] = (lex.identifier_terms(query) if cfg.identifier_boost
+                                                else frozenset())
+            return self.store.lexical(lex.match_expression(chosen, boost), pool, prefix)
+
+        ranked = hybrid.rank(query, layers, lexical=lexical if chosen else None,
+                             vector=lambda: self._start_vector_ranking(query, pool, prefix, notes,
+                                                                       deadline),
+                             deadline=deadline, notes=notes, lexical_weight=cfg.lexical_weight,
+                             vector_weight=cfg.vector_weight, rrf_k=cfg.rrf_k)
+        intent = intent_terms(query, terms, cfg.long_query_words)
+        fused, rows = priors.apply_priors(self.store, cfg, query, intent, ranked.fused[: pool * 2],
+                                          None if files else limit)
+        if files:
+            fused = priors.rank_files(self.store, cfg, query, fused, rows, intent, chosen or terms,
+                                      limit, prefix)
+        picked: list[tuple[int, float, dict[str, int]]] = []
+        seen_files: set[str] = set()
+        for item, score, ranks in fused:
+            row = rows.get(item)
+            if row is None:
+                continue
+            if files:
+                if row.path in seen_files:
+                    continue
+                seen_files.add(row.path)
+            picked.append((item, score, ranks))
+            if len(picked) >= limit:
+                break
+        # Only the answer's chunks need their text (the ranking read paths and symbols).
+        texts = self.store.chunks_by_id([i for i, _, _ in picked if not rows[i].text])
+        results: list[dict[str, Any]] = []
+        stale_cache: dict[str, bool] = {}
+        for item, score, ranks in picked:
+            row = texts.get(item, rows[item])
+            if not row.text and item not in texts:
+                continue  # re-indexed between the two reads: gone
+            text, s, e = excerpt_mod.bound_excerpt(row.text, row.start_line, chosen or terms,
+                                                   cfg.excerpt_lines)
+            res = {
+                "path": row.path, "source_path": row.abs_path, "start_line": s, "end_line": e,
+                "score": round(score * ranked.norm, 4), "symbols": list(row.symbols),
+                "excerpt": text, "language": row.language,
+                "stale": self._is_stale(row.path, stale_cache),
+            }
+            if explain:
+                res["ranks"] = ranks
+                res["lexical_score"] = round(ranked.lexical.get(item, 0.0), 4)
+                res["vector_score"] = round(ranked.vector.get(item, 0.0), 4)
+            results.append(res)
+        return results, ranked.used
+
+    def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
+                              deadline: float) -> hybrid.VectorWait | None:
+        """Start the vector ranking (services/hybrid.py), or None with a note when the
+        layer is unavailable."""
+        emb = self.embedder()
+        if emb is None:
+            notes.append(f"vector layer unavailable: {self._embedder_error}")
+            return None
+
+        def work(store: ChunkStore) -> list[tuple[int, float]]:
+            if not emb.remote and self.cfg.embed_budget_s > 0 and store.pending_count():
+                # A search fills in the vectors that fit its budget and its deadline;
+                # `index` (or the MCP server's job) the rest.
+                hybrid.fill_before_ranking(store, emb, self.cfg.embed_budget_s, deadline,
+                                           self._index_lock,
+                                           lambda s: self.embed_pending(s, store=store))
+            elif self._vectors.delta_size(store) > DELTA_SYNC:
+                # Many vectors outside the memory-mapped file (an index written before
+                # it existed): build it once if no indexer is busy.
+                with self._index_lock(0) as got:
+                    if got:
+                        sync_vector_file(store)
+            q = emb.embed_query(query[:4000])
+            return self._vectors.rank(store, q, pool, prefix)
+
+        return hybrid.start_vector(self.store, work, notes)
+
+    # -- status ---------------------------------------------------------------
+    def status(self, probe: bool = True) -> dict[str, Any]:
+        """The index as it stands: files, chunks, vectors pending, roots, the last job, and
+        the embedder (with `probe`, a remote endpoint is asked whether it answers)."""
+        last = json.loads(self.store.get_meta("last_index") or "{}")
+        roots, problems = parse_source_roots(self.cfg.source_roots, self.workspace)
+        paths = list(self.store.files())
+        scopes = self.scopes(paths)
+        chunks = self.store.chunk_count()
+        pending = self.store.pending_count()
+        out: dict[str, Any] = {
+            "workspace": str(self.workspace), "database": str(self.store.path),
+            "indexed": bool(last), "last_indexed": last.get("time"),
+            "files": len(paths), "chunks": chunks, "vectors": chunks - pending, "pending": pending,
+            "index_bytes": self.store.size_bytes(),
+            "fingerprint": {"embedder": self.store.get_meta("embedder"),
+                            "chunker": self.store.get_meta("chunker")},
+            "embedder": {"name": self.cfg.embedder.name},
+            "roots": [{"label": "", "path": str(self.workspace), "ok": True}]
+                     + [{"label": r.label, "path": str(r.path), "ok": True} for r in roots],
+            "problems": problems, "skipped": last.get("skipped", {}), "scopes": scopes,
+            "job": self.job(),
+        }
+        emb = self.embedder()
+        if emb is None:
+            out["embedder"]["error"] = self._embedder_error
+        elif emb.remote:
+            if probe:
+                ok, msg = emb.probe(min(10.0, self.cfg.embedder.timeout_s))
+                out["embedder"]["endpoint_ok"] = ok
+                out["embedder"]["endpoint"] = msg
+                if ok:
+                    out["embedder"]["fingerprint"] = emb.fingerprint
+        else:
+            out["embedder"]["fingerprint"] = emb.fingerprint
+        return out
+
+    def keep_warm(self) -> CodeService:
+        """For a long-lived process (the MCP server, the web viewer): a query whose common
+        terms have no cached score list yet is answered by FTS5 and the lists are computed
+        behind it, so the next query with those terms is summed from them
+        (stores/sqlite/impacts.py). A one-shot CLI would only pay for lists it never uses."""
+        if hasattr(self.store, "warm_behind"):
+            self.store.warm_behind = True
+        return self
+
+    def close(self) -> None:
+        self.store.close()

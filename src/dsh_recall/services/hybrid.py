@@ -1,0 +1,130 @@
+"""The hybrid ranking step code and notes share, with its deadline: the vector layer starts
+first in a thread of its own (embedding the query, or loading the model in a cold process,
+overlaps the lexical query, which releases the GIL in SQLite), the lexical layer answers,
+and the vector layer is waited for until the search deadline. The rankings are fused by
+rank (rank/fuse.fuse_layers). A layer that is unavailable, fails or is late leaves a note
+and the answer comes from the others.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from ..core.errors import RecallError
+from ..embedders import Embedder
+from ..rank.fuse import fuse_layers
+from ..stores import registry
+from ..stores.contracts import ChunkStore
+from .vectors import fill_what_fits
+
+# The vector-ranking thread: the CLI leaves without finalizing while it runs.
+VECTOR_THREAD = "vector-ranking"
+# Of a search's deadline, what a cold start's embedding leaves for the query's own embedding
+# (a cold process loads the model) and the ranking.
+VECTOR_RESERVE_S = 1.0
+FILL_MIN_S = 0.2  # a shorter slice than this is not worth taking the index lock for
+
+Scored = list[tuple[int, float]]  # (chunk id, score) best first
+VectorWait = Callable[[float], "Scored | None"]
+
+
+@dataclass
+class Ranked:
+    """The fused layers: (chunk id, fused score, {layer: rank}) best first; `norm` scales a
+    fused score to 1.0 for a chunk every answering layer ranked first."""
+
+    fused: list[tuple[int, float, dict[str, int]]]
+    norm: float
+    used: list[str] = field(default_factory=list)  # the layers that answered
+    lexical: dict[int, float] = field(default_factory=dict)
+    vector: dict[int, float] = field(default_factory=dict)
+
+
+def start_vector(store: ChunkStore, work: Callable[[ChunkStore], Scored],
+                 notes: list[str]) -> VectorWait:
+    """Run `work` on a connection of its own to `store` in a daemon thread; the returned
+    call waits for it until a deadline and gives None when it failed or is late (with a
+    note). The thread may outlive the answer: it owns its connection.
+
+    A daemon thread, not an executor: concurrent.futures joins its workers at interpreter
+    exit, so a CLI search would wait for an answer it already dropped (and importing it costs
+    a cold CLI about 8 ms)."""
+    done = threading.Event()
+    box: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        own = registry.reopen(store)
+        try:
+            box.append((True, work(own)))
+        except BaseException as e:  # handed to the waiting caller
+            box.append((False, e))
+        finally:
+            own.close()
+            done.set()
+
+    threading.Thread(target=run, name=VECTOR_THREAD, daemon=True).start()
+
+    def wait(deadline: float) -> Scored | None:
+        if not done.wait(max(0.05, deadline - time.monotonic())):
+            notes.append("vector layer did not answer within the search deadline; lexical only")
+            return None
+        ok, value = box[0]
+        if ok:
+            return value  # type: ignore[return-value]  # what work returned
+        if isinstance(value, (RecallError, OSError, ValueError)):
+            notes.append(f"vector layer failed: {value}; lexical only")
+            return None
+        raise value  # type: ignore[misc]  # a BaseException, re-raised in the caller
+
+    return wait
+
+
+def fill_before_ranking(store: ChunkStore, emb: Embedder, budget_s: float, deadline: float,
+                        lock: Callable[[float], AbstractContextManager[bool]],
+                        embed: Callable[[float], int]) -> int:
+    """What a search embeds before it ranks (the caller saw vectors pending, from a local
+    embedder): those that fit `budget_s` at the rate this embedder last reached
+    (vectors.fill_what_fits), within what the deadline leaves after the query's own embedding
+    and ranking, when no indexer holds the lock (`lock(0)` yields whether it was had). A
+    search so answers with the vectors it has (and says how many are pending), not lexical
+    only; an indexer or a background job embeds the rest."""
+    with lock(0) as got:
+        if not got:
+            return 0
+        budget = min(budget_s, deadline - time.monotonic() - VECTOR_RESERVE_S)
+        if budget <= FILL_MIN_S:
+            return 0
+        return fill_what_fits(store, emb, budget, embed)
+
+
+def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | None,
+         vector: Callable[[], VectorWait | None] | None, deadline: float, notes: list[str],
+         lexical_weight: float, vector_weight: float, rrf_k: int) -> Ranked:
+    """Run the layers asked for and fuse them. `lexical`: the lexical query (None when the
+    query has no usable terms: the layer answers, empty); `vector`: starts the vector layer
+    (start_vector) or gives None when it is unavailable (it left a note)."""
+    rankings: dict[str, list[int]] = {}
+    used: list[str] = []
+    wait = None
+    if vector is not None and "vector" in layers and query.strip() and vector_weight > 0:
+        wait = vector()
+    lex_scores: dict[int, float] = {}
+    if "lexical" in layers:
+        if lexical is not None:
+            hits = lexical()
+            rankings["lexical"] = [i for i, _ in hits]
+            lex_scores = dict(hits)
+        used.append("lexical")
+    vec_scores: dict[int, float] = {}
+    if wait is not None:
+        vec = wait(deadline)
+        if vec is not None:
+            rankings["vector"] = [i for i, _ in vec]
+            vec_scores = dict(vec)
+            used.append("vector")
+    fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k)
+    return Ranked(fused, norm, used, lex_scores, vec_scores)
