@@ -64,19 +64,22 @@ class HttpEmbedder(Embedder):
         return self.url + ("/embed" if self.url.endswith("/api") else "/api/embed")
 
     @property
-    def dim(self) -> int:  # type: ignore[override]
-        if self._dim is None:
+    def dim(self) -> int:  # type: ignore[override]  # a read-only property where the base has a plain attribute
+        dim = self._dim
+        if dim is None:
             with self._dim_lock:
-                if self._dim is None:
-                    self._learn_dim(self._post(["dimension probe"], self.timeout_s, retry=True))
-        return self._dim  # type: ignore[return-value]
+                dim = self._dim
+                if dim is None:
+                    dim = self._learn_dim(self._post(["dimension probe"], self.timeout_s, retry=True))
+        return dim
 
     @property
     def fingerprint(self) -> str:
         # The same model served from another host is the same vector space: no URL here.
         return f"http:{self.version}:{self.api}:{self.model}:{self.dim}"
 
-    def _learn_dim(self, vecs: np.ndarray) -> None:
+    def _learn_dim(self, vecs: np.ndarray) -> int:
+        """Learn the dimension from an answer, or check the answer against it; returns it."""
         got = int(vecs.shape[1])
         if self._dim is None:
             self._dim = got
@@ -85,6 +88,7 @@ class HttpEmbedder(Embedder):
                 f"{self.endpoint} returned vectors of dimension {got}, expected {self._dim}; "
                 f"check embedder.model ({self.model}) and embedder.dim"
             )
+        return got
 
     # -- requests ------------------------------------------------------------------------
 
@@ -164,7 +168,7 @@ class HttpEmbedder(Embedder):
         return vecs
 
     @property
-    def dim_known(self) -> bool:  # type: ignore[override]
+    def dim_known(self) -> bool:  # type: ignore[override]  # a read-only property where the base has a plain attribute
         return self._dim is not None
 
     def probe(self, timeout_s: float = 10.0) -> tuple[bool, str]:

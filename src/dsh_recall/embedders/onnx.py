@@ -17,7 +17,7 @@ import os
 import platform
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -216,12 +216,12 @@ class OnnxEmbedder(Embedder):
         return str(self._setting("query_prefix" if query else "doc_prefix", ""))
 
     @property
-    def dim(self) -> int:  # type: ignore[override]
+    def dim(self) -> int:  # type: ignore[override]  # a read-only property where the base has a plain attribute
         meta_dim = self._meta().get("dim")
         if meta_dim:
             return int(meta_dim)
         self._load()  # no config.json: ask the model itself
-        return int(self._meta_cache["dim"])  # type: ignore[index]
+        return int(self._meta()["dim"])  # the cache _load filled
 
     @property
     def model_id(self) -> str:
@@ -420,8 +420,9 @@ class OnnxEmbedder(Embedder):
             pooled[g] = self._pool(np.asarray(hidden, dtype=np.float32), mask)
 
         self._run_all(run_group, len(groups))
-        out = np.zeros((len(texts), pooled[0].shape[1]), dtype=np.float32)  # type: ignore[union-attr]
-        for idx, vecs in zip(groups, pooled):
+        filled = cast(list[np.ndarray], pooled)  # _run_all ran every group or raised
+        out = np.zeros((len(texts), filled[0].shape[1]), dtype=np.float32)
+        for idx, vecs in zip(groups, filled):
             out[idx] = vecs
         return out
 

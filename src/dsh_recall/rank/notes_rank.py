@@ -108,6 +108,10 @@ _FILE_KEYS = ("expected_file", "expected_doc", "expectedDoc", "expected", "file"
 _PASSAGE_KEYS = ("expected_passage", "expected_text", "passage", "passages")
 
 
+def _as_list(v: Any) -> list[str]:
+    return [str(x) for x in (v if isinstance(v, list) else [v])]
+
+
 def load_cases(path: str | Path) -> list[dict[str, Any]]:
     """Read a cases file: a JSON list (or {"cases": [...]}) or JSON lines. Each case has a
     query and an expected file (substring of the path) or an expected passage."""
@@ -144,9 +148,8 @@ def load_cases(path: str | Path) -> list[dict[str, Any]]:
         if not q or not (files or passages):
             raise InputError(f"case {n} in {p} needs a query and an expected file or passage "
                              f"(keys: {', '.join(_QUERY_KEYS)} / {', '.join(_FILE_KEYS + _PASSAGE_KEYS)})")
-        as_list = lambda v: [str(x) for x in (v if isinstance(v, list) else [v])]  # noqa: E731
-        out.append({"query": q, "files": as_list(files) if files else [],
-                    "passages": as_list(passages) if passages and not files else []})
+        out.append({"query": q, "files": _as_list(files) if files else [],
+                    "passages": _as_list(passages) if passages and not files else []})
     return out
 
 
