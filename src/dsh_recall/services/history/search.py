@@ -90,8 +90,7 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
                  layers: Sequence[str]
                  ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str], list[Backlog]]:
     """(id, score) lists per layer, best first, scores higher-is-better and >= 0; each
-    layer's status; and the backlog (blocks waiting for vectors, when that gated the
-    semantic layer)."""
+    layer's status; and the backlog (blocks in scope still waiting for vectors)."""
     pool = cfg.history.candidate_pool
     rankings: dict[str, list[tuple[int, float]]] = {}
     status: dict[str, str] = {name: "not requested" for name in LAYERS}
@@ -119,8 +118,10 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
                 extra = {i for r in rankings.values() for i, _ in r}
                 ranked = sem.rank(query, scope, pool, gate=len(layers) > 1, extra=extra)
                 if sem.pending:
+                    # The hint only when the layer's status tells a person the command.
+                    hint = EMBED_HINT if sem.status.endswith(EMBED_HINT) else ""
                     backlog.append(backlog_item("history", "vectors", sem.pending, EMBED_COMMAND,
-                                                EMBED_JOB, hint=EMBED_HINT))
+                                                EMBED_JOB, hint=hint))
                 if sem.status != "ok":
                     status[name] = sem.status
                     continue
