@@ -21,7 +21,7 @@ from ...stores.sqlite.history import HistoryStore
 from .common import LAYERS, SESSION_ENV, db_path, open_store
 from .detail import OlderTurns, compaction_anchor, known_terms, recent_events, require_session, show
 from .search import COARSE_MIN_SHARE, LAYER_WEIGHTS, answer_tokens, fuse_layers, resolve_scope, search
-from .semantic import CATCH_UP, SemanticLayer, backfill
+from .semantic import EMBED_COMMAND, EMBED_HINT, EMBED_JOB, SemanticLayer, backfill
 from .service import HistoryAnswer, HistoryService
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "HistoryService", "HistoryAnswer", "HistoryStore",
     "db_path", "open_store", "status",
     "import_file", "import_paths",
-    "CATCH_UP", "SemanticLayer", "backfill",
+    "EMBED_COMMAND", "EMBED_HINT", "EMBED_JOB", "SemanticLayer", "backfill",
     "resolve_scope", "fuse_layers", "search", "answer_tokens",
     "show", "require_session", "compaction_anchor", "known_terms", "OlderTurns", "recent_events",
 ]

@@ -31,7 +31,6 @@ from .common import open_store
 EMBED_COMMAND = "dsh-recall history import --embed"
 EMBED_JOB = "history.embed"
 EMBED_HINT = f"`{EMBED_COMMAND}` embeds the rest"  # the backlog item's hint
-CATCH_UP = EMBED_HINT  # the old name, while a front end still matches the text
 
 
 class SemanticLayer:
