@@ -55,11 +55,23 @@ def may_see_item(ch: access.Channel, viewer_key: str | None, producer_key: str |
 
 
 class Viewer:
-    """A resolved caller: its key and channel, with the item predicate bound."""
+    """A resolved caller: its key and channel, with the item predicate bound.
+
+    A source given no viewer keeps its own default; `Viewer.user()` says explicitly "the
+    user at their own machine, unfiltered" (the CLI without a channel, the loopback
+    dashboard, an evaluation), whatever a session map would say of a missing key."""
 
     def __init__(self, cfg: Config, key: str | None):
         self.key = key
         self.channel = resolve(cfg, key)
+
+    @classmethod
+    def user(cls) -> Viewer:
+        """The user, unfiltered: sees every level and every channel's items."""
+        v = cls.__new__(cls)
+        v.key = None
+        v.channel = access.Channel("unfiltered", None, "the user, no channel")
+        return v
 
     @property
     def unfiltered(self) -> bool:
