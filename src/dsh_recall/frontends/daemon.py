@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 PROTOCOL = 1
 MAX_REQUEST = 1 << 20  # bytes: argv is capped per argument (core.clean.QUERY_CHARS) anyway
@@ -138,9 +139,9 @@ def _recv_line(sock: socket.socket, limit: int) -> bytes | None:
     return bytes(buf[: buf.index(b"\n")])
 
 
-def _utf8(stream) -> bool:
+def _utf8(stream: Any) -> bool:
     enc = getattr(stream, "encoding", None) if stream is not None else None
-    return bool(enc) and enc.lower().replace("_", "-") in ("utf-8", "utf8")
+    return isinstance(enc, str) and enc.lower().replace("_", "-") in ("utf-8", "utf8")
 
 
 def _wants_help(args: list[str]) -> bool:
@@ -260,6 +261,7 @@ class Daemon:
         self.served = 0
         self._turn = threading.Lock()  # one search at a time: they share cwd and stdout
         self._stop: str | None = None
+        self._lock_fd: int | None = None  # bind(): held for the daemon's life
 
     def stop(self, why: str) -> None:
         """Ask serve() to return `why` within half a second; safe from a signal handler
@@ -347,9 +349,9 @@ class Daemon:
                 self.path.unlink(missing_ok=True)
             except OSError:
                 pass
-            if getattr(self, "_lock_fd", None) is not None:
-                os.close(self._lock_fd)  # releases the lock: another daemon may start
-                self._lock_fd = None
+            fd, self._lock_fd = self._lock_fd, None
+            if fd is not None:
+                os.close(fd)  # releases the lock: another daemon may start
 
     def _serve_one(self, conn: socket.socket) -> None:
         with conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def search(ctx: click.Context, query: tuple[str, ...], ws: str | None, path: str
     emit(data, as_json, render_search)
 
 
-def _progress_bar():
+def _progress_bar() -> tuple[Callable[[str, int, int], None] | None, Callable[[], None] | None]:
     """A progress callback drawing on stderr when it is a terminal, else None."""
     if not sys.stderr.isatty():
         return None, None

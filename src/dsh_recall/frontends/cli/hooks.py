@@ -59,7 +59,7 @@ def run_hook(ctx: click.Context, handler: Handler) -> None:
         try:
             msg = " ".join(str(e).split())[:400] or type(e).__name__
             sys.stderr.write(f"dsh-recall hook: did nothing: {msg}\n")
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - not even a stderr line may break the harness
             pass
         return
 

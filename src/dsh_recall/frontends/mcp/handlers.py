@@ -145,7 +145,7 @@ class RecallApp:
                 self._clients[session] = c
             return c
 
-    def call(self, name: str, args: dict[str, Any], client: Client | None = None
+    def call(self, name: str, args: Any, client: Client | None = None
              ) -> tuple[dict[str, Any], str]:
         return (client or self.default).call(name, args)
 
@@ -199,8 +199,9 @@ class Client(SourceHandlers):
                 self._code = None
 
     # -- dispatch --------------------------------------------------------------------------
-    def call(self, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        """Run a tool: (structured answer conforming to its schema, text rendering)."""
+    def call(self, name: str, args: Any) -> tuple[dict[str, Any], str]:
+        """Run a tool: (structured answer conforming to its schema, text rendering); `args`
+        as the client sent them (validate_args checks them against the tool's schema)."""
         spec = self.specs.get(name)
         if spec is None:
             raise InputError(f"unknown tool '{name}'; tools: {', '.join(self.specs)}")
@@ -215,7 +216,7 @@ class Client(SourceHandlers):
         name = spec.name
         args = validate_args(spec, args)
         if render is None:
-            render = lambda d: render_mod.render(name, d)  # noqa: E731
+            render = lambda d: render_mod.render(name, d)  # noqa: E731 - a one-line default
         handler = getattr(self, "tool_" + name)
         try:
             # A handler that fits its own answer measures it with the rendering it is sent with.
@@ -236,7 +237,7 @@ class Client(SourceHandlers):
                render: Callable[[dict[str, Any]], str] | None = None) -> tuple[dict[str, Any], str]:
         """Conform to the schema, then fit the token budget (paginating the list, if any)."""
         if render is None:
-            render = lambda d: render_mod.render(spec.name, d)  # noqa: E731
+            render = lambda d: render_mod.render(spec.name, d)  # noqa: E731 - a one-line default
         offset = data.pop("_offset", offset)
         more = bool(data.pop("_more", more))
         # `_base`: the list already starts at this absolute position (a service that pages
@@ -276,8 +277,10 @@ class Client(SourceHandlers):
         path = self._inside_workspace(a.get("path"), "path")
         focus = self._inside_workspace(a.get("focus"), "focus")
         with self._lock:
-            data = self.code().search(query, limit=offset + limit, path=path, focus=focus,
-                                      files=bool(a.get("files")), cwd=self.workspace)
+            # A copy as a plain dict: the paging keys below are this layer's, not the Answer's.
+            data: dict[str, Any] = dict(self.code().search(
+                query, limit=offset + limit, path=path, focus=focus, files=bool(a.get("files")),
+                cwd=self.workspace))
         # More chunks wait for vectors than a search may embed: this server runs the index
         # job for them (as code_index would), behind the user's own work; not again after a
         # job that failed or has just run (code_index still can).

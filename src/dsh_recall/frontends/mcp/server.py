@@ -161,7 +161,7 @@ def _stdio_files() -> tuple[Any, Any, Any]:
 
         in_buf, restore_in = sdk_stdio._claim_fd(0, sys.stdin, "rb", sdk_stdio._open_stdin_diversion)
         out_buf, restore_out = sdk_stdio._claim_fd(1, sys.stdout, "wb", sdk_stdio._open_stdout_diversion)
-        wrap = sdk_stdio._UnownedTextWrapper
+        wrap: Any = sdk_stdio._UnownedTextWrapper
     except (ImportError, AttributeError):  # pragma: no cover - an SDK without the claim helper
         in_buf, out_buf = sys.stdin.buffer, sys.stdout.buffer
         restore_in = restore_out = None
@@ -193,6 +193,8 @@ def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
         stdin, stdout, restore = _stdio_files()
         out = _LockedWriter(stdout)
         try:
+            # type: ignore: the SDK types its streams as anyio files; these wrappers have
+            # the methods it calls (async iteration, write, flush).
             async with stdio_server(_CleanLines(stdin, out), out) as (read, write):  # type: ignore[arg-type]
                 await server.run(read, write, server.create_initialization_options())
         finally:

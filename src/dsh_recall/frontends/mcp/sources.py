@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from ...core.config import Config
 from ...core.errors import InputError
 from ...policy import access
 from . import budget as budget_mod
+
+if TYPE_CHECKING:
+    from ...services.channel import Viewer
+    from ...services.code import CodeService
+    from .handlers import RecallApp
 
 Render = Callable[[dict[str, Any]], str]
 LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
@@ -34,15 +42,28 @@ def _object_render(d: dict[str, Any]) -> str:
 
 
 class SourceHandlers:
-    """Expects `cfg`, `workspace`, `session`, `token_budget` and `viewer()` from Client.
+    """What Client (handlers.py) provides, declared here for the handlers below.
 
     Every source answers only what the server's access channel may see (`viewer()`); a
     client's `session` only narrows the history scope."""
 
+    app: RecallApp
+    cfg: Config
+    workspace: Path
+    session: str | None
+    token_budget: int
+    _lock: threading.Lock
+
+    def viewer(self) -> Viewer:
+        raise NotImplementedError  # Client's
+
+    def code(self) -> CodeService:
+        raise NotImplementedError  # Client's
+
     # -- history ---------------------------------------------------------------------------
     def current_session(self) -> str | None:
         from ...services import history
-        return self.session or os.environ.get(history.SESSION_ENV) or None  # type: ignore[attr-defined]
+        return self.session or os.environ.get(history.SESSION_ENV) or None
 
     def tool_history_search(self, a: dict[str, Any]) -> dict[str, Any]:
         from ...services import history
@@ -68,7 +89,7 @@ class SourceHandlers:
         # Blocks waiting for vectors (more than a search may embed, or blocks a hook imported
         # without embedding them: a hook is a process per call): this long-lived server
         # embeds them behind the answer (one process at a time), and says so.
-        self.app.fill(data, self.cfg, self.workspace)  # type: ignore[attr-defined]
+        self.app.fill(data, self.cfg, self.workspace)
         data["_base"] = offset
         data["_more"] = bool(data.get("has_more"))
         return data
@@ -113,7 +134,7 @@ class SourceHandlers:
                              f"{' and '.join(modes)}")
         render = render or _object_render
         svc = ObjectService(self.cfg.objects)
-        viewer = self.viewer()  # type: ignore[attr-defined]
+        viewer = self.viewer()
         try:
             if a.get("lines"):
                 first, last = line_range(str(a["lines"]))
@@ -179,12 +200,12 @@ class SourceHandlers:
         limit = int(a.get("limit") or self.cfg.notes.limit)
         svc = NotesService(self.cfg, workspace=self.workspace)
         try:
-            data = svc.search(query, session=self.app.channel, limit=offset + limit)  # type: ignore[attr-defined]
+            data = svc.search(query, session=self.app.channel, limit=offset + limit)
         finally:
             svc.close()
         # More passages wait than a search may embed: this long-lived server embeds them in
         # the background (one slice at a time, under the index's lock).
-        self.app.fill(data, self.cfg, self.workspace)  # type: ignore[attr-defined]
+        self.app.fill(data, self.cfg, self.workspace)
         data["_offset"] = offset
         data["_more"] = len(data["results"]) >= offset + limit
         return data
@@ -203,15 +224,16 @@ class SourceHandlers:
         # every source rank an unbounded list.
         limit = max(0, min(offset + limit, federated.MAX_HITS) - offset)
         sources = federated.parse_sources(a.get("sources") or None)
-        lock = self._lock  # type: ignore[attr-defined]
+        lock = self._lock
         code = None
         if "code" in sources:
             with lock:
-                code = self.code()  # type: ignore[attr-defined]
-        data = federated.search_all(query, cfg=self.cfg, workspace=self.workspace,  # type: ignore[attr-defined]
+                code = self.code()
+        data = federated.search_all(query, cfg=self.cfg, workspace=self.workspace,
                                     sources=sources, limit=offset + limit,
-                                    viewer=self.viewer(),  # type: ignore[attr-defined]
+                                    viewer=self.viewer(),
                                     code_service=code, code_lock=lock)
+        self.app.fill(data, self.cfg, self.workspace)  # what the sources still owe, as alone
         data["_offset"] = offset
         data["_more"] = limit > 0 and len(data["results"]) >= offset + limit \
             and offset + limit < federated.MAX_HITS
@@ -220,7 +242,7 @@ class SourceHandlers:
     # -- status of each source ---------------------------------------------------------------
     def source_status(self) -> dict[str, Callable[[], dict[str, Any]]]:
         out: dict[str, Callable[[], dict[str, Any]]] = {}
-        specs = self.app.available  # type: ignore[attr-defined]
+        specs = self.app.available
         if "history_search" in specs:
             def hist() -> dict[str, Any]:
                 from ...services import history
@@ -231,7 +253,7 @@ class SourceHandlers:
             def objs() -> dict[str, Any]:
                 from ...services.objects import ObjectService
                 svc = ObjectService(self.cfg.objects)
-                viewer = self.viewer()  # type: ignore[attr-defined]
+                viewer = self.viewer()
                 try:
                     st = svc.stats(viewer=viewer)
                 finally:
@@ -243,7 +265,7 @@ class SourceHandlers:
             def native() -> dict[str, Any]:
                 # The dsh plugin's worker (frontends/dsh): its counts are not per channel.
                 from ..dsh.worker import last_status
-                ch = self.viewer().channel  # type: ignore[attr-defined]
+                ch = self.viewer().channel
                 if not (ch.allowed is None or ch.allowed >= access.ALL):
                     return {}
                 return last_status() or {"running": False}
@@ -257,7 +279,7 @@ class SourceHandlers:
                 finally:
                     svc.close()
                 out = {"files": st["files"], "chunks": st["chunks"], "pending": st["pending"]}
-                ch = self.viewer().channel  # type: ignore[attr-defined]
+                ch = self.viewer().channel
                 if ch.allowed is None or ch.allowed >= access.ALL:
                     # Where the notes live and what went wrong is the owner's business.
                     out.update(roots=[r["path"] for r in st["roots"]], problems=st["problems"][:5])

@@ -54,9 +54,18 @@ def check_request(method: str, headers: dict[str, str], port: int) -> tuple[int,
     return None
 
 
+# What the dashboard says in place of a source's hint while it fills that backlog itself.
+FILLING = {
+    "code.embed": "the dashboard is indexing them in the background",
+    "notes.embed": "the dashboard is embedding them in the background",
+    "history.embed": "the dashboard is embedding the rest in the background",
+}
+
+
 class Dashboard:
     """What one `serve` process holds: the user's config and workspace, a warm code index per
-    workspace searched, and a short-lived cache of the report."""
+    workspace searched, a short-lived cache of the report, and the background jobs its
+    searches' backlogs started (services/background.py)."""
 
     def __init__(self, cfg: Config, workspace: Path, home: Path | None = None,
                  sessions_dir: Path | None = None, config_file: str | None = None):
@@ -71,6 +80,9 @@ class Dashboard:
         self._report_lock = threading.Lock()
         self._code: dict[Path, tuple[Any, threading.Lock]] = {}
         self._code_lock = threading.Lock()
+        from ...services.background import Background
+
+        self.background = Background()
 
     # -- report ---------------------------------------------------------------------------
     def report(self, days: int) -> dict[str, Any]:
@@ -132,11 +144,18 @@ class Dashboard:
             ws = known[workspace]
         names = federated.parse_sources(sources)
         svc, lock = self._code_service(ws) if "code" in names else (None, None)
-        return federated.search_all(query, cfg=svc.cfg if svc else self.cfg, workspace=ws,
-                                    sources=names, limit=limit, viewer=None,
-                                    history_scope="all", code_service=svc, code_lock=lock)
+        cfg = svc.cfg if svc else self.cfg
+        data = federated.search_all(query, cfg=cfg, workspace=ws, sources=names, limit=limit,
+                                    viewer=None, history_scope="all", code_service=svc,
+                                    code_lock=lock)
+        # What the sources still owe is filled behind the answer, as the MCP server does.
+        from ...services.background import say
+
+        say(data, self.background.fill(data.get("backlog") or [], cfg=cfg, workspace=ws), FILLING)
+        return data
 
     def close(self) -> None:
+        self.background.stop()
         with self._code_lock:
             for svc, _ in self._code.values():
                 svc.close()
