@@ -79,6 +79,7 @@ def test_a_database_without_embed_hash_is_migrated(tmp_path, cfg):
     store.conn.execute("DROP INDEX blocks_embed")
     store.conn.execute("DROP INDEX blocks_pending")  # both came with embed_hash
     store.conn.execute("ALTER TABLE blocks DROP COLUMN embed_hash")
+    store.set_meta("schema", "1")  # as such a file recorded it (stores/sqlite/migrations.py)
     path = store.path
     store.close()
     store = HistoryStore(path)

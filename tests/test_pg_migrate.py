@@ -81,30 +81,32 @@ def test_migrate_needs_a_postgres_url(tmp_path):
 
 
 def test_schema_versions_are_applied_in_order_and_newer_refused(pg_url, pg_namespace):
+    from dsh_recall.stores.postgres import migrations
     from dsh_recall.stores.postgres import util as pg_util
 
     conn = pg_util.connect(pg_url)
     try:
-        steps = ["CREATE TABLE {s}.a (x INT)", lambda c, s: c.execute(f"INSERT INTO {s}.a VALUES (7)"),
-                 "ALTER TABLE {s}.a ADD COLUMN y INT DEFAULT 1"]
-        schema = pg_util.ensure_namespace(conn, pg_namespace, "chunks", steps[:1])
-        assert pg_util.namespace_version(conn, pg_namespace) == 1
-        assert pg_util.ensure_namespace(conn, pg_namespace, "chunks", steps) == schema
-        assert pg_util.namespace_version(conn, pg_namespace) == 3
+        steps = [(1, "CREATE TABLE {s}.a (x INT)"),
+                 (2, lambda c, s: c.execute(f"INSERT INTO {s}.a VALUES (7)")),
+                 (3, "ALTER TABLE {s}.a ADD COLUMN y INT DEFAULT 1")]
+        schema = migrations.ensure_namespace(conn, pg_namespace, "chunks", steps[:1])
+        assert migrations.namespace_version(conn, pg_namespace) == 1
+        assert migrations.ensure_namespace(conn, pg_namespace, "chunks", steps) == schema
+        assert migrations.namespace_version(conn, pg_namespace) == 3
         assert conn.execute(f"SELECT x, y FROM {schema}.a").fetchall() == [(7, 1)]
         with pytest.raises(StoreError, match="newer"):
-            pg_util.ensure_namespace(conn, pg_namespace, "chunks", steps[:2])
+            migrations.ensure_namespace(conn, pg_namespace, "chunks", steps[:2])
         with pytest.raises(StoreError, match="holds a chunks index"):
-            pg_util.ensure_namespace(conn, pg_namespace, "history", steps)
-        pg_util.drop_namespace(conn, pg_namespace)
-        assert pg_util.namespace_version(conn, pg_namespace) is None
+            migrations.ensure_namespace(conn, pg_namespace, "history", steps)
+        migrations.drop_namespace(conn, pg_namespace)
+        assert migrations.namespace_version(conn, pg_namespace) is None
     finally:
         conn.close()
 
 
 def test_stores_record_their_schema_version(pg_url, pg_namespace):
+    from dsh_recall.stores.postgres import migrations as pg_util
     from dsh_recall.stores.postgres.chunks import SCHEMA_VERSION, PgChunkStore
-    from dsh_recall.stores.postgres import util as pg_util
     from dsh_recall.stores.postgres.history import SCHEMA_VERSION as HV
     from dsh_recall.stores.postgres.history import PgHistoryStore
 

@@ -322,7 +322,7 @@ def test_candidate_cap_keeps_the_rows_with_rare_terms(request, tmp_path, monkeyp
 def test_postgres_hnsw_index_answers_once_built(request, tmp_path, monkeypatch):
     """Past ANN_MIN_ROWS vectors the HNSW index is built and used; its top k is the exact
     top k here (a small graph searched with a wide beam), with exact scores."""
-    from dsh_recall.stores.postgres import chunks as postgres
+    from dsh_recall.stores.postgres import vectors as postgres
 
     monkeypatch.setattr(postgres, "ANN_MIN_ROWS", 100)
     pg = open_store("postgresql", request, tmp_path)

@@ -10,7 +10,17 @@ class ConfigError(RecallError):
 
 
 class StoreError(RecallError):
-    """The database could not be opened or is not ours."""
+    """The database could not be opened or is not ours, or refused an operation. Stores
+    raise it (or a subclass) instead of their driver's errors (sqlite3, psycopg)."""
+
+
+class LexicalQueryError(StoreError):
+    """A lexical query the index cannot run (FTS syntax it refuses): that layer degrades."""
+
+
+class RowDataError(StoreError):
+    """A row the database refused for its data (a value it cannot bind or store), not a
+    failing database: the caller may write the other rows one by one."""
 
 
 class EmbedderError(RecallError):

@@ -19,8 +19,7 @@ import numpy as np
 
 from ..core.errors import StoreError
 from ..core.types import Chunk
-from .contracts import FileRow, IndexedChunk
-from .sqlite.history import BlockIn
+from .contracts import BlockIn, FileRow, IndexedChunk
 
 # Meta that describes the SQLite file itself (its vector file, write counters), not the index.
 LOCAL_META = {"vec_seq", "vec_epoch", "vector_file", "generation", "schema"}

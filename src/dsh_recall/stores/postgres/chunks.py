@@ -14,43 +14,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ...core.errors import StoreError
-from ..contracts import ChunkRow, FileRow, IndexedChunk
-from ..sqlite.chunks import BM25_WEIGHTS, prefix_bounds
+from ..contracts import BM25_WEIGHTS, ChunkRow, FileRow, IndexedChunk, prefix_bounds
+from . import migrations
 from . import util as pg_util
+from .vectors import PgVectorTable
 
-ANN_MIN_ROWS = 20_000  # below this many vectors an exact scan is as fast as the index
-HNSW = "WITH (m = 16, ef_construction = 64)"
-
-# Versioned migrations: MIGRATIONS[i] takes a namespace from version i to i + 1.
-MIGRATIONS: list[str] = [
-    """
-CREATE TABLE {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE {s}.files (
-  id BIGSERIAL PRIMARY KEY, path TEXT NOT NULL UNIQUE, abs_path TEXT NOT NULL,
-  root TEXT NOT NULL, hash TEXT NOT NULL, size BIGINT NOT NULL, mtime_ns BIGINT NOT NULL,
-  chars BIGINT NOT NULL);
-CREATE TABLE {s}.chunks (
-  id BIGSERIAL PRIMARY KEY, file_id BIGINT NOT NULL REFERENCES {s}.files(id) ON DELETE CASCADE,
-  path TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-  language TEXT NOT NULL, symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL,
-  has_vec BOOLEAN NOT NULL DEFAULT false, terms HSTORE NOT NULL, dl INTEGER NOT NULL);
-CREATE INDEX chunks_file ON {s}.chunks(file_id);
-CREATE INDEX chunks_path ON {s}.chunks((path COLLATE "C"));
-CREATE INDEX chunks_embed ON {s}.chunks(embed_hash);
-CREATE INDEX chunks_pending ON {s}.chunks(id) WHERE NOT has_vec;
-CREATE INDEX chunks_terms ON {s}.chunks USING gin(terms);
-CREATE TABLE {s}.terms (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
-CREATE TABLE {s}.stats (layer TEXT PRIMARY KEY, n BIGINT NOT NULL, total BIGINT NOT NULL);
-INSERT INTO {s}.stats VALUES ('chunks', 0, 0);
-CREATE TABLE {s}.vectors (hash TEXT PRIMARY KEY, vec vector NOT NULL);
-CREATE SEQUENCE {s}.vec_seq
-""",
-]
-SCHEMA_VERSION = len(MIGRATIONS)
+SCHEMA_VERSION = migrations.latest(migrations.CHUNKS)  # stores/postgres/migrations.py
 
 def chunk_terms(ic: IndexedChunk) -> tuple[list[str], list[str], int]:
     """A chunk's term map, from the same token strings SQLite's FTS5 columns hold, weighted
@@ -61,16 +34,23 @@ def chunk_terms(ic: IndexedChunk) -> tuple[list[str], list[str], int]:
                              (BM25_WEIGHTS[2], tok(ic.path_lexical, True))])
 
 
-class PgChunkStore:
+class PgChunkStore(PgVectorTable):
     """Chunk store in one namespace of a PostgreSQL database (see stores.contracts.ChunkStore)."""
 
-    ranks_vectors = True  # vector_search is done by the database (services/vectors.py asks)
-    auto_ann = True  # build the HNSW index once enough vectors arrived (a bulk copy defers it)
+    _VEC_ITEMS = "chunks"
+    _VEC_CLEAR = "UPDATE {s}.chunks SET has_vec = false WHERE has_vec"
+    _VEC_CLEAR_AFTER = ("SELECT nextval('{s}.vec_seq')",)
+    _DIM_ERROR = ("vectors of dimension {dim} in an index of dimension {have}; "
+                  "the embedder changed without clearing the vectors")
+    # Document frequencies are exact in every write (terms, stats): nothing to suspend or
+    # fill again; no cached score lists to warm.
+    keeps_term_df = False
+    warm_behind = False
 
     def __init__(self, url: str, namespace: str):
         self.url, self.namespace = url, namespace
         self.conn = pg_util.connect(url)
-        self.s = pg_util.ensure_namespace(self.conn, namespace, "chunks", MIGRATIONS)
+        self.s = migrations.ensure_namespace(self.conn, namespace, "chunks", migrations.CHUNKS)
         self._df_cache: dict[str, int] = {}
         self._df_key: tuple | None = None
 
@@ -82,18 +62,6 @@ class PgChunkStore:
     def reopen(self) -> PgChunkStore:
         """A store on its own connection (for a worker thread)."""
         return PgChunkStore(self.url, self.namespace)
-
-    def _q(self, sql: str, params: Sequence | dict | None = None):
-        return self.conn.execute(sql.replace("{s}", self.s), params)
-
-    # -- meta ---------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        row = self._q("SELECT value FROM {s}.meta WHERE key = %s", (key,)).fetchone()
-        return row[0] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self._q("INSERT INTO {s}.meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                "DO UPDATE SET value = excluded.value", (key, value))
 
     # -- files --------------------------------------------------------------
     _FILE_COLS = "path, abs_path, root, hash, size, mtime_ns, chars"
@@ -166,6 +134,12 @@ class PgChunkStore:
                      "m": [pg_util.hstore_literal(k, v) for k, v in zip(cols[8], cols[9])],
                      "d": list(cols[10])})
             self._apply(delta, len(rows) - old_n, sum(r[-1] for r in rows) - old_total)
+
+    def replace_files(self, batch: Sequence[tuple[FileRow, Sequence[IndexedChunk]]]) -> None:
+        """One transaction per file: each takes its own path lock, so several indexers
+        writing one namespace never hold many paths at once."""
+        for row, chunks in batch:
+            self.replace_file(row, chunks)
 
     def update_stat(self, path: str, size: int, mtime_ns: int) -> None:
         self._q("UPDATE {s}.files SET size = %s, mtime_ns = %s WHERE path = %s",
@@ -254,82 +228,10 @@ class PgChunkStore:
     def pending_count(self) -> int:
         return self._q("SELECT count(*) FROM {s}.chunks WHERE NOT has_vec").fetchone()[0]
 
-    def _dim(self) -> int | None:
-        d = self.get_meta("dim")
-        return int(d) if d else None
-
-    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        if not items:
-            return
-        items = sorted({h: np.asarray(v, dtype=np.float32) for h, v in items}.items())
-        dim = len(items[0][1])
-        if self._dim() is None:
-            self._set_dim(dim)
-        elif self._dim() != dim:
-            raise StoreError(f"vectors of dimension {dim} in an index of dimension {self._dim()}; "
-                             "the embedder changed without clearing the vectors")
-        with self.conn.transaction():
-            with self.conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO {self.s}.vectors(hash, vec) VALUES (%s, %s) "
-                                "ON CONFLICT (hash) DO NOTHING", items)
-            # Rows a concurrent writer is replacing are skipped, never waited for: their
-            # replacements look the vector up when they are inserted (or stay pending).
-            self._q("UPDATE {s}.chunks SET has_vec = true WHERE id IN (SELECT id FROM {s}.chunks "
-                    "WHERE embed_hash = ANY(%s) AND NOT has_vec ORDER BY id FOR UPDATE SKIP LOCKED)",
-                    ([h for h, _ in items],))
-        if self.auto_ann:
-            self.maybe_build_ann()
-
-    def maybe_build_ann(self) -> None:
-        if self.get_meta("ann") is None and self.vector_count() >= ANN_MIN_ROWS:
-            self.build_ann_index()
-
-    def _set_dim(self, dim: int) -> None:
-        with self.conn.transaction():
-            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
-            if self._dim() is None:
-                self._q(f"ALTER TABLE {{s}}.vectors ALTER COLUMN vec TYPE vector({int(dim)})")
-                self.set_meta("dim", str(dim))
-
-    def build_ann_index(self) -> None:
-        """The HNSW index over the vectors (inner product; our vectors are unit length)."""
-        with self.conn.transaction():
-            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
-            if self.get_meta("ann") is None and self._dim() is not None:
-                self._q("SET LOCAL maintenance_work_mem = '512MB'")
-                self._q(f"CREATE INDEX IF NOT EXISTS vectors_hnsw ON {{s}}.vectors "
-                        f"USING hnsw (vec vector_ip_ops) {HNSW}")
-                self.set_meta("ann", "hnsw")
-
-    def clear_vectors(self) -> None:
-        with self.conn.transaction():
-            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
-            # Chunk rows before the vectors table: a writer replacing a file holds its rows
-            # and may need to read the vectors table; this order never waits in a circle.
-            self._q("UPDATE {s}.chunks SET has_vec = false WHERE has_vec")
-            self._q("DROP INDEX IF EXISTS {s}.vectors_hnsw")
-            self._q("TRUNCATE {s}.vectors")
-            self._q("ALTER TABLE {s}.vectors ALTER COLUMN vec TYPE vector")
-            self._q("DELETE FROM {s}.meta WHERE key IN ('dim', 'ann')")
-            self._q("SELECT nextval('{s}.vec_seq')")
-
     def prune_vectors(self) -> None:
         """Drop vectors no chunk refers to any more."""
         self._q("DELETE FROM {s}.vectors v WHERE NOT EXISTS "
                 "(SELECT 1 FROM {s}.chunks c WHERE c.embed_hash = v.hash)")
-
-    def vector_count(self) -> int:
-        return self._q("SELECT count(*) FROM {s}.vectors").fetchone()[0]
-
-    def vector_state(self) -> tuple[int, int]:
-        return 0, 0  # no vector file to keep in step
-
-    def _rows(self, sql: str, params) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._q(sql, params).fetchall()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        return ids, np.vstack([pg_util.as_array(r[1]) for r in rows])
 
     def vector_matrix(self, path_prefix: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         sql = "SELECT c.id, v.vec FROM {s}.chunks c JOIN {s}.vectors v ON v.hash = c.embed_hash"
@@ -339,11 +241,6 @@ class PgChunkStore:
             params.extend(prefix_bounds(path_prefix))
         return self._rows(sql + " ORDER BY c.id", params)
 
-    def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        return self._rows("SELECT c.id, v.vec FROM {s}.chunks c JOIN {s}.vectors v ON "
-                          "v.hash = c.embed_hash WHERE c.id = ANY(%s) ORDER BY c.id",
-                          ([int(i) for i in ids],))
-
     def vector_search(self, query: np.ndarray, k: int, path_prefix: str | None = None,
                       allowed: set[int] | None = None,
                       keep: np.ndarray | None = None) -> list[tuple[int, float]]:
@@ -352,33 +249,26 @@ class PgChunkStore:
         q = np.asarray(query, dtype=np.float32)
         if self._dim() != len(q) or k <= 0:
             return []
-        conds, params = [], {"q": q, "k": int(k)}
+        conds: list[str] = []
+        params: dict[str, Any] = {}
         if path_prefix:
-            conds.append('c.path COLLATE "C" >= %(lo)s AND c.path COLLATE "C" < %(hi)s')
+            conds.append('t.path COLLATE "C" >= %(lo)s AND t.path COLLATE "C" < %(hi)s')
             params["lo"], params["hi"] = prefix_bounds(path_prefix)
         for n, ids in enumerate((allowed, keep)):
             if ids is not None:
-                conds.append(f"c.id = ANY(%(ids{n})s)")
+                conds.append(f"t.id = ANY(%(ids{n})s)")
                 params[f"ids{n}"] = [int(i) for i in ids]
-        if conds:  # a scope: exact over its chunks (a GIN / btree lookup, then a scan)
-            sql = ("SELECT c.id, -(v.vec <#> %(q)s) AS s FROM {s}.chunks c JOIN {s}.vectors v "
-                   "ON v.hash = c.embed_hash WHERE " + " AND ".join(conds) +
-                   " ORDER BY s DESC, c.id LIMIT %(k)s")
-            return [(int(i), float(s)) for i, s in self._q(sql, params)]
-        # Whole namespace: nearest texts by the index (exact scan while small), then their
-        # chunks; a text whose chunks are all gone is skipped, so ask for more if short.
-        m = max(2 * k, 64)
-        total = self.vector_count()
-        while True:
-            with self.conn.transaction():
-                self._q(f"SET LOCAL hnsw.ef_search = {min(1000, max(100, m))}")
-                rows = self._q(
-                    "SELECT c.id, -n.d AS s FROM (SELECT hash, vec <#> %(q)s AS d FROM {s}.vectors "
-                    "ORDER BY vec <#> %(q)s LIMIT %(m)s) n JOIN {s}.chunks c ON c.embed_hash = n.hash "
-                    "ORDER BY n.d, c.id LIMIT %(k)s", {**params, "m": m}).fetchall()
-            if len(rows) >= k or m >= total:
-                return [(int(i), float(s)) for i, s in rows]
-            m *= 4
+        return self._vector_top(q, k, conds, params)
+
+    # -- what the SQLite store keeps and this one need not (stores.contracts.ChunkStore) --
+    def suspend_term_df(self) -> None:
+        pass
+
+    def ensure_term_df(self) -> bool:
+        return False
+
+    def warm_common(self, budget_s: float, skip: frozenset[str] = frozenset()) -> int:
+        return 0
 
     def size_bytes(self) -> int:
         return int(self._q("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "

@@ -17,53 +17,16 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ...core.errors import StoreError
+from ...core.errors import LexicalQueryError, RowDataError, StoreError
 from ...core.text import fts_quote
-from ..sqlite.history import BlockIn, BlockRow
+from ..contracts import BlockIn, BlockRow
+from . import migrations
 from . import util as pg_util
-from .chunks import ANN_MIN_ROWS, HNSW
+from .vectors import PgVectorTable
 
 LAYERS = ("literal", "trigram", "cjk")
 
-MIGRATIONS: list[str] = [
-    """
-CREATE TABLE {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE {s}.sessions (
-  id TEXT PRIMARY KEY, source TEXT NOT NULL, workspace TEXT, title TEXT, created_ms BIGINT,
-  updated_ms BIGINT, path TEXT, channel TEXT, user_name TEXT);
-CREATE INDEX sessions_ws ON {s}.sessions(workspace);
-CREATE TABLE {s}.files (
-  path TEXT PRIMARY KEY, format TEXT NOT NULL, size BIGINT NOT NULL, mtime_ns BIGINT NOT NULL,
-  "offset" BIGINT NOT NULL, line_no BIGINT NOT NULL, head_hash TEXT NOT NULL, session TEXT);
-CREATE TABLE {s}.events (
-  session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, time_ms BIGINT, time TEXT,
-  message_id TEXT, call_id TEXT, flags TEXT NOT NULL DEFAULT '', text TEXT NOT NULL,
-  PRIMARY KEY (session, seq));
-CREATE TABLE {s}.blocks (
-  id BIGSERIAL PRIMARY KEY, session TEXT NOT NULL, seq BIGINT NOT NULL, part INTEGER NOT NULL,
-  ord INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, text TEXT NOT NULL,
-  hash TEXT NOT NULL, embed_hash TEXT, has_vec BOOLEAN NOT NULL DEFAULT false,
-  tf_literal HSTORE NOT NULL, dl_literal INTEGER NOT NULL,
-  tf_trigram HSTORE NOT NULL, dl_trigram INTEGER NOT NULL,
-  tf_cjk HSTORE, dl_cjk INTEGER NOT NULL DEFAULT 0,
-  UNIQUE (session, seq, part));
-CREATE INDEX blocks_ord ON {s}.blocks(session, ord);
-CREATE INDEX blocks_hash ON {s}.blocks(hash);
-CREATE INDEX blocks_embed ON {s}.blocks(embed_hash);
-CREATE INDEX blocks_unhashed ON {s}.blocks(id) WHERE embed_hash IS NULL;
-CREATE INDEX blocks_pending ON {s}.blocks(id) WHERE embed_hash IS NOT NULL AND NOT has_vec;
-CREATE INDEX blocks_literal ON {s}.blocks USING gin(tf_literal);
-CREATE INDEX blocks_trigram ON {s}.blocks USING gin(tf_trigram);
-CREATE INDEX blocks_cjk ON {s}.blocks USING gin(tf_cjk);
-CREATE TABLE {s}.terms_literal (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
-CREATE TABLE {s}.terms_trigram (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
-CREATE TABLE {s}.terms_cjk (lexeme TEXT PRIMARY KEY, df BIGINT NOT NULL);
-CREATE TABLE {s}.stats (layer TEXT PRIMARY KEY, n BIGINT NOT NULL, total BIGINT NOT NULL);
-INSERT INTO {s}.stats VALUES ('literal', 0, 0), ('trigram', 0, 0), ('cjk', 0, 0);
-CREATE TABLE {s}.vectors (hash TEXT PRIMARY KEY, vec vector NOT NULL)
-""",
-]
-SCHEMA_VERSION = len(MIGRATIONS)
+SCHEMA_VERSION = migrations.latest(migrations.HISTORY)  # stores/postgres/migrations.py
 
 
 def layer_tokens(layer: str, text: str) -> list[str]:
@@ -86,16 +49,18 @@ def _scope(sessions: Sequence[str] | None, alias: str = "b") -> tuple[str, dict]
     return f" AND {alias}.session = ANY(%(scope)s)", {"scope": list(sessions)}
 
 
-class PgHistoryStore:
-    """History in one namespace of a PostgreSQL database (see stores.sqlite.history.HistoryStore)."""
+class PgHistoryStore(PgVectorTable):
+    """History in one namespace of a PostgreSQL database (see stores.contracts.HistoryStore)."""
 
-    ranks_vectors = True
-    auto_ann = True
+    _VEC_ITEMS = "blocks"
+    _VEC_CLEAR = ("UPDATE {s}.blocks SET embed_hash = NULL, has_vec = false "
+                  "WHERE embed_hash IS NOT NULL OR has_vec")
+    _DIM_ERROR = "vectors of dimension {dim} in a history of dimension {have}"
 
     def __init__(self, url: str, namespace: str = "history"):
         self.url, self.namespace = url, namespace
         self.conn = pg_util.connect(url)
-        self.s = pg_util.ensure_namespace(self.conn, namespace, "history", MIGRATIONS)
+        self.s = migrations.ensure_namespace(self.conn, namespace, "history", migrations.HISTORY)
         try:
             self.user = getpass.getuser()
         except (KeyError, OSError):
@@ -111,24 +76,12 @@ class PgHistoryStore:
     def close(self) -> None:
         pg_util.release(self.url, self.conn)
 
-    def _q(self, sql: str, params=None):
-        return self.conn.execute(sql.replace("{s}", self.s), params)
-
     def _dicts(self, sql: str, params=None) -> list[dict]:
         from psycopg.rows import dict_row
 
         with self.conn.cursor(row_factory=dict_row) as cur:
             cur.execute(sql.replace("{s}", self.s), params)
             return list(cur.fetchall())
-
-    # -- meta -----------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        row = self._q("SELECT value FROM {s}.meta WHERE key = %s", (key,)).fetchone()
-        return row[0] if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self._q("INSERT INTO {s}.meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
-                "SET value = excluded.value", (key, value))
 
     # -- files ----------------------------------------------------------------
     def file(self, path: str) -> dict | None:
@@ -184,6 +137,16 @@ class PgHistoryStore:
                     marks: Iterable[tuple[str, int, str]], file_row: dict | None) -> int:
         """Write one file's new content in one transaction; returns blocks added. Events and
         blocks already present (same session and seq) are kept as they are."""
+        psycopg, _ = pg_util._psycopg()
+        try:
+            return self._write_batch(sessions, events, blocks, marks, file_row)
+        except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as e:
+            raise RowDataError(f"{type(e).__name__}: {str(e).strip()}") from e
+        except psycopg.Error as e:
+            raise StoreError(f"{type(e).__name__}: {str(e).strip()}") from e
+
+    def _write_batch(self, sessions: Iterable[dict], events: Iterable[dict], blocks: Sequence[BlockIn],
+                     marks: Iterable[tuple[str, int, str]], file_row: dict | None) -> int:
         sessions, events, marks = list(sessions), list(events), list(marks)
         prepared = []
         deltas = {layer: Counter() for layer in LAYERS}
@@ -312,7 +275,7 @@ class PgHistoryStore:
         try:
             return [(int(i), -float(s)) for i, s in self.conn.execute(sql, params)]
         except psycopg.Error as e:  # the service degrades to the other layers
-            raise StoreError(f"{layer} layer: {str(e).strip()}") from e
+            raise LexicalQueryError(f"{layer} layer: {str(e).strip()}") from e
 
     def neighbours(self, ids: Sequence[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -351,6 +314,11 @@ class PgHistoryStore:
 
     def event_count(self, session: str) -> int:
         return self._q("SELECT count(*) FROM {s}.events WHERE session = %s", (session,)).fetchone()[0]
+
+    def event_chars(self, session: str) -> int:
+        """Characters of the session's events (what recalling it whole would cost)."""
+        return int(self._q("SELECT coalesce(sum(length(text)), 0) FROM {s}.events WHERE session = %s",
+                           (session,)).fetchone()[0])
 
     def events_before(self, session: str, seq: int) -> int:
         return self._q("SELECT count(*) FROM {s}.events WHERE session = %s AND seq < %s",
@@ -430,80 +398,9 @@ class PgHistoryStore:
             "LIMIT %(limit)s", {**args, "limit": limit})
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def _dim(self) -> int | None:
-        d = self.get_meta("dim")
-        return int(d) if d else None
-
-    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        if not items:
-            return
-        items = sorted({h: np.asarray(v, dtype=np.float32) for h, v in items}.items())
-        dim = len(items[0][1])
-        if self._dim() is None:
-            with self.conn.transaction():
-                self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
-                if self._dim() is None:
-                    self._q(f"ALTER TABLE {{s}}.vectors ALTER COLUMN vec TYPE vector({int(dim)})")
-                    self.set_meta("dim", str(dim))
-        if self._dim() != dim:
-            raise StoreError(f"vectors of dimension {dim} in a history of dimension {self._dim()}")
-        with self.conn.transaction():
-            with self.conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO {self.s}.vectors(hash, vec) VALUES (%s, %s) "
-                                "ON CONFLICT (hash) DO NOTHING", items)
-            self._q("UPDATE {s}.blocks SET has_vec = true WHERE id IN (SELECT id FROM {s}.blocks "
-                    "WHERE embed_hash = ANY(%s) AND NOT has_vec ORDER BY id FOR UPDATE SKIP LOCKED)",
-                    ([h for h, _ in items],))
-        if self.auto_ann:
-            self.maybe_build_ann()
-
-    def maybe_build_ann(self) -> None:
-        if self.get_meta("ann") is None and self._q(
-                "SELECT count(*) FROM {s}.vectors").fetchone()[0] >= ANN_MIN_ROWS:
-            self.build_ann_index()
-
-    def build_ann_index(self) -> None:
-        with self.conn.transaction():
-            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
-            if self.get_meta("ann") is None and self._dim() is not None:
-                self._q("SET LOCAL maintenance_work_mem = '512MB'")
-                self._q(f"CREATE INDEX IF NOT EXISTS vectors_hnsw ON {{s}}.vectors "
-                        f"USING hnsw (vec vector_ip_ops) {HNSW}")
-                self.set_meta("ann", "hnsw")
-
-    def clear_vectors(self) -> None:
-        """Forget every vector and every embed hash (a new embedder or embed text)."""
-        with self.conn.transaction():
-            self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
-            self._q("UPDATE {s}.blocks SET embed_hash = NULL, has_vec = false "
-                    "WHERE embed_hash IS NOT NULL OR has_vec")  # rows first, as in postgres.py
-            self._q("DROP INDEX IF EXISTS {s}.vectors_hnsw")
-            self._q("TRUNCATE {s}.vectors")
-            self._q("ALTER TABLE {s}.vectors ALTER COLUMN vec TYPE vector")
-            self._q("DELETE FROM {s}.meta WHERE key IN ('dim', 'ann')")
-
-    def vector_state(self) -> tuple[int, int]:
-        return 0, 0
-
-    def _rows(self, sql: str, params) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._q(sql, params).fetchall()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        return ids, np.vstack([pg_util.as_array(r[1]) for r in rows])
-
-    def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        return self._rows("SELECT b.id, v.vec FROM {s}.blocks b JOIN {s}.vectors v ON "
-                          "v.hash = b.embed_hash WHERE b.id = ANY(%s) ORDER BY b.id",
-                          ([int(i) for i in ids],))
-
     def block_ids(self, sessions: Sequence[str]) -> np.ndarray:
         where, args = _scope(sessions)
         rows = self._q(f"SELECT b.id FROM {{s}}.blocks b WHERE true{where}", args).fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-
-    def vector_ids(self, upto_seq: int = 0) -> np.ndarray:
-        rows = self._q("SELECT id FROM {s}.blocks WHERE has_vec").fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def vector_matrix(self, sessions: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -514,49 +411,20 @@ class PgHistoryStore:
     def vector_search(self, query: np.ndarray, k: int, path_prefix: str | None = None,
                       allowed: set[int] | None = None,
                       keep: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The k best (block id, cosine) among `keep` (None = every block), best first."""
+        """The k best (block id, cosine) among `keep` and `allowed` (None = every block),
+        best first."""
         q = np.asarray(query, dtype=np.float32)
         if self._dim() != len(q) or k <= 0:
             return []
         ids = keep if allowed is None else (
             np.intersect1d(keep, list(allowed)) if keep is not None else list(allowed))
-        if ids is not None:
-            rows = self._q("SELECT b.id, -(v.vec <#> %(q)s) AS s FROM {s}.blocks b JOIN {s}.vectors v "
-                           "ON v.hash = b.embed_hash WHERE b.id = ANY(%(ids)s) ORDER BY s DESC, b.id "
-                           "LIMIT %(k)s", {"q": q, "k": int(k), "ids": [int(i) for i in ids]})
-            return [(int(i), float(s)) for i, s in rows]
-        m = max(2 * k, 64)
-        total = self._q("SELECT count(*) FROM {s}.vectors").fetchone()[0]
-        while True:
-            with self.conn.transaction():
-                self._q(f"SET LOCAL hnsw.ef_search = {min(1000, max(100, m))}")
-                rows = self._q(
-                    "SELECT b.id, -n.d AS s FROM (SELECT hash, vec <#> %(q)s AS d FROM {s}.vectors "
-                    "ORDER BY vec <#> %(q)s LIMIT %(m)s) n JOIN {s}.blocks b ON b.embed_hash = n.hash "
-                    "ORDER BY n.d, b.id LIMIT %(k)s", {"q": q, "k": int(k), "m": m}).fetchall()
-            if len(rows) >= k or m >= total:
-                return [(int(i), float(s)) for i, s in rows]
-            m *= 4
-
-    def mean_cosine(self, query: np.ndarray, keep: np.ndarray | None = None) -> float:
-        """Mean cosine of the query to every block vector (in `keep`): the query against the
-        mean vector, which the database sums."""
-        q = np.asarray(query, dtype=np.float32)
-        sql = "SELECT avg(v.vec) FROM {s}.blocks b JOIN {s}.vectors v ON v.hash = b.embed_hash"
-        args: dict = {}
-        if keep is not None:
-            sql += " WHERE b.id = ANY(%(ids)s)"
-            args["ids"] = [int(i) for i in keep]
-        row = self._q(sql, args).fetchone()
-        if row is None or row[0] is None:
-            return 0.0
-        mean = pg_util.as_array(row[0])
-        return float(mean @ q) if len(mean) == len(q) else 0.0
+        if ids is None:
+            return self._vector_top(q, k, [], {})
+        return self._vector_top(q, k, ["t.id = ANY(%(ids)s)"], {"ids": [int(i) for i in ids]})
 
     def stats(self) -> dict:
-        q = lambda t: self._q(f"SELECT count(*) FROM {{s}}.{t}").fetchone()[0]  # noqa: E731
-        return {"sessions": q("sessions"), "events": q("events"), "blocks": q("blocks"),
-                "vectors": q("vectors"), "files": q("files")}
+        return {t: int(self._q(f"SELECT count(*) FROM {{s}}.{t}").fetchone()[0])
+                for t in ("sessions", "events", "blocks", "vectors", "files")}
 
     def size_bytes(self) -> int:
         return int(self._q("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "

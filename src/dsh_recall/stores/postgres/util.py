@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -119,72 +119,6 @@ def release(url: str, conn) -> None:
             idle.append(conn)
             return
     conn.close()
-
-
-def schema_name(namespace: str) -> str:
-    import hashlib
-
-    return "dshr_" + hashlib.sha256(namespace.encode()).hexdigest()[:20]
-
-
-Migration = Callable[[Any, str], None] | str
-
-
-def ensure_namespace(conn, name: str, kind: str, migrations: Sequence[Migration]) -> str:
-    """The schema of namespace `name`, created and migrated to the latest version.
-
-    `migrations[i]` takes a namespace from version i to i + 1: SQL with `{s}` for the
-    schema, or a function (conn, schema). Applied in one transaction each, under an advisory
-    lock, so concurrent openers see either the old version or the new one. A namespace
-    written by a newer version of dsh-recall is refused."""
-    schema = schema_name(name)
-    latest = len(migrations)
-    row = conn.execute(f"SELECT kind, version FROM {CATALOG}.namespaces WHERE name = %s",
-                       (name,)).fetchone()
-    if row and row[0] != kind:
-        raise StoreError(f"namespace {name} holds a {row[0]} index, not {kind}")
-    if row and row[1] == latest:
-        return schema
-    if row and row[1] > latest:
-        raise StoreError(f"namespace {name} has schema version {row[1]}, newer than this "
-                         f"dsh-recall knows ({latest}); upgrade dsh-recall")
-    while True:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("dsh_recall:ns:" + name,))
-            conn.execute(f"INSERT INTO {CATALOG}.namespaces(name, kind, schema) VALUES (%s, %s, %s) "
-                         "ON CONFLICT (name) DO NOTHING", (name, kind, schema))
-            version = conn.execute(f"SELECT version FROM {CATALOG}.namespaces WHERE name = %s",
-                                   (name,)).fetchone()[0]
-            if version >= latest:
-                return schema
-            if version == 0:
-                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-            step = migrations[version]
-            if isinstance(step, str):
-                for stmt in split_sql(step.replace("{s}", schema)):
-                    conn.execute(stmt)
-            else:
-                step(conn, schema)
-            conn.execute(f"UPDATE {CATALOG}.namespaces SET version = %s WHERE name = %s",
-                         (version + 1, name))
-
-
-def split_sql(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";\n") if s.strip()]
-
-
-def namespace_version(conn, name: str) -> int | None:
-    row = conn.execute(f"SELECT version FROM {CATALOG}.namespaces WHERE name = %s",
-                       (name,)).fetchone()
-    return row[0] if row else None
-
-
-def drop_namespace(conn, name: str) -> None:
-    """Delete a namespace and everything in it."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("dsh_recall:ns:" + name,))
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema_name(name)} CASCADE")
-        conn.execute(f"DELETE FROM {CATALOG}.namespaces WHERE name = %s", (name,))
 
 
 # -- lexical --------------------------------------------------------------------------------

@@ -8,80 +8,35 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ...core.errors import StoreError
+from ...core.errors import LexicalQueryError, StoreError
 from ...core.lazy import np
 from ...core.process import long_lived
 from ...core.text import fts_quote
 from .. import fts5
-from ..contracts import ChunkRow, FileRow, IndexedChunk
+from ..contracts import BM25_WEIGHTS, ChunkRow, FileRow, IndexedChunk, prefix_bounds
 from . import impacts as impacts_mod
+from . import migrations
+from .embed_cache import EmbedCache as EmbedCache  # re-exported: services/vectors.py
+from .terms import ONE_TOKEN as _ONE_TOKEN
+from .terms import TermCounts
 from .util import connect
-from .vector_file import scan_vectors
+from .vectors import SqliteVectorTable, matrix
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
-SCHEMA_VERSION = "5"  # 2: chunks.vec_seq; 3: term_df; 4: term_df.gen; 5: chunk_log
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files (
-  id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, abs_path TEXT NOT NULL,
-  root TEXT NOT NULL, hash TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-  chars INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks (
-  id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
-  start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, language TEXT NOT NULL,
-  symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL, vec_seq INTEGER);
-CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
-CREATE INDEX IF NOT EXISTS chunks_embed ON chunks(embed_hash);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-  body, symbols, path, tokenize = "unicode61 remove_diacritics 2 tokenchars '_'");
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row);
-CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL,
-  gen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS chunk_log (gen INTEGER NOT NULL, id INTEGER NOT NULL,
-  inserted INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen);
-"""
-# term_df: the chunks holding each ASCII term (what fts5vocab counts by walking the term's
-# whole posting list: 15-25 ms for a pasted issue's terms at 100k chunks), kept by every
-# write in the same transaction. Meta 'term_df' = '1' once it is complete: an index made
-# before it has the table filled by its next indexer (`ensure_term_df`); until then, and
-# for non-ASCII terms (FTS5 folds their diacritics), fts5vocab answers.
-# term_df.gen: the index generation of the last write that added or removed a row holding
-# the term. A cached single-term score list (stores/sqlite/impacts.py) computed at that generation
-# or later is still that term's, row for row.
-# chunk_log: the chunk ids each write removed or added, by generation, from meta 'log_from'
-# on (writes while term_df is suspended are not logged). A score list older than a write
-# that touched its term is brought up to date from it (`_patch_impact`): drop the changed
-# rows, score the added ones, instead of scoring every row holding the term again. Kept to
-# about LOG_ROWS rows.
-LOG_ROWS = 200_000
+# The schema and its numbered migrations: stores/sqlite/migrations.py (CHUNKS).
+SCHEMA_VERSION = str(migrations.latest(migrations.CHUNKS))
 
 # chunks.vec_seq: NULL while the chunk has no vector, else the sequence number of the write
 # that gave it one. It makes `pending` an index lookup instead of a join over every chunk,
 # and tells the memory-mapped vector file (stores/sqlite/vector_file.py) what it is missing.
-VEC_SEQ_SCHEMA = """
-CREATE INDEX IF NOT EXISTS chunks_vec_seq ON chunks(vec_seq);
-"""
-MIGRATE_VEC_SEQ = """
-ALTER TABLE chunks ADD COLUMN vec_seq INTEGER;
-UPDATE chunks SET vec_seq = 1 WHERE embed_hash IN (SELECT hash FROM vectors);
-INSERT INTO meta(key, value) VALUES('vec_seq', '1')
-  ON CONFLICT(key) DO UPDATE SET value = '1';
-"""
 
 # SQL is built here, apart from running it, so it can be read and tested on its own.
-BM25_WEIGHTS = (1.0, 4.0, 2.0)  # body, symbols, path
-# One unicode61 token (tokenchars '_'): letters, digits, '_' and non-ASCII word characters.
-_ONE_TOKEN = re.compile(r"[\w]+")
 
 
 def lexical_sql(with_prefix: bool) -> str:
@@ -165,14 +120,10 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     return pick(set(rare)), pick(set(common)), (None if long else sum(ceiling[k] for k in common))
 
 
-def prefix_bounds(prefix: str) -> tuple[str, str]:
-    """Range [lo, hi) of paths under a directory prefix (uses the unique index on path)."""
-    p = prefix.rstrip("/") + "/"
-    return p, p[:-1] + chr(ord("/") + 1)
-
-
-class SqliteChunkStore:
+class SqliteChunkStore(TermCounts, SqliteVectorTable):
     """Chunk store over one SQLite file (see stores.contracts.ChunkStore)."""
+
+    keeps_term_df = True  # term_df: suspended by a bulk write, filled by ensure_term_df
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -200,34 +151,26 @@ class SqliteChunkStore:
         except sqlite3.OperationalError:
             pass  # a new file: no meta table yet
         try:
-            self.conn.executescript("BEGIN IMMEDIATE;" + SCHEMA)
-            # executescript would commit first; the rest runs statement by statement.
-            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(chunks)")}
-            if "vec_seq" not in cols:  # an index written by schema 1
-                for stmt in (MIGRATE_VEC_SEQ + VEC_SEQ_SCHEMA).split(";"):
-                    if stmt.strip():
-                        self.conn.execute(stmt)
-            else:
-                self.conn.execute(VEC_SEQ_SCHEMA.strip().rstrip(";"))
-            if "gen" not in {r[1] for r in self.conn.execute("PRAGMA table_info(term_df)")}:
-                self.conn.execute("ALTER TABLE term_df ADD COLUMN gen INTEGER NOT NULL DEFAULT 0")
-            # Any other schema wrote here last (an older release keeps no term generations):
-            # every term counts as changed now, so no cached score list outlives it.
-            self.conn.execute("UPDATE term_df SET gen = ?", (self._write_generation(self.conn),))
-            self.conn.execute("DELETE FROM chunk_log")
-            self.set_meta("log_from", str(self._write_generation(self.conn)))
-            if self.get_meta("uid") is None:  # tells this index's cached scores from another's
-                self.set_meta("uid", os.urandom(8).hex())
-            self._bump(self.conn)
-            if self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0:
-                self.set_meta("term_df", "1")  # empty: the table is complete as it is
+            self.conn.execute("BEGIN IMMEDIATE")
+            if migrations.apply(self.conn, migrations.CHUNKS, migrations.CHUNKS_CREATE):
+                self._after_migration()
             self.conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise StoreError(f"cannot initialise {self.path}: {e}") from e
-        if self.get_meta("schema") != SCHEMA_VERSION:
-            self.set_meta("schema", SCHEMA_VERSION)
+
+    def _after_migration(self) -> None:
+        # Any other schema wrote here last (an older release keeps no term generations):
+        # every term counts as changed now, so no cached score list outlives it.
+        self.conn.execute("UPDATE term_df SET gen = ?", (self._write_generation(self.conn),))
+        self.conn.execute("DELETE FROM chunk_log")
+        self.set_meta("log_from", str(self._write_generation(self.conn)))
+        if self.get_meta("uid") is None:  # tells this index's cached scores from another's
+            self.set_meta("uid", os.urandom(8).hex())
+        self._bump(self.conn)
+        if self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0:
+            self.set_meta("term_df", "1")  # empty: the table is complete as it is
 
     class _Tx:
         def __init__(self, conn: sqlite3.Connection):
@@ -346,85 +289,6 @@ class SqliteChunkStore:
             self.set_meta("log_from", str(self._write_generation(conn)))
             self._bump(conn)
 
-    # -- document frequencies ----------------------------------------------
-    def _term_df_gen(self, conn: sqlite3.Connection) -> int | None:
-        """The generation this write transaction stamps on the terms it counts, or None
-        while term_df is not kept. Read inside each write transaction: another process may
-        have completed the table since this one opened the index."""
-        row = conn.execute("SELECT value FROM meta WHERE key = 'term_df'").fetchone()
-        return self._write_generation(conn) if row and row[0] == "1" else None
-
-    def _trim_log(self, conn: sqlite3.Connection, gen: int | None) -> None:
-        """Every 64 writes, keep the newest half of the log once it passes LOG_ROWS rows."""
-        if gen is None or gen % 64:
-            return
-        if conn.execute("SELECT count(*) FROM chunk_log").fetchone()[0] <= LOG_ROWS:
-            return
-        cut = conn.execute("SELECT gen FROM chunk_log ORDER BY gen DESC LIMIT 1 OFFSET ?",
-                           (LOG_ROWS // 2,)).fetchone()[0]
-        conn.execute("DELETE FROM chunk_log WHERE gen <= ?", (cut,))
-        self.set_meta("log_from", str(cut))
-
-    @staticmethod
-    def _write_generation(conn: sqlite3.Connection) -> int:
-        """The generation the current write transaction ends at (`_bump` runs last)."""
-        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) + 1 if row else 1
-
-    @staticmethod
-    def _add_term_df(conn: sqlite3.Connection, texts: Sequence[str], sign: int, gen: int) -> None:
-        """Count each ASCII term once per chunk text (all its columns, space-separated),
-        as FTS5's unicode61 makes terms of it, and stamp it with this write's generation."""
-        counts: Counter[str] = Counter()
-        for text in texts:
-            terms = set(text.split())
-            if not text.isascii():  # FTS5 splits and folds these itself: "naïve" -> "naive"
-                odd = {t for t in terms if not t.isascii()}
-                terms = (terms - odd) | {u for t in odd for u in fts5.unicode61(t, True)}
-            counts.update(t for t in terms if t.isascii())
-        if not counts:
-            return
-        conn.executemany("INSERT INTO term_df(term, df, gen) VALUES(?, ?, ?) ON CONFLICT(term) "
-                         "DO UPDATE SET df = df + excluded.df, gen = excluded.gen",
-                         [(t, sign * n, gen) for t, n in counts.items()])
-        if sign < 0:
-            conn.executemany("DELETE FROM term_df WHERE term = ? AND df <= 0",
-                             [(t,) for t in counts])
-
-    def suspend_term_df(self) -> None:
-        """Before many files are written: counting every chunk's terms costs a first index
-        about a third more than refilling the table from fts5vocab once at the end
-        (`ensure_term_df`); fts5vocab answers meanwhile, and after a kill."""
-        with self._tx() as conn:
-            self.set_meta("term_df", "0")
-            self._bump(conn)  # a new generation: no process keeps reading the table
-
-    def ensure_term_df(self) -> bool:
-        """Fill term_df from fts5vocab once, for an index made before it. The caller holds
-        the indexer lock. Returns True when it filled it."""
-        if self.get_meta("term_df") == "1":
-            return False
-        with self._tx() as conn:
-            conn.execute("DELETE FROM term_df")
-            rows = conn.execute("SELECT term, doc FROM chunks_vocab").fetchall()
-            gen = self._write_generation(conn)  # writes went uncounted: every term changed
-            conn.executemany("INSERT INTO term_df(term, df, gen) VALUES(?, ?, ?)",
-                             [(t, d, gen) for t, d in rows if t.isascii()])
-            self.set_meta("term_df", "1")
-            conn.execute("DELETE FROM chunk_log")  # the writes since were not logged
-            self.set_meta("log_from", str(gen))
-            self._bump(conn)
-        return True
-
-    def _next_vec_seq(self, conn: sqlite3.Connection) -> int:
-        conn.execute("INSERT INTO meta(key, value) VALUES('vec_seq', '1') ON CONFLICT(key) "
-                     "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
-        return int(conn.execute("SELECT value FROM meta WHERE key = 'vec_seq'").fetchone()[0])
-
-    def _bump(self, conn: sqlite3.Connection) -> None:
-        conn.execute("INSERT INTO meta(key, value) VALUES('generation', '1') ON CONFLICT(key) "
-                     "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
-
     # -- lexical ------------------------------------------------------------
     def _bm25(self, match: str, limit: int, path_prefix: str | None) -> list[tuple[int, float]]:
         params: list = [match]
@@ -435,6 +299,14 @@ class SqliteChunkStore:
         return [(r[0], -r[1]) for r in rows]  # bm25() is lower-is-better; flip it
 
     def lexical(self, match: str, limit: int, path_prefix: str | None = None) -> list[tuple[int, float]]:
+        """The `limit` best chunks by FTS5 bm25 for `match` (see `_lexical`); a MATCH FTS5
+        refuses is a LexicalQueryError."""
+        try:
+            return self._lexical(match, limit, path_prefix)
+        except sqlite3.OperationalError as e:
+            raise LexicalQueryError(f"lexical query refused: {e}") from e
+
+    def _lexical(self, match: str, limit: int, path_prefix: str | None) -> list[tuple[int, float]]:
         """The `limit` best chunks by FTS5 bm25 for `match`, as one full query ranks them:
         summed from cached single-term scores when every term has one (stores/sqlite/impacts.py),
         else from FTS5, cheaper when the query mixes rare and common terms (`split_match`)."""
@@ -456,67 +328,6 @@ class SqliteChunkStore:
         # Not proven: the chunks holding only common terms are the rest of the full query.
         rest = self._bm25(f"({common}) NOT ({rare})", limit, path_prefix)
         return sorted(hits + rest, key=lambda h: (-h[1], h[0]))[:limit]
-
-    # -- cached single-term scores (stores/sqlite/impacts.py) ------------------------------
-    @property
-    def impacts(self) -> impacts_mod.ImpactCache:
-        if self._impacts is None:
-            self._impacts = impacts_mod.ImpactCache(self.impacts_path, self.get_meta("uid") or "")
-        return self._impacts
-
-    @property
-    def impacts_path(self) -> Path:
-        # Not "*.sqlite": the notes folder is listed by that pattern.
-        return self.path.with_name(self.path.name + "-impacts")
-
-    def _term_stats(self, terms: Sequence[str]) -> dict[str, tuple[int, int]] | None:
-        """{term: (rows holding it, generation of its last change)} for the terms in some
-        row, from term_df, or None while it is incomplete. Remembered until the index
-        changes: a search asks for its document frequencies, then for its score lists."""
-        gen = self.get_meta("generation")
-        if self._stats_gen != gen or gen is None:
-            self._stats, self._stats_gen = {}, gen
-            self._stats_complete = self.get_meta("term_df") == "1"
-        if not self._stats_complete:
-            return None
-        missing = [t for t in dict.fromkeys(terms) if t not in self._stats]
-        if len(self._stats) + len(missing) > 50_000:
-            self._stats = {}
-        for i in range(0, len(missing), 500):
-            part = missing[i:i + 500]
-            q = ",".join("?" * len(part))
-            found = {t: (df, g) for t, df, g in self.conn.execute(
-                f"SELECT term, df, gen FROM term_df WHERE term IN ({q})", part)}
-            for t in part:
-                self._stats[t] = found.get(t, (0, 0))
-        return {t: v for t in terms if (v := self._stats.get(t, (0, 0)))[0] > 0}
-
-    def _averages(self) -> tuple[int, float]:
-        gen = self.get_meta("generation")
-        if self._avg_gen != gen or gen is None:
-            self._avg = impacts_mod.averages(self.conn, "chunks_fts")
-            self._avg_gen = gen
-        return self._avg
-
-    def _score_sql(self) -> str:
-        w = ", ".join(str(x) for x in BM25_WEIGHTS)
-        return f"SELECT rowid, bm25(chunks_fts, {w}) FROM chunks_fts WHERE chunks_fts MATCH ?"
-
-    def _compute_impact(self, conn: sqlite3.Connection, term: str,
-                        stale: impacts_mod.Entry | None = None) -> impacts_mod.Entry | None:
-        """A term's entry: `stale` patched from the change log when it can be, else scored
-        anew from every row holding the term."""
-        if stale is not None:
-            e = impacts_mod.patch(conn, term, stale, self._score_sql(), "chunks_fts")
-            if e is not None:
-                return e
-        return impacts_mod.compute(conn, term, self._score_sql(), "chunks_fts")
-
-    def _warm_conn(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute("PRAGMA query_only = 1")
-        return conn
 
     def _lexical_impacts(self, match: str, limit: int) -> list[tuple[int, float]] | None:
         """The answer from cached single-term scores, or None for FTS5 to answer: a phrase
@@ -553,40 +364,20 @@ class SqliteChunkStore:
         return impacts_mod.top([(found[t], float(w)) for t, w in weights.items() if t in found],
                                nrow, limit)
 
-    def _refresh_lists(self, terms: Sequence[str], stale: Mapping[str, impacts_mod.Entry],
-                       deadline: float | None = None) -> dict[str, impacts_mod.Entry]:
-        """Compute (or patch, from `stale`) these terms' lists in order, until one cannot
-        be made or the deadline passes; keep them and return them."""
-        fresh: dict[str, impacts_mod.Entry] = {}
-        for t in terms:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            e = self._compute_impact(self.conn, t, stale.get(t))
-            if e is None:
-                break
-            fresh[t] = e
-        self.impacts.store(list(fresh.items()))
-        return fresh
-
-    def warm_terms(self, terms: Sequence[str], budget_s: float | None = None) -> int:
-        """Bring the score lists of these terms up to date now, in order, until the budget
-        runs out; returns how many are up to date (tests and benches call it)."""
-        stats = self._term_stats([t for t in dict.fromkeys(terms)
-                                  if t.isascii() and _ONE_TOKEN.fullmatch(t)])
-        if not stats:
-            return 0
-        found, stale, missing = self.impacts.lookup(stats, self._averages()[1])
-        deadline = None if budget_s is None else time.monotonic() + budget_s
-        fresh = self._refresh_lists([t for t in stats if t not in found], stale, deadline)
-        return len(found) + len(fresh)
-
     def warm_common(self, budget_s: float, skip: frozenset[str] = frozenset()) -> int:
         """After a large index run: bring the score lists of the commonest terms up to date,
-        commonest first, until the budget runs out; returns how many were brought up to date.
+        commonest first, until the budget runs out; returns how many were brought up to date
+        (a failing database: StoreError; the lists are only a cache).
 
         Those are the terms a one-shot CLI never computes a list for (a list costs more than
         its row share of one FTS5 query), so without this every CLI query holding one was
         answered by FTS5 in full. Terms in `skip` (stopwords a query drops) are left out."""
+        try:
+            return self._warm_common(budget_s, skip)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot warm score lists of {self.path}: {e}") from e
+
+    def _warm_common(self, budget_s: float, skip: frozenset[str]) -> int:
         if self.get_meta("term_df") != "1":
             return 0
         terms = [t for (t,) in self.conn.execute(
@@ -601,44 +392,6 @@ class SqliteChunkStore:
         todo = [t for t in stats if t not in found]
         fresh = self._refresh_lists(todo, stale, time.monotonic() + budget_s)
         return len(fresh)
-
-    def _warm_one(self, conn: sqlite3.Connection, term: str) -> impacts_mod.Entry | None:
-        return self._compute_impact(conn, term, self.impacts.peek(term))
-
-    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        """Rows holding each term (terms in no row are left out), remembered until the index
-        changes: a search asks twice (see `_vocab_doc_freqs` for where they come from)."""
-        gen = self.get_meta("generation")
-        if self._df_cache_gen != gen:
-            self._df_cache, self._df_cache_gen = {}, gen
-        missing = [t for t in terms if t not in self._df_cache]
-        if missing:
-            found = self._vocab_doc_freqs(missing)
-            for t in missing:
-                self._df_cache[t] = found.get(t, 0)
-            if len(self._df_cache) > 50_000:
-                self._df_cache = {t: self._df_cache[t] for t in terms}
-        return {t: self._df_cache[t] for t in terms if self._df_cache[t]}
-
-    def _vocab_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        """From term_df when it is complete (ASCII terms); else from fts5vocab, which walks
-        a term's whole posting list, so a common term costs as much as a search."""
-        if not terms:
-            return {}
-        out: dict[str, int] = {}
-        kept = self._term_stats([t for t in terms if t.isascii()])
-        if kept is not None:  # ASCII terms from the kept table: index lookups
-            out = {t: df for t, (df, _) in kept.items()}
-            terms = [t for t in terms if not t.isascii()]
-            if not terms:
-                return out
-        for i in range(0, len(terms), 500):
-            part = list(terms[i:i + 500])
-            q = ",".join("?" * len(part))
-            for term, doc in self.conn.execute(
-                    f"SELECT term, doc FROM chunks_vocab WHERE term IN ({q})", part):
-                out[term] = doc
-        return out
 
     def chunk_count(self) -> int:
         gen = self.get_meta("generation")
@@ -699,25 +452,6 @@ class SqliteChunkStore:
         """Chunks without a vector: an index range, not a join over every chunk."""
         return self.conn.execute("SELECT count(*) FROM chunks WHERE vec_seq IS NULL").fetchone()[0]
 
-    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        with self._tx() as conn:
-            conn.executemany("INSERT OR REPLACE INTO vectors(hash, vec) VALUES(?, ?)",
-                             [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
-            seq = self._next_vec_seq(conn)
-            hashes = [h for h, _ in items]
-            for i in range(0, len(hashes), 500):
-                part = hashes[i:i + 500]
-                conn.execute("UPDATE chunks SET vec_seq = ? WHERE vec_seq IS NULL AND embed_hash "
-                             f"IN ({','.join('?' * len(part))})", [seq, *part])
-
-    def clear_vectors(self) -> None:
-        with self._tx() as conn:
-            conn.execute("DELETE FROM vectors")
-            conn.execute("UPDATE chunks SET vec_seq = NULL WHERE vec_seq IS NOT NULL")
-            # A new epoch: any vector file built before is now of another vector space.
-            conn.execute("INSERT INTO meta(key, value) VALUES('vec_epoch', '1') ON CONFLICT(key) "
-                         "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
-
     def prune_vectors(self) -> None:
         """Drop vectors no chunk refers to any more."""
         self.conn.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT embed_hash FROM chunks)")
@@ -731,57 +465,7 @@ class SqliteChunkStore:
         if path_prefix:
             sql += " WHERE f.path >= ? AND f.path < ?"
             params.extend(prefix_bounds(path_prefix))
-        return _matrix(self.conn.execute(sql, params).fetchall())
-
-    def vector_state(self) -> tuple[int, int]:
-        """(epoch, seq): the vector space's epoch and the last vector write's number."""
-        rows = dict(self.conn.execute(
-            "SELECT key, value FROM meta WHERE key IN ('vec_epoch', 'vec_seq')").fetchall())
-        return int(rows.get("vec_epoch", 0)), int(rows.get("vec_seq", 0))
-
-    def vector_delta(self, after_seq: int, upto_seq: int | None = None,
-                     limit: int | None = None, after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """(chunk ids, vectors) of chunks whose vector arrived after `after_seq` (and at or
-        before `upto_seq`), by chunk id from `after_id` on, at most `limit` rows."""
-        # A delta is a short range of the vec_seq index; only a full read (after_seq < 0)
-        # should walk the table, and ORDER BY id would otherwise make SQLite walk it always.
-        hint = " INDEXED BY chunks_vec_seq" if after_seq >= 0 else ""
-        sql = (f"SELECT c.id, v.vec FROM chunks c{hint} JOIN vectors v ON v.hash = c.embed_hash "
-               "WHERE c.vec_seq > ?")
-        params: list = [after_seq]
-        if upto_seq is not None:
-            sql += " AND c.vec_seq <= ?"
-            params.append(upto_seq)
-        if after_id:
-            sql += " AND c.id > ?"
-            params.append(after_id)
-        if limit or after_id:
-            sql += " ORDER BY c.id"
-        if limit:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return _matrix(self.conn.execute(sql, params).fetchall())
-
-    def all_vectors(self, upto_seq: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(chunk ids, vectors) in batches, every chunk whose vector arrived by `upto_seq`."""
-        return scan_vectors(self.conn, "SELECT id, embed_hash FROM chunks WHERE vec_seq <= ?",
-                            (upto_seq,))
-
-    def vector_covered(self, upto_seq: int) -> int:
-        """Chunks whose vector arrived at or before `upto_seq` (alive rows of a vector file)."""
-        return self.conn.execute("SELECT count(*) FROM chunks WHERE vec_seq <= ?",
-                                 (upto_seq,)).fetchone()[0]
-
-    def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(chunk ids, exact vectors) of those of `ids` that still exist and have a vector."""
-        rows: list = []
-        ids = [int(i) for i in ids]
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            rows += self.conn.execute(
-                "SELECT c.id, v.vec FROM chunks c JOIN vectors v ON v.hash = c.embed_hash "
-                f"WHERE c.id IN ({','.join('?' * len(part))})", part).fetchall()
-        return _matrix(rows)
+        return matrix(self.conn.execute(sql, params).fetchall())
 
     def chunk_ids_under(self, path_prefix: str) -> np.ndarray:
         """Ids of the chunks of files under a directory prefix."""
@@ -789,14 +473,6 @@ class SqliteChunkStore:
             "SELECT c.id FROM files f JOIN chunks c ON c.file_id = f.id "
             "WHERE f.path >= ? AND f.path < ?", prefix_bounds(path_prefix)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-
-    def vector_count(self) -> int:
-        return self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-
-    @property
-    def vector_dir(self) -> Path:
-        """Folder of the memory-mapped vector file (stores/sqlite/vector_file.py)."""
-        return self.path.with_suffix(".vectors")
 
     def size_bytes(self) -> int:
         total = 0
@@ -812,44 +488,3 @@ class SqliteChunkStore:
             self._impacts.close()
         self.conn.close()
 
-
-def _matrix(rows: list) -> tuple[np.ndarray, np.ndarray]:
-    if not rows:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    return ids, mat
-
-
-class EmbedCache:
-    """Vectors shared by every workspace of a user, keyed by (fingerprint, text hash), so a
-    second checkout, a branch switch or a re-index never pays for the same embedding twice."""
-
-    def __init__(self, path: Path):
-        self.conn = connect(Path(path), APPLICATION_ID + 1)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS cache (fp TEXT NOT NULL, hash TEXT NOT NULL, "
-                          "vec BLOB NOT NULL, PRIMARY KEY(fp, hash)) WITHOUT ROWID")
-
-    def get(self, fp: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        hashes = list(hashes)
-        for i in range(0, len(hashes), 500):
-            part = hashes[i:i + 500]
-            q = ",".join("?" * len(part))
-            for h, v in self.conn.execute(
-                    f"SELECT hash, vec FROM cache WHERE fp = ? AND hash IN ({q})", [fp, *part]):
-                out[h] = np.frombuffer(v, dtype=np.float32)
-        return out
-
-    def put(self, fp: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.conn.executemany("INSERT OR REPLACE INTO cache(fp, hash, vec) VALUES(?,?,?)",
-                                  [(fp, h, np.asarray(v, np.float32).tobytes()) for h, v in items])
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-
-    def close(self) -> None:
-        self.conn.close()

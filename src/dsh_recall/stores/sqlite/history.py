@@ -11,75 +11,23 @@ WAL + busy timeout so an import and a search can run at the same time.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ...core.errors import LexicalQueryError, RowDataError, StoreError
 from ...core.lazy import np
 from ...core.text import fts_quote
+from ..contracts import BlockIn, BlockRow
+from . import migrations
 from .util import connect as sqlite_connect
-from .vector_file import scan_vectors
+from .vectors import SqliteVectorTable
 
 APPLICATION_ID = 0x44524848  # "DRHH": marks a dsh-recall history store
-SCHEMA_VERSION = "1"
+# The schema and its numbered migrations: stores/sqlite/migrations.py (HISTORY).
+SCHEMA_VERSION = str(migrations.latest(migrations.HISTORY))
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (
-  id TEXT PRIMARY KEY, source TEXT NOT NULL, workspace TEXT, title TEXT,
-  created_ms INTEGER, updated_ms INTEGER, path TEXT, channel TEXT);
-CREATE INDEX IF NOT EXISTS sessions_ws ON sessions(workspace);
-CREATE TABLE IF NOT EXISTS files (
-  path TEXT PRIMARY KEY, format TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-  offset INTEGER NOT NULL, line_no INTEGER NOT NULL, head_hash TEXT NOT NULL, session TEXT);
-CREATE TABLE IF NOT EXISTS events (
-  session TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, time_ms INTEGER, time TEXT,
-  message_id TEXT, call_id TEXT, flags TEXT NOT NULL DEFAULT '', text TEXT NOT NULL,
-  PRIMARY KEY (session, seq));
-CREATE TABLE IF NOT EXISTS blocks (
-  id INTEGER PRIMARY KEY, session TEXT NOT NULL, seq INTEGER NOT NULL, part INTEGER NOT NULL,
-  ord INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, text TEXT NOT NULL,
-  hash TEXT NOT NULL, embed_hash TEXT, UNIQUE (session, seq, part));
-CREATE INDEX IF NOT EXISTS blocks_ord ON blocks(session, ord);
-CREATE INDEX IF NOT EXISTS blocks_hash ON blocks(hash);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_literal USING fts5(
-  body, tokenize = "porter unicode61 remove_diacritics 2");
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5(body, tokenize = "trigram");
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(body, tokenize = "unicode61");
-CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
-"""
 
 FTS_TABLES = {"literal": "fts_literal", "trigram": "fts_trigram", "cjk": "fts_cjk"}
-
-
-@dataclass(frozen=True)
-class BlockRow:
-    id: int
-    session: str
-    seq: int
-    part: int
-    ord: int
-    role: str
-    kind: str
-    tool: str | None
-    text: str
-
-
-@dataclass(frozen=True)
-class BlockIn:
-    """A block to insert, with the bodies of its three FTS rows."""
-
-    session: str
-    seq: int
-    part: int
-    role: str
-    kind: str
-    tool: str | None
-    text: str
-    hash: str
-    literal: str
-    trigram: str
-    cjk: str
 
 
 def scope_clause(sessions: Sequence[str] | None, alias: str = "b") -> tuple[str, list[str]]:
@@ -110,42 +58,28 @@ def connect(path: Path) -> sqlite3.Connection:
 # Measured on 100k waiting blocks in 1,000 sessions of 100: by session 0.4 / 16 / 66 ms for
 # 1 / 50 / 200 sessions, by the waiting index 137 / 3.2 / 1.0 ms.
 PENDING_BY_SESSION_MAX = 20
+# Errors that say "this row's data", not "this database" (write_batch: RowDataError).
+_ROW_ERRORS = (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError,
+               sqlite3.IntegrityError)
 
 
-class HistoryStore:
+class HistoryStore(SqliteVectorTable):
     """SQL access to the history database. One instance per process/thread of use."""
+
+    _VEC_ITEMS = "blocks"
+    # The embed hashes go too: they depend on the embed text (a new embedder may change it).
+    _VEC_CLEAR = ("UPDATE {t} SET embed_hash = NULL, vec_seq = NULL "
+                  "WHERE embed_hash IS NOT NULL OR vec_seq IS NOT NULL")
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.conn = connect(self.path)
-        self.conn.executescript(SCHEMA)
-        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(blocks)")}
-        if "embed_hash" not in cols:  # a database from before embed_hash: NULL = not hashed yet
-            self.conn.execute("ALTER TABLE blocks ADD COLUMN embed_hash TEXT")
-            if "vec_seq" in cols:  # no hash, no vector by key: vec_seq says none (embedded_count)
-                self.conn.execute("UPDATE blocks SET vec_seq = NULL")
-        self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_embed ON blocks(embed_hash)")
-        if "vec_seq" not in cols:
-            # vec_seq: the number of the write that gave a block its vector (NULL: none yet),
-            # so the memory-mapped vector file (stores/sqlite/vector_file.py) can find what is new.
-            with self.conn:
-                self.conn.execute("BEGIN IMMEDIATE")
-                if "vec_seq" not in {r[1] for r in self.conn.execute("PRAGMA table_info(blocks)")}:
-                    self.conn.execute("ALTER TABLE blocks ADD COLUMN vec_seq INTEGER")
-                    self.conn.execute("UPDATE blocks SET vec_seq = 1 WHERE embed_hash IN "
-                                      "(SELECT hash FROM vectors)")
-                    self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('vec_seq', '1')")
-        self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_vec_seq ON blocks(vec_seq)")
-        # Exactly the blocks waiting for a vector (hashed, vec_seq NULL), in hash order:
-        # `pending` reads as many as it needs and nothing when none wait.
-        self.conn.execute("CREATE INDEX IF NOT EXISTS blocks_pending ON blocks(embed_hash) "
-                          "WHERE vec_seq IS NULL AND embed_hash IS NOT NULL")
-        if "channel" not in {r[1] for r in self.conn.execute("PRAGMA table_info(sessions)")}:
-            # From before access channels: NULL = produced by the owner (seen by owners only
-            # once a session map is configured).
-            self.conn.execute("ALTER TABLE sessions ADD COLUMN channel TEXT")
-        if self.get_meta("schema") is None:
-            self.set_meta("schema", SCHEMA_VERSION)
+        if migrations.recorded(self.conn) != migrations.latest(migrations.HISTORY):
+            try:
+                with self._vec_tx() as conn:
+                    migrations.apply(conn, migrations.HISTORY, migrations.history_create)
+            except sqlite3.DatabaseError as e:
+                raise StoreError(f"cannot initialise {self.path}: {e}") from e
 
     def close(self) -> None:
         self.conn.close()
@@ -203,6 +137,15 @@ class HistoryStore:
         Events and blocks already present (same session and seq) are kept as they are:
         re-reading an unfinished tail is harmless.
         """
+        try:
+            return self._write_batch(sessions, events, blocks, marks, file_row)
+        except _ROW_ERRORS as e:
+            raise RowDataError(f"{type(e).__name__}: {e}") from e
+        except sqlite3.Error as e:
+            raise StoreError(f"{type(e).__name__}: {e}") from e
+
+    def _write_batch(self, sessions: Iterable[dict], events: Iterable[dict], blocks: Sequence[BlockIn],
+                     marks: Iterable[tuple[str, int, str]], file_row: dict | None) -> int:
         added = 0
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
@@ -266,7 +209,10 @@ class HistoryStore:
     def fts(self, layer: str, match: str, sessions: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
         """Block ids matching an FTS5 query in one of the three tables, best first."""
         sql, args = fts_sql(FTS_TABLES[layer], sessions)
-        return [(r[0], r[1]) for r in self.conn.execute(sql, [match, *args, limit])]
+        try:
+            return [(r[0], r[1]) for r in self.conn.execute(sql, [match, *args, limit])]
+        except sqlite3.OperationalError as e:  # FTS5 syntax it refuses: the layer degrades
+            raise LexicalQueryError(f"{layer} layer: {e}") from e
 
     # Blocks sampled for term_shares: the newest, enough to tell 10% from 1% in a few ms.
     SHARE_SAMPLE = 4000
@@ -280,8 +226,11 @@ class HistoryStore:
             return None
         table, sample = FTS_TABLES[layer], min(self.SHARE_SAMPLE, top)
         sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ? AND rowid > ?"
-        return {t: self.conn.execute(sql, (fts_quote(t), top - sample)).fetchone()[0] / sample
-                for t in dict.fromkeys(terms)}
+        try:
+            return {t: self.conn.execute(sql, (fts_quote(t), top - sample)).fetchone()[0] / sample
+                    for t in dict.fromkeys(terms)}
+        except sqlite3.OperationalError as e:
+            raise LexicalQueryError(f"{layer} layer: {e}") from e
 
     def neighbours(self, ids: Sequence[int]) -> dict[int, list[int]]:
         """Block id -> the ids of the blocks just before and after it in its session."""
@@ -323,6 +272,11 @@ class HistoryStore:
 
     def event_count(self, session: str) -> int:
         return self.conn.execute("SELECT count(*) FROM events WHERE session = ?", (session,)).fetchone()[0]
+
+    def event_chars(self, session: str) -> int:
+        """Characters of the session's events (what recalling it whole would cost)."""
+        return int(self.conn.execute("SELECT coalesce(sum(length(text)), 0) FROM events "
+                                     "WHERE session = ?", (session,)).fetchone()[0])
 
     def events_before(self, session: str, seq: int) -> int:
         """How many events of the session have a seq below `seq` (an event's index)."""
@@ -386,14 +340,9 @@ class HistoryStore:
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.executemany("UPDATE blocks SET embed_hash = ? WHERE id = ?", [(h, i) for i, h in items])
-            seq = self._next_vec_seq()  # blocks whose text was embedded before have a vector now
+            seq = self._next_vec_seq(self.conn)  # blocks whose text was embedded before have a vector now
             self.conn.executemany("UPDATE blocks SET vec_seq = ? WHERE id = ? AND embed_hash IN "
                                   "(SELECT hash FROM vectors)", [(seq, i) for i, _ in items])
-
-    def _next_vec_seq(self) -> int:
-        self.conn.execute("INSERT INTO meta(key, value) VALUES('vec_seq', '1') ON CONFLICT(key) "
-                          "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
-        return int(self.get_meta("vec_seq") or 1)
 
     def pending(self, sessions: Sequence[str] | None, limit: int) -> list[tuple[str, str, str | None]]:
         """(embed_hash, text, previous block's text) of hashed blocks without a vector,
@@ -415,70 +364,6 @@ class HistoryStore:
             f"GROUP BY b.embed_hash LIMIT ?", [*args, limit])
         return [(r[0], r[1], r[2]) for r in cur]
 
-    def put_vectors(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany("INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
-                                  [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
-            seq = self._next_vec_seq()
-            self.conn.executemany("UPDATE blocks SET vec_seq = ? WHERE vec_seq IS NULL AND embed_hash = ?",
-                                  [(seq, h) for h, _ in items])
-
-    def clear_vectors(self) -> None:
-        """Forget every vector and every embed hash (a new embedder or embed text)."""
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("DELETE FROM vectors")
-            self.conn.execute("UPDATE blocks SET embed_hash = NULL, vec_seq = NULL "
-                              "WHERE embed_hash IS NOT NULL OR vec_seq IS NOT NULL")
-            self.conn.execute("INSERT INTO meta(key, value) VALUES('vec_epoch', '1') ON CONFLICT(key) "
-                              "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
-
-    # What the memory-mapped vector file needs (the same calls as stores/sqlite/chunks.py's).
-    @property
-    def vector_dir(self) -> Path:
-        return self.path.with_suffix(".vectors")
-
-    def vector_state(self) -> tuple[int, int]:
-        return int(self.get_meta("vec_epoch") or 0), int(self.get_meta("vec_seq") or 0)
-
-    def vector_delta(self, after_seq: int, upto_seq: int | None = None, limit: int | None = None,
-                     after_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        hint = " INDEXED BY blocks_vec_seq" if after_seq >= 0 else ""
-        sql = f"SELECT b.id, v.vec FROM blocks b{hint} JOIN vectors v ON v.hash = b.embed_hash WHERE b.vec_seq > ?"
-        args: list = [after_seq]
-        if upto_seq is not None:
-            sql, args = sql + " AND b.vec_seq <= ?", args + [upto_seq]
-        if after_id:
-            sql, args = sql + " AND b.id > ?", args + [after_id]
-        if limit or after_id:
-            sql += " ORDER BY b.id"
-        if limit:
-            sql, args = sql + " LIMIT ?", args + [limit]
-        return _matrix(self.conn.execute(sql, args).fetchall())
-
-    def vector_ids(self, upto_seq: int) -> np.ndarray:
-        """Ids of the blocks whose vector arrived at or before `upto_seq`."""
-        rows = self.conn.execute("SELECT id FROM blocks WHERE vec_seq <= ?", (upto_seq,)).fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-
-    def all_vectors(self, upto_seq: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        return scan_vectors(self.conn, "SELECT id, embed_hash FROM blocks WHERE vec_seq <= ?",
-                            (upto_seq,))
-
-    def vector_covered(self, upto_seq: int) -> int:
-        return self.conn.execute("SELECT count(*) FROM blocks WHERE vec_seq <= ?", (upto_seq,)).fetchone()[0]
-
-    def vectors_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        rows: list = []
-        ids = [int(i) for i in ids]
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            rows += self.conn.execute(
-                "SELECT b.id, v.vec FROM blocks b JOIN vectors v ON v.hash = b.embed_hash "
-                f"WHERE b.id IN ({','.join('?' * len(part))})", part).fetchall()
-        return _matrix(rows)
-
     def block_ids(self, sessions: Sequence[str]) -> np.ndarray:
         where, args = scope_clause(sessions)
         rows = self.conn.execute(f"SELECT b.id FROM blocks b WHERE 1{where}", args).fetchall()
@@ -496,17 +381,8 @@ class HistoryStore:
         return ids, mat
 
     def stats(self) -> dict:
-        q = lambda sql: self.conn.execute(sql).fetchone()[0]  # noqa: E731
-        return {"sessions": q("SELECT count(*) FROM sessions"), "events": q("SELECT count(*) FROM events"),
-                "blocks": q("SELECT count(*) FROM blocks"), "vectors": q("SELECT count(*) FROM vectors"),
-                "files": q("SELECT count(*) FROM files")}
-
-
-def _matrix(rows: list) -> tuple[np.ndarray, np.ndarray]:
-    if not rows:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    return ids, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        return {t: int(self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                for t in ("sessions", "events", "blocks", "vectors", "files")}
 
 
 def dumps_flags(flags: Sequence[str]) -> str:

@@ -20,10 +20,11 @@ import struct
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ...core.errors import StoreError
+from ..contracts import BlobParts, ObjectRow, SearchParts
 from .util import set_wal
 
 # 'DSHO' as a big-endian int32: marks the file as a dsh-recall object store.
@@ -67,53 +68,6 @@ _OBJECT_COLS = ("id, session, seq, tool, chars, tokens, inline_chars, inline_tok
 # (table, column, type) added since schema 1 first shipped: added on open when missing.
 _ADDED_COLUMNS = (("objects", "channel", "TEXT"), ("blobs", "view", "BLOB"),
                   ("blobs", "line_index", "BLOB"), ("blobs", "escapes", "BLOB"))
-
-
-@dataclass(frozen=True)
-class ObjectRow:
-    id: str
-    session: str
-    seq: int
-    tool: str | None
-    chars: int
-    tokens: int
-    inline_chars: int
-    inline_tokens: int
-    raw_bytes: int
-    created: float
-    sha: str | None
-    evicted: float | None
-    channel: str | None = None
-
-
-@dataclass(frozen=True)
-class BlobParts:
-    """A payload as stored: zlib text, and its search index (`view`, zlib text without
-    escapes, None when the text has none; `line_index`, packed int arrays; `escapes`, the
-    escape map, uncompressed so a search reads it without inflating, None without escapes)."""
-
-    payload: bytes
-    view: bytes | None
-    line_index: bytes | None
-    escapes: bytes | None = None
-
-    @property
-    def stored_bytes(self) -> int:
-        return (len(self.payload) + len(self.view or b"") + len(self.line_index or b"")
-                + len(self.escapes or b""))
-
-
-@dataclass(frozen=True)
-class SearchParts:
-    """A blob's search index as read back: the view's UTF-8 (None: the payload is the
-    view), the version and int arrays of its line index, and the two halves of its escape
-    map (read in place; empty without escapes)."""
-
-    view: bytes | None
-    version: int
-    arrays: list[array]
-    esc_at: Sequence[int] = ()
-    esc_cum: Sequence[int] = ()
 
 
 _INDEX_HEAD = struct.Struct("<BcI")
