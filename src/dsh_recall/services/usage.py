@@ -181,16 +181,8 @@ def history_search(store: Any, answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def session_chars(store: Any, session: str) -> int:
-    """Characters of a history session's events: one SQL sum where the store is SQLite."""
-    conn = getattr(store, "conn", None)
-    if conn is not None and hasattr(conn, "execute"):
-        try:
-            row = conn.execute("SELECT coalesce(sum(length(text)), 0) FROM events "
-                               "WHERE session = ?", (session,)).fetchone()
-            return int(row[0])
-        except Exception:  # noqa: BLE001 - another store: count the slow way
-            pass
-    return sum(len(e.get("text") or "") for e in store.events(session))
+    """Characters of a history session's events (one sum in the store)."""
+    return store.event_chars(session)
 
 
 def notes_search(store: Any, answer: dict[str, Any], workspace: Any = None) -> dict[str, Any]:

@@ -266,7 +266,7 @@ class VectorIndex:
 
     def delta_size(self, store: VectorStore) -> int:
         """Vectors outside the file: a big number means the file is worth (re)building."""
-        if getattr(store, "ranks_vectors", False):
+        if store.ranks_vectors:
             return 0  # a store that ranks its own vectors keeps no file
         return len(self._current(store)[1])
 
@@ -278,7 +278,7 @@ class VectorIndex:
         A store that ranks its own vectors (PostgreSQL + pgvector: `ranks_vectors`) answers
         through its `vector_search`; SQLite's are ranked here, from the mapped file."""
         q = np.asarray(query, dtype=np.float32)
-        if getattr(store, "ranks_vectors", False):
+        if store.ranks_vectors:
             return store.vector_search(q, k, prefix, allowed, keep)
         mapped, d_ids, d_mat = self._current(store)
         if prefix:
@@ -314,7 +314,7 @@ class VectorIndex:
         """Mean cosine of the query to every vector (in `keep`): int8 scores for the file's
         live rows, exact ones for the delta. For margins, where 1e-3 does not matter."""
         q = np.asarray(query, dtype=np.float32)
-        if getattr(store, "ranks_vectors", False):
+        if store.ranks_vectors:
             return store.mean_cosine(q, keep)
         mapped, d_ids, d_mat = self._current(store)
         total, count = 0.0, 0
@@ -351,7 +351,7 @@ def sync_vector_file(store: VectorStore) -> str:
     since it was written, or rebuild it when the vector space changed or a quarter of its
     rows belong to deleted chunks. The caller holds the index lock (one writer at a time).
     Returns what it did: "none", "append", "rebuild", "removed" or "busy"."""
-    if getattr(store, "ranks_vectors", False):
+    if store.ranks_vectors:
         return "none"  # the database indexes its vectors itself
     # Its own lock too: a store whose writers share no index lock (history) stays safe.
     with file_lock(store.vector_dir.with_suffix(".vectors.lock"), 30.0) as got:

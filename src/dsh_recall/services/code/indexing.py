@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...core.config import Config
+from ...core.errors import StoreError
 from ...core.types import SourceFile
 from ...rank import lexical as lex
 from ...readers.workspace import WalkReport
@@ -109,19 +109,18 @@ def sync(store: ChunkStore, cfg: Config, walked: WalkReport, skips: SkipMemory,
     # Kept document frequencies (SQLite): many files are counted once at the end, from
     # FTS5 (cheaper than counting each write); a few are counted as they are written,
     # on a table filled first if the index was made before it.
-    ensure = getattr(store, "ensure_term_df", None)
-    bulk = ensure is not None and len(jobs) >= code_prepare.PARALLEL_MIN_FILES
+    bulk = store.keeps_term_df and len(jobs) >= code_prepare.PARALLEL_MIN_FILES
     if bulk:
         store.suspend_term_df()
-    elif ensure is not None:
-        ensure()
+    else:
+        store.ensure_term_df()
     prepared = code_prepare.prepare_many(jobs, cfg.max_file_bytes, cfg.excerpt_lines, workers)
     res = filesync.apply(store, todo, prepared, progress)
     for sf, reason in res.skipped:
         skipped[reason] = skipped.get(reason, 0) + 1
         kept[sf.path] = [sf.size, sf.mtime_ns, reason]
-    if bulk and ensure is not None:
-        ensure()
+    if bulk:
+        store.ensure_term_df()
     if kept != before:
         skips.save(kept)
     rep.indexed = len(res.indexed)
@@ -141,10 +140,7 @@ def warm_common(store: ChunkStore, lexical_s: float) -> int:
     commonest terms, for a tenth of the run's time (at most WARM_MAX_S): the run lost or
     outdated them, and a one-shot CLI never computes those itself. A failure costs only
     the lists (a search answers without them)."""
-    warm = getattr(store, "warm_common", None)
-    if warm is None:
-        return 0
     try:
-        return warm(min(WARM_MAX_S, WARM_SHARE * lexical_s), lex.STOPWORDS)
-    except (sqlite3.Error, OSError):
+        return store.warm_common(min(WARM_MAX_S, WARM_SHARE * lexical_s), lex.STOPWORDS)
+    except (StoreError, OSError):
         return 0

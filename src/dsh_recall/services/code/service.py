@@ -417,8 +417,7 @@ class CodeService:
         terms have no cached score list yet is answered by FTS5 and the lists are computed
         behind it, so the next query with those terms is summed from them
         (stores/sqlite/impacts.py). A one-shot CLI would only pay for lists it never uses."""
-        if hasattr(self.store, "warm_behind"):
-            self.store.warm_behind = True
+        self.store.warm_behind = True
         return self
 
     def close(self) -> None:

@@ -3,11 +3,10 @@ and the look-ups the auto-recall gate makes (`known_terms`, `OlderTurns`, `recen
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ...core.errors import InputError, UnknownSession
+from ...core.errors import InputError, StoreError, UnknownSession
 from ...core.text import fts_quote
 from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ...rank import history_query as hq
@@ -154,7 +153,7 @@ def known_terms(terms: Sequence[str], session: str, before_seq: int | None = Non
                     continue
                 try:
                     ids = [i for i, _ in store.fts(layer, match, [session], 20)]
-                except sqlite3.Error:  # an FTS syntax edge must not break recall
+                except StoreError:  # an FTS syntax edge must not break recall
                     continue
                 if any(before_seq is None or r.seq < before_seq for r in store.blocks(ids).values()):
                     found.add(term)
