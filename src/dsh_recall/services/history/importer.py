@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ...chunkers.transcript import MAX_RESULT_BLOCKS, event_blocks
 from ...core.clean import clean_int, clean_text
 from ...core.config import Config
+from ...core.errors import RowDataError, StoreError
 from ...core.text import index_text
 from ...policy.offload import NOTE_MARKER
 from ...policy.restore import restore_notes
@@ -41,7 +42,7 @@ _HEAD = 4096
 # Errors that say "this row's data", not "this database": the rows are then written one
 # by one and the refused ones skipped. Anything else (locked, disk full) fails the file,
 # which keeps its old offset and is read again by the next import.
-_DATA_ERRORS = (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError,
+_DATA_ERRORS = (RowDataError, sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError,
                 sqlite3.IntegrityError, OverflowError, TypeError, ValueError)
 
 
@@ -251,7 +252,7 @@ def _import_part(store: HistoryStore, path: Path, fmt: str, cfg: Config,
                                                  [b for r in rows for b in r[1]], res.marks, file_row)
         except _DATA_ERRORS:
             report["blocks"], written = _write_each(store, sessions, rows, res.marks, file_row, skips)
-    except sqlite3.Error as e:
+    except StoreError as e:
         report.update(status="error", notes=notes + [f"cannot write: {_one_line(e)}"])
         return report, False
     report.update(status="imported", events=written, skipped=res.skipped + skips.count, ignored=res.ignored,

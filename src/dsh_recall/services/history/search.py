@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -125,7 +124,7 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
                 if sem.status != "ok":
                     status[name] = sem.status
                     continue
-        except (sqlite3.OperationalError, StoreError) as e:  # a failing layer degrades to the others
+        except StoreError as e:  # a failing layer degrades to the others
             status[name] = f"failed: {e}"
             continue
         rankings[name] = ranked
@@ -145,7 +144,7 @@ def _feedback(store: HistoryStore, cfg: Config, query: str, scope: Sequence[str]
         if not match:
             return fused
         found = [(i, -s) for i, s in store.fts("literal", match, scope, h.candidate_pool)]
-    except (sqlite3.OperationalError, StoreError):
+    except StoreError:
         return fused
     ranked = hq.spread_scores(dict(found), store.neighbours([i for i, _ in found]))[:h.candidate_pool]
     out = hq.fuse_scores({**rankings, "feedback": ranked}, {**LAYER_WEIGHTS["score"], "feedback": h.prf_weight})
