@@ -12,6 +12,11 @@
 //                           turn, once, as a user message (the system prompt never changes)
 //   session/event           remembers the user's message, compactions; imports each turn
 //
+// In the web profile it also has a browser half (client/client.js, declared by the package.json
+// beside this file): a settings card over the volatile fields of `Config` below (a save
+// reaches this process live, no remount), a header chip, a Recall tab and a strip, fed by
+// GET /api/dsh-recall/stats (counts only), registered only where the runtime serves HTTP.
+//
 // It never blocks or breaks dsh: the worker starts when dsh loads the plugin; every call
 // has a deadline; while a call is overdue the next ones pass through at once; when the worker
 // dies, calls pass through until the next request restarts it (once per dsh process); a
@@ -25,6 +30,21 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 
 export const name = 'dsh-recall-native'
+
+// The runtime's schema library (Schemastery), for a Config the settings service can read. A
+// file outside the runtime cannot import the bare name (its resolver only looks inside the
+// binary), so the binary's own path is the fallback; without either (plain Node, a test)
+// there is no Config and the config arrives as the plain object it is.
+async function schemastery () {
+  for (const spec of ['@deepseek-ai/schemastery', '/snapshot/node/node_modules/@deepseek-ai/schemastery/lib/index.mjs']) {
+    try {
+      const m = await import(spec)
+      const z = m.default ?? m
+      if (typeof z?.object === 'function' && typeof z.boolean === 'function') return z
+    } catch {}
+  }
+  return null
+}
 
 const DEFAULTS = Object.freeze({
   command: 'dsh-recall',
@@ -52,7 +72,45 @@ const DEFAULTS = Object.freeze({
   // Results shorter than this never go to the worker (objects.threshold_chars decides above).
   minChars: 256,
 })
-const KNOWN = new Set(Object.keys(DEFAULTS))
+// What the settings card may change while dsh runs (the runtime keeps each as a live
+// reference); the command, its arguments and environment only apply to a new worker.
+const VOLATILE = ['reaper', 'reads', 'autoRecall', 'reclaim', 'minChars', 'callTimeoutMs', 'startTimeoutMs', 'hangMs']
+// Write-only from a card (role 'secret': no settings response carries it); given to the
+// worker as DSH_RECALL_EMBEDDER_API_KEY (its embedder.api_key_env, unless env names one).
+const SECRET_FIELD = 'embedderApiKey'
+const KNOWN = new Set([...Object.keys(DEFAULTS), SECRET_FIELD])
+
+function buildConfig (z) {
+  const count = (d, min) => z.natural().min(min).default(d).volatile()
+  return z.object({
+    command: z.string().default(DEFAULTS.command).description('How to run dsh-recall'),
+    args: z.array(z.string()).default([...DEFAULTS.args]),
+    env: z.dict(z.string()).default({}),
+    serverName: z.string().default(DEFAULTS.serverName),
+    passThrough: z.array(z.string()).default([...DEFAULTS.passThrough]),
+    reaper: z.boolean().default(DEFAULTS.reaper).volatile(),
+    reads: z.boolean().default(DEFAULTS.reads).volatile(),
+    autoRecall: z.boolean().default(DEFAULTS.autoRecall).volatile(),
+    reclaim: z.boolean().default(DEFAULTS.reclaim).volatile(),
+    minChars: count(DEFAULTS.minChars, 0),
+    callTimeoutMs: count(DEFAULTS.callTimeoutMs, 50),
+    startTimeoutMs: count(DEFAULTS.startTimeoutMs, 50),
+    hangMs: count(DEFAULTS.hangMs, 1000),
+    [SECRET_FIELD]: z.string().role('secret').volatile()
+  })
+}
+
+let built
+try {
+  const z = await schemastery()
+  built = z ? buildConfig(z) : undefined
+} catch {
+  built = undefined // a runtime whose schema library differs: plain config, as before
+}
+export const Config = built
+
+// A volatile field arrives as a live reference (`.get()`); a plain value otherwise.
+const live = (v) => (v !== null && typeof v === 'object' && typeof v.get === 'function') ? v.get() : v
 // Variables never handed to the worker (dsh's MCP client drops the same kind).
 const SECRET = /(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE[_-]?KEY|AUTH)/i
 const MAX_STARTS = 2
@@ -62,13 +120,30 @@ const SOURCE_KIND = 'dsh-recall'
 function settings (config) {
   const c = { ...DEFAULTS }
   const unknown = []
-  for (const [k, v] of Object.entries(config ?? {})) {
+  const raw = config ?? {}
+  for (const [k, v] of Object.entries(raw)) {
     if (!KNOWN.has(k)) unknown.push(k)
-    else if (v !== undefined && v !== null) c[k] = v
+    else if (k !== SECRET_FIELD && !VOLATILE.includes(k) && v !== undefined && v !== null) c[k] = v
   }
   if (!Array.isArray(c.args)) c.args = [...DEFAULTS.args]
-  if (typeof c.env !== 'object' || Array.isArray(c.env)) c.env = {}
+  if (typeof c.env !== 'object' || c.env === null || Array.isArray(c.env)) c.env = {}
   c.passThrough = new Set(Array.isArray(c.passThrough) ? c.passThrough : DEFAULTS.passThrough)
+  // Read at each use: a save on the settings card changes them in this process.
+  for (const k of VOLATILE) {
+    Object.defineProperty(c, k, {
+      enumerable: true,
+      get: () => {
+        let v
+        try { v = live(raw[k]) } catch {}
+        return (v === undefined || v === null || typeof v !== typeof DEFAULTS[k]) ? DEFAULTS[k] : v
+      }
+    })
+  }
+  let secret
+  try { secret = live(raw[SECRET_FIELD]) } catch {}
+  if (typeof secret === 'string' && secret) {
+    c.env = { DSH_RECALL_EMBEDDER__API_KEY_ENV: 'DSH_RECALL_EMBEDDER_API_KEY', ...c.env, DSH_RECALL_EMBEDDER_API_KEY: secret }
+  }
   return { c, unknown }
 }
 
@@ -205,7 +280,9 @@ class Worker {
 
   // Resolves with the result, or null on any failure (never rejects, never waits past
   // the deadline).
-  call (op, payload, timeoutMs = this.c.callTimeoutMs) {
+  // `background`: a call nobody waits on (the stats route's refresh); its deadline passing
+  // says nothing about the worker and slows no later call.
+  call (op, payload, timeoutMs = this.c.callTimeoutMs, background = false) {
     return new Promise((resolve) => {
       if (this.state === 'new') this.start()
       if (this.state !== 'running' || this.proc === null || this.overdue()) return resolve(null)
@@ -229,6 +306,10 @@ class Worker {
         }
       }
       p.timer = setTimeout(() => {
+        if (background) {
+          if (!done) { done = true; resolve(null) }
+          return
+        }
         p.late = true // stays pending: later calls pass through until it answers
         if (!this.ready) {
           this.notReady()
@@ -347,6 +428,32 @@ export function apply (ctx, config) {
     }
     return s
   }
+  // What the browser half shows (counts only): per session, as this process saw it, and
+  // whether a worker call that changes what the model sees is running now.
+  const figures = new Map() // session id -> {offloads, charsIn, charsInline, keptChars}
+  const activity = { busy: 0, lastDoneAt: 0, lastCwd: null }
+  const count = (session, offloads, before, after) => {
+    const id = session?.id
+    if (typeof id !== 'string' || !id) return
+    let f = figures.get(id)
+    if (!f) {
+      if (figures.size >= 200) figures.delete(figures.keys().next().value)
+      f = { offloads: 0, charsIn: 0, charsInline: 0, keptChars: 0 }
+      figures.set(id, f)
+    }
+    f.offloads += offloads
+    f.charsIn += before
+    f.charsInline += after
+    f.keptChars += Math.max(0, before - after)
+  }
+  const ask = (op, payload) => {
+    activity.busy += 1
+    if (typeof payload?.cwd === 'string') activity.lastCwd = payload.cwd
+    return worker.call(op, payload).finally(() => {
+      activity.busy -= 1
+      activity.lastDoneAt = Date.now()
+    })
+  }
   const mcpPrefix = `mcp__${c.serverName}__`
   const passes = (tool) => c.passThrough.has(tool) || String(tool).startsWith(mcpPrefix)
   const service = (key) => { try { return ctx.get?.(key) } catch { return undefined } }
@@ -371,7 +478,7 @@ export function apply (ctx, config) {
       const floor = Math.max(c.minChars, floorOf(exec, 'threshold_chars') ?? 0)
       if (!texts.some((t) => t !== null && t.length > floor)) return decision
       const session = exec.agent?.session
-      const answer = await worker.call('offload', {
+      const answer = await ask('offload', {
         session: session?.id ?? null,
         cwd: session?.header?.cwd ?? null,
         call_id: exec.callId ?? null,
@@ -381,6 +488,9 @@ export function apply (ctx, config) {
       const blocks = answer?.blocks
       if (!Array.isArray(blocks) || !blocks.some((b) => typeof b === 'string')) return decision
       const replaced = content.map((b, i) => typeof blocks[i] === 'string' ? { ...b, text: blocks[i] } : b)
+      const changed = blocks.map((b, i) => typeof b === 'string' && texts[i] !== null ? i : -1).filter((i) => i >= 0)
+      count(session, changed.filter((i) => answer.ids?.[i]).length,
+        changed.reduce((n, i) => n + texts[i].length, 0), changed.reduce((n, i) => n + blocks[i].length, 0))
       return { ...decision, kind: 'accept', content: replaced }
     } catch (e) {
       warn('reaper', `dsh-recall plugin: reaper skipped (${e && e.message})`)
@@ -407,11 +517,12 @@ export function apply (ctx, config) {
     const floor = floorOf(exec, 'read_chars')
     if (typeof text !== 'string' || floor === 0 || text.length <= Math.max(c.minChars, floor ?? 0)) return decision
     const session = exec.agent?.session
-    const answer = await worker.call('read', {
+    const answer = await ask('read', {
       session: session?.id ?? null, cwd: session?.header?.cwd ?? null, call_id: exec.callId ?? null,
       path: typeof args.file_path === 'string' ? args.file_path : null, text
     })
     if (typeof answer?.text !== 'string') return decision
+    count(session, 0, text.length, answer.text.length)
     return { ...decision, kind: 'accept', content: [{ ...content[0], text: answer.text }] }
   }
 
@@ -484,7 +595,7 @@ export function apply (ctx, config) {
     worker.revive()
     await flush(session)
     const compacted = s.compacted
-    const answer = await worker.call('context', {
+    const answer = await ask('context', {
       session: session.id,
       cwd: session.header?.cwd ?? null,
       message_id: s.message?.id ?? null,
@@ -540,7 +651,7 @@ export function apply (ctx, config) {
       results.push({ seq, tool, text: !ours && text.length > threshold && (budget || !through) ? text : null, pass_through: through })
     }
     if (!results.some((r) => r.text !== null)) return
-    const answer = await worker.call('reclaim', {
+    const answer = await ask('reclaim', {
       session: session.id, cwd: session.header?.cwd ?? null, results, context_tokens: tokens, surface
     })
     for (const [key, rep] of Object.entries(answer?.replace ?? {})) {
@@ -554,6 +665,7 @@ export function apply (ctx, config) {
         if (b?.type !== 'text') content.push(b)
         else if (!placed) { content.push({ type: 'text', text: rep.text }); placed = true }
       }
+      count(session, rep.id ? 1 : 0, textOf(original).length, rep.text.length)
       let priced = Math.ceil(textOf(original).length / 4)
       try { priced = meter?.estimateMessage?.(original) ?? priced } catch {}
       session.append('compaction/prune', {
@@ -592,6 +704,45 @@ export function apply (ctx, config) {
       warn('event', `dsh-recall plugin: session event skipped (${e && e.message})`)
     }
   })
+
+  // -- the stats route of the browser half -------------------------------------------------
+  // Only where the runtime serves HTTP (the web profile's `connection`, behind its browser
+  // auth); sdk and headless profiles have none and nothing changes there.
+  const totals = { objects: {}, at: 0, pending: false }
+  const refresh = () => {
+    if (totals.pending || Date.now() - totals.at < 1000 || worker.state !== 'running') return
+    totals.pending = true
+    worker.call('status', { cwd: activity.lastCwd }, 2000, true).then((answer) => {
+      if (answer?.objects) totals.objects = answer.objects
+      totals.at = Date.now()
+    }).finally(() => { totals.pending = false })
+  }
+  const numbers = (o, keys) => Object.fromEntries(keys.map((k) => [k, Number.isFinite(o?.[k]) ? o[k] : 0]))
+  const statsBody = () => {
+    refresh()
+    const sessions = {}
+    for (const [id, f] of figures) sessions[id] = numbers(f, ['offloads', 'charsIn', 'charsInline', 'keptChars'])
+    return {
+      version: 1,
+      health: health.state,
+      busy: activity.busy,
+      lastDoneAt: activity.lastDoneAt,
+      objects: numbers(totals.objects, ['offloaded', 'live', 'tokens_kept_out', 'recalls', 'disk_bytes']),
+      sessions
+    }
+  }
+  try {
+    ctx.inject?.(['connection'], (sub) => {
+      sub.connection.fetch.register({
+        path: '/api/dsh-recall/stats',
+        methods: ['GET'],
+        requestBody: 'buffered',
+        fetch: () => Promise.resolve(Response.json(statsBody(), { headers: { 'cache-control': 'no-store' } }))
+      })
+    })
+  } catch (e) {
+    warn('route', `dsh-recall plugin: no stats route for the web UI (${e && e.message})`)
+  }
 
   const stop = () => worker.stop()
   if (typeof ctx.effect === 'function') {
