@@ -80,6 +80,9 @@ def test_fill_takes_the_backlog_it_runs_and_respects_a_failed_or_recent_run(tmp_
     jobs = Background(log=lambda m: None)
     item = backlog_item("code", "vectors", 60, "dsh-recall index", "code.embed", hint=HINT)
     other = backlog_item("code", "vectors", 1, "x", "unknown.job")
+    # Files another process is indexing: that process fills them, no job starts here.
+    files = backlog_item("code", "files", 3, "dsh-recall index", "code.embed")
+    assert jobs.fill([files], cfg=cfg, workspace=tmp_path) == [] and runs == []
     assert jobs.fill([item, other], cfg=cfg, workspace=tmp_path) == [item]
     jobs.wait("code.embed", tmp_path, 10)
     assert runs == [str(tmp_path)]

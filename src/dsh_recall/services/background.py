@@ -57,11 +57,14 @@ class Job:
     """One kind of background work. `run` works until done or `stop` and returns what to add
     to the job's state (`report`, `embedded`). A backlog restarts a finished job only
     `pause_s` after it finished, and a failed one only if `retry_failed` (an embedder that
-    fails on some chunks is not rerun on every search); an explicit start always runs."""
+    fails on some chunks is not rerun on every search); an explicit start always runs.
+    `takes`: the kinds of backlog (Backlog["what"]) a backlog starts it for; others (files
+    another process is indexing: that process fills them) are left to whoever said so."""
 
     name: str
     run: Callable[[Context], dict[str, Any]]
     per_workspace: bool = True
+    takes: frozenset[str] = frozenset({"vectors"})
     pause_s: float = 0.0
     retry_failed: bool = True
     slice: Callable[[Context, float], int] | None = None  # one bounded slice (embed_slice)
@@ -218,7 +221,7 @@ class Background:
         taken: list[Backlog] = []
         for item in backlog:
             job = JOBS.get(item.get("job", ""))
-            if job is None:
+            if job is None or item.get("what") not in job.takes:
                 continue
             last = self.snapshot(job.name, workspace)
             finished = time.time() - float(last.get("finished") or 0)

@@ -29,6 +29,7 @@ from typing import Any
 from ...core.config import Config, load_config
 from ...core.errors import InputError, RecallError
 from ...services.background import Background, say
+from ...services.base import Answer
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.code import CodeService
 from . import budget as budget_mod
@@ -127,7 +128,7 @@ class RecallApp:
         """The server's access channel, resolved against the user's session map."""
         return Viewer(cfg, self.channel)
 
-    def fill(self, data: dict[str, Any], cfg: Config, workspace: Path) -> None:
+    def fill(self, data: Answer | dict[str, Any], cfg: Config, workspace: Path) -> None:
         """Start the background job of each item of an answer's backlog, and say so where
         the source told a person which command fills it."""
         taken = self.background.fill(data.get("backlog") or [], cfg=cfg, workspace=workspace)

@@ -200,7 +200,9 @@ class SourceHandlers:
         limit = int(a.get("limit") or self.cfg.notes.limit)
         svc = NotesService(self.cfg, workspace=self.workspace)
         try:
-            data = svc.search(query, session=self.app.channel, limit=offset + limit)
+            # A plain dict: the paging keys below are this layer's, not the Answer's.
+            data: dict[str, Any] = dict(svc.search(query, viewer=self.viewer(),
+                                                   limit=offset + limit))
         finally:
             svc.close()
         # More passages wait than a search may embed: this long-lived server embeds them in
