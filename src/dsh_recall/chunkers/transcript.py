@@ -23,17 +23,25 @@ MAX_TEXT_BLOCKS = 32
 _PLAIN_ROLES = {"user", "assistant", "tool", "summary", "system"}
 
 
+# Read-only members: the readers' events and pieces are frozen dataclasses.
 class _PieceLike(Protocol):
-    kind: str
-    text: str
-    tool: str | None
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tool(self) -> str | None: ...
 
 
 class _EventLike(Protocol):
-    session: str
-    seq: int
-    role: str
-    pieces: Sequence[_PieceLike]
+    @property
+    def session(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def pieces(self) -> Sequence[_PieceLike]: ...
 
 
 @dataclass(frozen=True)

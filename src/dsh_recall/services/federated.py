@@ -7,10 +7,10 @@ comparable with another's. Sources run in parallel threads under one deadline; a
 that fails or runs late is reported in `sources` and the others still answer.
 
 Who is asking decides what each source shows, exactly as the per-source tools do
-(docs/security.md): with a `Viewer` (the MCP server's channel, or a CLI `--channel`),
-history is narrowed by `viewer=`, notes by the channel key, objects by `can_see`; with
-`viewer=None` the caller is the user, unfiltered (the CLI without a channel, the loopback
-dashboard). Code has no access levels.
+(docs/security.md): history, notes and objects each take the same `viewer` (the MCP
+server's channel, or a CLI `--channel`); with `viewer=None` the caller is the user,
+unfiltered (the CLI without a channel, the loopback dashboard). Code has no access levels.
+Every source is reached through its public surface only (its search), never its store.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import Config
 from ..core.errors import InputError
@@ -30,6 +31,9 @@ from ..rank import rerank
 from ..rank.fuse import rrf
 from . import usage
 from .channel import Viewer
+
+if TYPE_CHECKING:
+    from .code import CodeService
 
 SOURCES = ("code", "history", "notes", "objects")
 EXCERPT_CHARS = 700  # per hit: a pointer and enough text to judge it, not the whole thing
@@ -78,7 +82,8 @@ class _Run:
 
 # -- the sources ------------------------------------------------------------------------------
 
-def _code(query: str, limit: int, cfg: Config, workspace: Path, service: Any, lock: Any) -> _Run:
+def _code(query: str, limit: int, cfg: Config, workspace: Path, service: CodeService | None,
+          lock: AbstractContextManager[Any] | None) -> _Run:
     from .code import CodeService
 
     own = service is None
@@ -120,24 +125,13 @@ def _history(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewe
 
 
 def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer | None) -> _Run:
-    from .notes import LAYERS, NotesService, _hit_text
+    from .notes import NotesService
 
     svc = NotesService(cfg, workspace=workspace)
     try:
-        if viewer is not None:
-            data = svc.search(query, session=viewer.key, limit=limit)
-            results, notes = data["results"], list(data.get("notes") or [])
-        else:
-            # The user, unfiltered (like `notes eval`): every level, no session map lookup.
-            notes = []
-            svc._ensure_indexed(notes)
-            found = svc._hits(query, limit, None, LAYERS, notes, [])
-            found, reranked = rerank.apply(cfg, "notes", query, found, _hit_text)
-            if rerank.is_problem(reranked):
-                notes.append(rerank.note(reranked))
-            found = found[:limit]
-            results = [h.as_result(svc._is_stale(h.row)) for h in found]
-            usage.notes_search(svc.store, {"results": results})
+        # viewer None: the user, unfiltered (every level, no session map lookup).
+        data = svc.search(query, viewer=viewer, limit=limit)
+        results, notes = data.get("results", []), list(data.get("notes") or [])
     finally:
         svc.close()
     hits = []
@@ -171,7 +165,8 @@ def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run
 
 def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[str] = SOURCES,
                limit: int = 10, viewer: Viewer | None = None, history_scope: str = "workspace",
-               code_service: Any = None, code_lock: Any = None,
+               code_service: CodeService | None = None,
+               code_lock: AbstractContextManager[Any] | None = None,
                deadline_s: float | None = None) -> dict[str, Any]:
     """Fused hits of every requested source, best first, at most `limit`.
 

@@ -25,7 +25,7 @@ from ...policy.offload import NOTE_MARKER
 from ...policy.restore import restore_notes
 from ...rank import history_query as hq
 from ...readers.transcripts import ReadContext, discover_default, expand, reader
-from ...readers.transcripts.base import MAX_SKIP_NOTES, opt_str
+from ...readers.transcripts.base import MAX_SKIP_NOTES, Piece, SessionMeta, TranscriptEvent, opt_str
 from ...readers.workspace import read_regular
 from ...stores.sqlite.history import BlockIn, HistoryStore, dumps_flags
 from .common import _cfg, open_store
@@ -69,7 +69,7 @@ class _Skips:
             self.notes.append(f"{what}: {_one_line(e)}; skipped")
 
 
-def _event_text(ev) -> str:
+def _event_text(ev: TranscriptEvent) -> str:
     parts = []
     for p in ev.pieces:
         label = {"reasoning": "[reasoning] ", "tool_call": "[tool call] ", "summary": ""}.get(p.kind, "")
@@ -82,7 +82,7 @@ def _event_text(ev) -> str:
     return text
 
 
-def _session_row(m, key: str, updated: int | None, channel: str | None) -> dict[str, Any]:
+def _session_row(m: SessionMeta, key: str, updated: int | None, channel: str | None) -> dict[str, Any]:
     # The readers type these already; this is the boundary to the store, so check again.
     return {"id": clean_text(str(m.id)), "source": clean_text(str(m.source)),
             "workspace": opt_str(m.workspace), "title": opt_str(m.title),
@@ -90,13 +90,13 @@ def _session_row(m, key: str, updated: int | None, channel: str | None) -> dict[
             "path": key, "channel": channel}
 
 
-def _event_row(e) -> dict[str, Any]:
+def _event_row(e: TranscriptEvent) -> dict[str, Any]:
     return {"session": e.session, "seq": e.seq, "role": e.role, "time_ms": e.time_ms, "time": e.time,
             "message_id": e.message_id, "call_id": e.call_id, "flags": dumps_flags(e.flags),
             "text": _event_text(e)}
 
 
-def _blocks(ev, block_chars: int) -> list[BlockIn]:
+def _blocks(ev: TranscriptEvent, block_chars: int) -> list[BlockIn]:
     restored = any(f.startswith("offloaded:") for f in ev.flags)
     return [BlockIn(b.session, b.seq, b.part, b.role, b.kind, b.tool, b.text, b.hash,
                     literal=index_text(b.text), trigram=b.text, cjk=hq.cjk_body(b.text))
@@ -122,12 +122,13 @@ class _Originals:
             return self.svc.original(obj_id, session, self.channel)
         return find
 
-    def event(self, ev):
+    def event(self, ev: TranscriptEvent) -> TranscriptEvent:
         """`ev` with its offloaded output put back; `ev` itself when there is none or the
         object store cannot answer (the pointer form is then indexed, as before)."""
         if ev.role != "tool" or not any(NOTE_MARKER in p.text for p in ev.pieces):
             return ev
-        pieces, ids = [], []
+        pieces: list[Piece] = []
+        ids: list[str] = []
         try:
             for p in ev.pieces:
                 r = restore_notes(p.text, self._lookup(ev.session))

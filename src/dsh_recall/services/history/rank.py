@@ -10,7 +10,7 @@ lookups, no model call.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from ...core.config import HistoryConfig
 from ...core.text import fts_quote
@@ -25,7 +25,7 @@ def rules_on(h: HistoryConfig) -> bool:
                                h.session_boost))
 
 
-def _day(ms: int | None):
+def _day(ms: int | None) -> date | None:
     if ms is None:
         return None
     return datetime.fromtimestamp(ms / 1000, tz=UTC).date()

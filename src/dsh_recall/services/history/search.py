@@ -264,7 +264,8 @@ def _hit(ev: dict | None, rows: dict[int, Any], best: BlockHit, start: int, end:
     return h
 
 
-def _detail_hits(store, hits: list[BlockHit], rows, terms, offset: int, limit: int) -> list[dict]:
+def _detail_hits(store: HistoryStore, hits: list[BlockHit], rows: dict[int, Any], terms: list[str],
+                 offset: int, limit: int) -> list[dict[str, Any]]:
     best: dict[tuple[str, int], BlockHit] = {}
     for h in hits:  # fused order: the first block of an event is its best
         best.setdefault((h.session, h.seq), h)
@@ -299,8 +300,9 @@ def _strong_hits(hits: list[BlockHit], fusion: str, limit: int,
     return out
 
 
-def _coarse(store, cfg: Config, answer: dict, hits: list[BlockHit], rows, terms, offset: int,
-            limit: int, evidence: dict[int, float] | None = None) -> list:
+def _coarse(store: HistoryStore, cfg: Config, answer: dict[str, Any], hits: list[BlockHit],
+            rows: dict[int, Any], terms: list[str], offset: int, limit: int,
+            evidence: dict[int, float] | None = None) -> list[Any]:
     """Up to events_per_session events per session, `limit` events from at most max_sessions
     sessions a page, cut to the token budget.
 
@@ -356,7 +358,8 @@ def answer_tokens(answer: dict) -> int:
     return estimate_tokens(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
 
 
-def _fit_budget(answer: dict, full: list[tuple[dict, str]], terms, budget: int) -> None:
+def _fit_budget(answer: dict[str, Any], full: list[tuple[dict[str, Any], str]], terms: list[str],
+                budget: int) -> None:
     """Give every hit an equal share of what the budget leaves for snippets; drop the
     weakest hits when a share would be too small to be useful."""
     min_chars = 80
