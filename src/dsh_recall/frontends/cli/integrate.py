@@ -4,8 +4,12 @@
   the hooks (UserPromptSubmit auto-recall, SessionStart anchor after a compaction,
   PostToolUse offload) in `.claude/settings.json`. Remove takes out exactly what install
   wrote and leaves everything else as it was.
-- `integrate dsh patch [--write]`: the cordis patch mounting the server and the native
-  plugin (reaper, auto-recall, anchors: frontends/dsh) in dsh.
+- `integrate dsh patch [--write FILE | --profile NAME]`: the cordis patch mounting the server
+  and the native plugin (reaper, auto-recall, anchors: frontends/dsh) in dsh. `--profile web`
+  writes it into that profile's own patch with a `file://` name: the only place where the
+  web UI's settings card can save (dsh refuses writes to an entry from the home patch).
+  Written between marker lines, so running it again replaces it and `integrate dsh remove`
+  takes it out (with the rows dsh's settings editor appended for our entries).
 - `integrate codex`: the `config.toml` entry for the OpenAI Codex CLI.
 """
 
@@ -54,7 +58,8 @@ def default_command() -> str:
 
 def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
               env: dict[str, str] | None = None, server_name: str = SERVER_NAME,
-              native: bool = True, plugin: Path | None = None, tools: str = "compact") -> str:
+              native: bool = True, plugin: Path | None = None, tools: str = "compact",
+              file_url: bool = False) -> str:
     """The cordis patch (YAML) that mounts `dsh-recall mcp` in dsh as `server_name` and,
     with `native`, the plugin that runs `dsh-recall worker` (frontends/dsh/plugin.mjs).
 
@@ -65,6 +70,9 @@ def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
     `tools` is the server's tool profile: dsh sends every tool schema and the server's
     instructions with every model request, so the default is the compact one
     (`mcp__<server_name>__recall`, docs/mcp.md).
+
+    `file_url`: name the plugin `file:///abs/plugin.mjs`, the form dsh normalises a path to;
+    its config editor only saves to an entry named so, in the profile's own patch.
     """
     args = ["mcp", "--tools", tools] + (["--workspace", str(workspace)] if workspace else [])
     what = "one recall tool" if tools == "compact" else "recall tools"
@@ -84,7 +92,7 @@ def dsh_patch(command: str = "dsh-recall", workspace: Path | None = None,
         from ..dsh import PLUGIN_ID, PLUGIN_PATH
         lines += [
             f"    - id: {PLUGIN_ID}",
-            f"      name: {_q(str(plugin or PLUGIN_PATH))}",
+            f"      name: {_q((plugin or PLUGIN_PATH).resolve().as_uri() if file_url else str(plugin or PLUGIN_PATH))}",
             "      config:",
             f"        command: {_q(command)}",
             "        args: [\"worker\"]",
@@ -98,6 +106,86 @@ def _env_lines(env: dict[str, str] | None) -> list[str]:
         return ["        env: {}"]
     return ["        env:"] + [f"          {k if re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', k) else _q(k)}: {_q(v)}"
                                   for k, v in sorted(env.items())]
+
+
+BEGIN = "# >>> dsh-recall: written by `dsh-recall integrate dsh patch`; `integrate dsh remove` takes it out"
+END = "# <<< dsh-recall"
+# The entries the patch inserts: dsh's settings editor appends override rows for them.
+OUR_IDS = (f"mcp-{SERVER_NAME}", "recall-native")
+
+
+def dsh_home(explicit: str | None = None) -> Path:
+    """$DSH_HOME (or `explicit`), else ~/.dsh: where dsh keeps its profiles."""
+    return Path(explicit or os.environ.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
+
+
+def profile_patch(home: Path, profile: str) -> Path:
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", profile):
+        raise InputError(f"--profile expects a dsh profile name such as web or sdk, got {profile!r}")
+    return home / "profiles" / profile / "cordis.patch.yml"
+
+
+def _split_block(text: str) -> tuple[str, str, bool]:
+    """`text` before and after our marked block (the first one), and whether there was one."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith(BEGIN)), None)
+    if start is None:
+        return text, "", False
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith(END)), len(lines) - 1)
+    return "".join(lines[:start]), "".join(lines[end + 1:]), True
+
+
+def _without_overrides(text: str) -> tuple[str, bool]:
+    """`text` without the top-level rows dsh's settings editor appended for our entries
+    (`- id: recall-native ...` and its indented lines)."""
+    out: list[str] = []
+    dropping = False
+    changed = False
+    for line in text.splitlines(keepends=True):
+        if not line.startswith((" ", "\t")) and line.strip():
+            m = re.match(r"-\s+id:\s*['\"]?([A-Za-z0-9_-]+)", line)
+            dropping = bool(m and m.group(1) in OUR_IDS)
+        if dropping:
+            changed = True
+            continue
+        out.append(line)
+    return "".join(out), changed
+
+
+def write_dsh_patch(path: Path, text: str) -> bool:
+    """Put our block in `path` (replacing the one there); returns whether the file changed.
+    A mount of dsh-recall written by hand (no markers) is left alone: an error says so."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    before, after, had = _split_block(old)
+    if not had and (("@deepseek-ai/dsh-mcp-client" in old and f"serverName: {SERVER_NAME}" in old)
+                    or "id: recall-native" in old):
+        raise InputError(f"{path} already mounts dsh-recall without our markers; edit it by hand "
+                         "or remove that mount first")
+    if not had and before and not before.endswith("\n"):
+        before += "\n"
+    new = f"{before}{BEGIN}\n{text}{END}\n{after}"
+    if new == old:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(new, encoding="utf-8")
+    os.replace(tmp, path)
+    return True
+
+
+def remove_dsh_patch(path: Path) -> bool:
+    """Take our block and the editor's rows for our entries out of `path`."""
+    if not path.exists():
+        return False
+    old = path.read_text(encoding="utf-8")
+    before, after, _ = _split_block(old)
+    new, _ = _without_overrides(before + after)
+    if new == old:
+        return False
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(new, encoding="utf-8")
+    os.replace(tmp, path)
+    return True
 
 
 def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME,
@@ -245,8 +333,14 @@ def dsh() -> None:
 
 @dsh.command("patch")
 @click.option("--write", "write", type=click.Path(dir_okay=False), default=None,
-              help="Write the patch to this file (e.g. $DSH_HOME/cordis.patch.yml) "
+              help="Write the patch into this file (e.g. $DSH_HOME/cordis.patch.yml) "
                    "instead of printing it.")
+@click.option("--profile", "profile", default=None,
+              help="Write it into this dsh profile's own patch, $DSH_HOME/profiles/NAME/"
+                   "cordis.patch.yml, with a file:// plugin name: there the web UI's settings "
+                   "card can save (e.g. --profile web).")
+@click.option("--dsh-home", "home", type=click.Path(file_okay=False), default=None,
+              help="dsh's home for --profile (default: $DSH_HOME, else ~/.dsh).")
 @click.option("--command", "command", default=None,
               help="How to run dsh-recall (default: `dsh-recall` when it is on PATH, else this executable's full path).")
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,
@@ -261,10 +355,13 @@ def dsh() -> None:
               help="The server's tool profile: `compact` (one `recall` tool, about 700 tokens "
                    "per request in dsh) or `full` (every tool, about 2,500).")
 @handle_errors
-def dsh_patch_cmd(write: str | None, command: str | None, workspace: str | None,
-                  env: tuple[str, ...], no_native: bool, tools: str) -> None:
+def dsh_patch_cmd(write: str | None, profile: str | None, home: str | None, command: str | None,
+                  workspace: str | None, env: tuple[str, ...], no_native: bool, tools: str) -> None:
     """Print (or write) the patch mounting the recall server and the native plugin; dsh
-    drops DSH_* variables from the server's environment, so pass them with --env."""
+    drops DSH_* variables from the server's environment, so pass them with --env. Writing
+    it again replaces what it wrote."""
+    if write and profile:
+        raise InputError("give --write FILE or --profile NAME, not both")
     pairs = {}
     for item in env:
         k, sep, v = item.partition("=")
@@ -272,18 +369,32 @@ def dsh_patch_cmd(write: str | None, command: str | None, workspace: str | None,
             raise InputError(f"--env expects KEY=VALUE, got '{item}'")
         pairs[k] = v
     text = dsh_patch(command or default_command(), Path(workspace).resolve() if workspace else None,
-                     pairs, native=not no_native, tools=tools)
-    if write:
-        path = Path(write).expanduser()
-        old = path.read_text(encoding="utf-8") if path.exists() else ""
-        if ("@deepseek-ai/dsh-mcp-client" in old and f"serverName: {SERVER_NAME}" in old) \
-                or "id: recall-native" in old:
-            raise InputError(f"{path} already mounts dsh-recall; edit it by hand")
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
-        click.echo(f"appended the recall mount to {path}")
-    else:
+                     pairs, native=not no_native, tools=tools, file_url=profile is not None)
+    path = profile_patch(dsh_home(home), profile) if profile else Path(write).expanduser() if write else None
+    if path is None:
         click.echo(text, nl=False)
+        return
+    changed = write_dsh_patch(path, text)
+    click.echo(f"{'wrote' if changed else 'unchanged'} the recall mount in {path}")
+    if profile == "web" and not no_native:
+        from ..dsh import WEB_FIX_PATH
+        click.echo("dsh 0.2.1rc2's web profile fails to load its plugins as shipped (docs/integrations.md); "
+                   f"until it is fixed, start it with NODE_OPTIONS=--require={WEB_FIX_PATH}")
+
+
+@dsh.command("remove")
+@click.option("--write", "write", type=click.Path(dir_okay=False), default=None,
+              help="The patch file `patch --write` wrote.")
+@click.option("--profile", "profile", default=None, help="The profile `patch --profile` wrote.")
+@click.option("--dsh-home", "home", type=click.Path(file_okay=False), default=None,
+              help="dsh's home for --profile (default: $DSH_HOME, else ~/.dsh).")
+@handle_errors
+def dsh_remove_cmd(write: str | None, profile: str | None, home: str | None) -> None:
+    """Take out what `integrate dsh patch` wrote (and the settings rows dsh added for it)."""
+    if bool(write) == bool(profile):
+        raise InputError("give --write FILE or --profile NAME")
+    path = profile_patch(dsh_home(home), profile) if profile else Path(str(write)).expanduser()
+    click.echo(f"updated {path}" if remove_dsh_patch(path) else "nothing to remove")
 
 
 @integrate.command("codex")

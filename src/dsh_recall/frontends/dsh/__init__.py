@@ -14,5 +14,9 @@ from pathlib import Path
 
 PLUGIN_PATH = Path(__file__).resolve().parent / "plugin.mjs"
 PLUGIN_ID = "recall-native"
+# The browser half (client/client.js) is declared by the package.json beside plugin.mjs.
+# A resolve hook for dsh 0.2.1rc2's web profile, which fails to load plugins as shipped
+# (docs/integrations.md): NODE_OPTIONS=--require=<this file>.
+WEB_FIX_PATH = Path(__file__).resolve().parent / "web_resolve_fix.cjs"
 
-__all__ = ["PLUGIN_PATH", "PLUGIN_ID"]
+__all__ = ["PLUGIN_PATH", "PLUGIN_ID", "WEB_FIX_PATH"]
