@@ -227,13 +227,13 @@ class _Runner:
                                and h["start_seq"] <= q <= h["end_seq"]}
 
     def notes(self, case: dict[str, Any]) -> Ranked:
-        from .notes import LAYERS, NotesService
+        from .notes import NotesService
 
         if self._notes is None:
             self._notes = NotesService(self.cfg, workspace=self.workspace)
-            self._notes._ensure_indexed([])
-        hits = self._notes._hits(case["query"], DEPTH * 4, None, LAYERS, [], [])
-        files = list(dict.fromkeys(h.row.path for h in hits))
+        # No viewer: the user, every level. The same candidate pool as before (limit * 4).
+        res = self._notes.search(case["query"], limit=DEPTH * 4).get("results", [])
+        files = list(dict.fromkeys(r["path"] for r in res))
         want = [w.lower() for w in case["expect"]]
         return files, lambda p: {i for i, w in enumerate(want) if w in p.lower()}
 
