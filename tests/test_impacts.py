@@ -12,9 +12,9 @@ from dsh_recall.core.text import index_text
 from dsh_recall.core.types import Chunk
 from dsh_recall.rank.lexical import match_expression
 from dsh_recall.stores.contracts import FileRow, IndexedChunk
+from dsh_recall.stores.sqlite import chunks as sq
 from dsh_recall.stores.sqlite import impacts
 from dsh_recall.stores.sqlite.chunks import SqliteChunkStore
-from dsh_recall.stores.sqlite import chunks as sq
 
 WORDS = ["request", "session", "value", "data", "config", "item", "cookiejar", "backoff",
          "teardown", "blueprint", "rewrite", "monkeypatch", "tmpdir", "adapter", "redirect"]

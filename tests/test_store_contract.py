@@ -283,7 +283,7 @@ def test_registry_picks_the_backend_and_names_valid_ones(tmp_path):
         registry.backend("mysql://h/db")
     s = registry.chunk_store(None, "code/x", tmp_path / "x.sqlite")
     try:
-        assert isinstance(s, SqliteChunkStore) and not getattr(s, "ranks_vectors", False)
+        assert isinstance(s, SqliteChunkStore) and not s.ranks_vectors
         again = registry.reopen(s)
         assert again.path == s.path and again is not s
         again.close()

@@ -103,7 +103,8 @@ class PgChunkStore(PgVectorTable):
                     (dn, dtotal))
 
     def replace_file(self, row: FileRow, chunks: Sequence[IndexedChunk]) -> None:
-        rows, delta = [], Counter()
+        rows: list[list[Any]] = []
+        delta: Counter[str] = Counter()
         for ic in chunks:  # built before the transaction: it holds its locks for less time
             keys, values, dl = chunk_terms(ic)
             delta.update(keys)
@@ -151,7 +152,7 @@ class PgChunkStore(PgVectorTable):
             part = paths[i:i + 500]
             with self.conn.transaction():
                 self._lock_paths(part)
-                delta = Counter()
+                delta: Counter[str] = Counter()
                 n, total = self._delete_rows(part, delta)
                 self._apply(delta, -n, -total)
 

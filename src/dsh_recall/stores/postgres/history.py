@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,7 @@ class PgHistoryStore(PgVectorTable):
         self.url, self.namespace = url, namespace
         self.conn = pg_util.connect(url)
         self.s = migrations.ensure_namespace(self.conn, namespace, "history", migrations.HISTORY)
+        self.user: str | None
         try:
             self.user = getpass.getuser()
         except (KeyError, OSError):
@@ -97,8 +99,8 @@ class PgHistoryStore(PgVectorTable):
         with self.conn.transaction():
             sids = [r[0] for r in self._q("SELECT id FROM {s}.sessions WHERE path = %s", (path,))]
             self._lock_sessions(sids)
-            deltas = {layer: Counter() for layer in LAYERS}
-            stats = Counter()
+            deltas: dict[str, Counter[str]] = {layer: Counter() for layer in LAYERS}
+            stats: Counter[str] = Counter()
             ids = [r[0] for r in self._q("SELECT id FROM {s}.blocks WHERE session = ANY(%s) "
                                          "ORDER BY id FOR UPDATE", (sids,))]
             if ids:
@@ -149,9 +151,10 @@ class PgHistoryStore(PgVectorTable):
                      marks: Iterable[tuple[str, int, str]], file_row: dict | None) -> int:
         sessions, events, marks = list(sessions), list(events), list(marks)
         prepared = []
-        deltas = {layer: Counter() for layer in LAYERS}
+        deltas: dict[str, Counter[str]] = {layer: Counter() for layer in LAYERS}
         for b in blocks:  # tokenised before the transaction: locks are held for less time
-            vecs = {}
+            # layer -> (terms, frequencies, length); no CJK text: (None, None, 0)
+            vecs: dict[str, tuple[list[str] | None, list[str] | None, int]] = {}
             for layer, body in (("literal", b.literal), ("trigram", b.trigram), ("cjk", b.cjk)):
                 if layer == "cjk" and not body:
                     vecs[layer] = (None, None, 0)
@@ -161,7 +164,7 @@ class PgHistoryStore(PgVectorTable):
         touched = {s["id"] for s in sessions} | {e["session"] for e in events} | \
                   {b.session for b in blocks} | {m[0] for m in marks}
         added = 0
-        stats = Counter()
+        stats: Counter[str] = Counter()
         with self.conn.transaction():
             self._lock_sessions(touched)
             for s in sessions:
@@ -227,8 +230,9 @@ class PgHistoryStore(PgVectorTable):
 
     # -- reading --------------------------------------------------------------
     def sessions(self, ids: Sequence[str] | None = None, workspace: str | None = None) -> list[dict]:
-        sql, args = "SELECT id, source, workspace, title, created_ms, updated_ms, path, channel " \
-                    "FROM {s}.sessions WHERE true", {}
+        sql = "SELECT id, source, workspace, title, created_ms, updated_ms, path, channel " \
+              "FROM {s}.sessions WHERE true"
+        args: dict[str, Any] = {}
         if ids is not None:
             sql += " AND id = ANY(%(ids)s)"
             args["ids"] = list(ids)
@@ -298,7 +302,8 @@ class PgHistoryStore(PgVectorTable):
 
     def events(self, session: str, seqs: Sequence[int] | None = None, lo: int | None = None,
                hi: int | None = None, offset: int = 0, limit: int = -1) -> list[dict]:
-        sql, args = f"SELECT {self._EV} FROM {{s}}.events WHERE session = %(sid)s", {"sid": session}
+        sql = f"SELECT {self._EV} FROM {{s}}.events WHERE session = %(sid)s"
+        args: dict[str, Any] = {"sid": session}
         if seqs is not None:
             sql += " AND seq = ANY(%(seqs)s)"
             args["seqs"] = [int(x) for x in seqs]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -184,7 +184,8 @@ def bm25_params(terms: Sequence[str], dfs: dict[str, int], n: int, total: int,
     if not known or not n:
         return None
     known.sort(key=lambda t: dfs[t])
-    cand, seen = [], 0
+    cand: list[str] = []
+    seen = 0
     for t in known:
         if cand and seen + dfs[t] > CANDIDATE_CAP:
             break
@@ -221,14 +222,14 @@ def apply_term_deltas(conn, table: str, delta: Counter) -> None:
 # unicode61 lives in fts5.py (the SQLite store's kept document frequencies use it too).
 
 _STEMS: dict[str, str] = {}
+_stemmer: Callable[[str], str] | None = None  # Porter's, loaded on first use
 
 
 def porter(tokens: Iterable[str]) -> list[str]:
     """FTS5's porter tokenizer over unicode61 tokens (Porter's algorithm, memoised)."""
     global _stemmer
-    try:
-        stem = _stemmer
-    except NameError:
+    stem = _stemmer
+    if stem is None:
         try:
             import snowballstemmer
         except ImportError as e:

@@ -79,7 +79,7 @@ WARM_COMMON_TERMS = 2_000
 
 
 def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
-                total: Callable[[], int]) -> tuple[str, str, float] | None:
+                total: Callable[[], int]) -> tuple[str, str, float | None] | None:
     """MaxScore for FTS5: split an OR query into its rare phrases and its common ones.
 
     bm25() is paid on every row the MATCH selects, and a common term selects most of the
@@ -116,7 +116,9 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     common = [k for k in order if k not in rare]
     if not common:
         return None
-    pick = lambda group: " OR ".join(fts_quote(w) for w in words if w.lower() in group)  # noqa: E731
+    def pick(group: set[str]) -> str:
+        return " OR ".join(fts_quote(w) for w in words if w.lower() in group)
+
     return pick(set(rare)), pick(set(common)), (None if long else sum(ceiling[k] for k in common))
 
 
@@ -130,7 +132,8 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable):
         self.conn = connect(self.path, APPLICATION_ID)
         self._df_cache: dict[str, int] = {}
         self._df_cache_gen: str | None = None
-        self._count, self._count_gen = 0, None
+        self._count: int = 0
+        self._count_gen: str | None = None
         self._avg, self._avg_gen = (0, 0.0), None
         self._stats: dict[str, tuple[int, int]] = {}
         self._stats_gen: str | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ...core.errors import LexicalQueryError, RowDataError, StoreError
 from ...core.lazy import np
@@ -256,7 +257,8 @@ class HistoryStore(SqliteVectorTable):
 
     def events(self, session: str, seqs: Sequence[int] | None = None, lo: int | None = None,
                hi: int | None = None, offset: int = 0, limit: int = -1) -> list[dict]:
-        sql, args = "SELECT * FROM events WHERE session = ?", [session]
+        sql = "SELECT * FROM events WHERE session = ?"
+        args: list[Any] = [session]
         if seqs is not None:
             sql += f" AND seq IN ({','.join('?' * len(seqs))})"
             args += list(seqs)

@@ -228,6 +228,8 @@ class ImpactCache:
         if conn is not None:
             return conn
         conn = None
+        if self.path is None:
+            return None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(self.path), timeout=0.2, isolation_level=None,

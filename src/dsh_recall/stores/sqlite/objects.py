@@ -22,6 +22,7 @@ from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ...core.errors import StoreError
 from ..contracts import BlobParts, ObjectRow, SearchParts
@@ -110,7 +111,8 @@ def unpack_escapes(data: bytes | None) -> tuple[Sequence[int], Sequence[int]]:
     """The two halves of a packed escape map, as views into `data` (no copy)."""
     if not data:
         return (), ()
-    mv = memoryview(data)[8:].cast(data[:1].decode())
+    fmt: Any = data[:1].decode()  # the array typecode packed in the first byte ('i' or 'q')
+    mv = memoryview(data)[8:].cast(fmt)
     half = len(mv) // 2
     return mv[:half], mv[half:]
 
