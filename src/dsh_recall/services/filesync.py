@@ -124,13 +124,7 @@ def apply(store: ChunkStore, todo: SyncPlan, prepared: Iterable[tuple[SourceFile
 
 
 def write_batch(store: ChunkStore, batch: list[tuple[FileRow, Sequence[IndexedChunk]]]) -> None:
-    """Several files per transaction (see INDEX_BATCH_CHUNKS); a store without
-    replace_files takes them one by one."""
-    if not batch:
-        return
-    many = getattr(store, "replace_files", None)
-    if many is not None:
-        many(batch)
-    else:
-        for row, items in batch:
-            store.replace_file(row, items)
+    """Several files per transaction where the store can (SQLite; PostgreSQL writes one
+    file per transaction, see stores.contracts.ChunkStore.replace_files)."""
+    if batch:
+        store.replace_files(batch)
