@@ -98,6 +98,7 @@ def main() -> None:
         vault, home = TMP / f"vault-{size}", TMP / f"home-{size}"
         os.environ["DSH_RECALL_HOME"] = str(home)
         from dsh_recall.core.config import load_config
+        from dsh_recall.services.channel import Viewer
         from dsh_recall.services.notes import NotesService
 
         if not vault.exists():
@@ -112,14 +113,14 @@ def main() -> None:
         guest = NotesService(guest_cfg, roots=[vault])
         for q in qs[:2]:  # warm both
             svc.search(q)
-            guest.search(q, session="dm:guest")
+            guest.search(q, viewer=Viewer(guest_cfg, "dm:guest"))
         api, api_guest, now, old, grep = [], [], [], [], []
         for q in qs:
             t0 = time.perf_counter()
             svc.search(q)
             api.append((time.perf_counter() - t0) * 1000)
             t0 = time.perf_counter()
-            got = guest.search(q, session="dm:guest")
+            got = guest.search(q, viewer=Viewer(guest_cfg, "dm:guest"))
             api_guest.append((time.perf_counter() - t0) * 1000)
             assert all(r["level"] == "public" for r in got["results"]), got["results"]
             now.append(cli(home, vault, q, sys.executable, ROOT / "src"))

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dsh_recall.core.config import load_config
 from dsh_recall.policy import access
+from dsh_recall.services.channel import Viewer
 from dsh_recall.services.notes import NotesService
 
 
@@ -85,7 +86,7 @@ def test_randomized_layouts_and_sessions_never_leak(tmp_path):
         for key in KEYS + [f"random-{rng.random()}"]:
             allowed = _oracle_allowed(key, smap, owners)
             for query in ["alpaca", "数据库", "marker0 marker3", "note"]:
-                res = svc.search(query, session=key, limit=50)
+                res = svc.search(query, viewer=Viewer(cfg, key), limit=50)
                 for r in res["results"]:
                     level = _oracle_level(r["path"])
                     assert r["level"] == level, r["path"]
@@ -93,12 +94,12 @@ def test_randomized_layouts_and_sessions_never_leak(tmp_path):
                     checked += 1
                 if not allowed:
                     assert res["results"] == []
-                    assert svc.auto_recall("alpaca marker0 数据库", key) == ""
+                    assert svc.auto_recall("alpaca marker0 数据库", viewer=Viewer(cfg, key)) == ""
                 else:
                     visible = {p for p in files if _oracle_level(p) in allowed}
                     if query == "alpaca" and visible:
                         assert res["results"], "a visible note must still be found"
-                block = svc.auto_recall("shared fact about alpaca", key)
+                block = svc.auto_recall("shared fact about alpaca", viewer=Viewer(cfg, key))
                 for p in files:
                     if _oracle_level(p) not in (allowed if allowed is not None else {"public", "personal"}):
                         assert f"- {p}:" not in block
@@ -119,7 +120,7 @@ def _svc(tmp_path, **notes):
 
 def test_without_a_session_map_there_is_no_filtering(tmp_path):
     svc = _svc(tmp_path)
-    res = svc.search("otter", session=None)
+    res = svc.search("otter", viewer=Viewer(svc.cfg, None))
     assert {r["path"] for r in res["results"]} == {"public.md", "secret.md"}
     assert res["access"]["channel"] == "unfiltered"
 
@@ -129,12 +130,25 @@ def test_an_undeterminable_channel_returns_nothing(tmp_path, session):
     m = tmp_path / "map.json"
     m.write_text(json.dumps({"dm:me": "owner"}))
     svc = _svc(tmp_path, session_map=str(m), owner_ids=["owner"])
-    res = svc.search("otter", session=session)
+    res = svc.search("otter", viewer=Viewer(svc.cfg, session))
     assert res["results"] == [] and res["access"]["channel"] == "unknown"
-    assert svc.auto_recall("what is the otter vault code", session) == ""
+    assert svc.auto_recall("what is the otter vault code", viewer=Viewer(svc.cfg, session)) == ""
     # the owner still sees everything, a group only the public note
-    assert len(svc.search("otter", session="dm:me")["results"]) == 2
-    assert [r["path"] for r in svc.search("otter", session="group:x")["results"]] == ["public.md"]
+    assert len(svc.search("otter", viewer=Viewer(svc.cfg, "dm:me"))["results"]) == 2
+    assert [r["path"] for r in svc.search("otter", viewer=Viewer(svc.cfg, "group:x"))["results"]] == ["public.md"]
+
+
+def test_no_viewer_is_the_user_at_this_machine_and_sees_everything(tmp_path):
+    # The source contract: no viewer is the local user (as federated search and `notes eval`
+    # treat it); a front end serving a channel passes Viewer(cfg, key), which fails closed.
+    m = tmp_path / "map.json"
+    m.write_text(json.dumps({"dm:me": "owner"}))
+    svc = _svc(tmp_path, session_map=str(m), owner_ids=["owner"])
+    res = svc.search("otter")
+    assert {r["path"] for r in res["results"]} == {"public.md", "secret.md"}
+    assert res["access"]["channel"] == "unfiltered"
+    assert svc.search("otter", viewer=Viewer(svc.cfg, None))["results"] == []
+    assert svc.auto_recall("what is the otter vault code")
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '"a string"', ""])
@@ -143,14 +157,14 @@ def test_a_malformed_session_map_fails_closed(tmp_path, content):
     m.write_text(content)
     svc = _svc(tmp_path, session_map=str(m), owner_ids=["owner"])
     for session in ["dm:me", "group:x", None]:
-        res = svc.search("otter", session=session)
+        res = svc.search("otter", viewer=Viewer(svc.cfg, session))
         assert res["results"] == []
         assert any("session map unusable" in n for n in res["notes"])
 
 
 def test_a_missing_session_map_file_fails_closed(tmp_path):
     svc = _svc(tmp_path, session_map=str(tmp_path / "nope.json"), owner_ids=["owner"])
-    assert svc.search("otter", session="dm:me")["results"] == []
+    assert svc.search("otter", viewer=Viewer(svc.cfg, "dm:me"))["results"] == []
 
 
 def test_hit_levels_are_the_full_computation_read_only_when_needed(tmp_path, monkeypatch):

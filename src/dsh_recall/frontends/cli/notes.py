@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ...services.channel import channel_key_from_env
+from ...services.channel import Viewer, channel_key_from_env
 from ...services.notes import NotesService, remember_roots
 from .common import emit, get_config, handle_errors, json_option
 
@@ -112,8 +112,8 @@ def search_cmd(ctx: click.Context, query: tuple[str, ...], roots: tuple[str, ...
     svc = _service(ctx, roots)
     try:
         layers = ("lexical",) if lexical_only else ("lexical", "vector")
-        data = svc.search(" ".join(query), session=session or channel_key_from_env(), limit=limit, layers=layers,
-                          explain=explain)
+        viewer = Viewer(svc.cfg, session or channel_key_from_env())
+        data = svc.search(" ".join(query), viewer=viewer, limit=limit, layers=layers, explain=explain)
     finally:
         svc.close()
     emit(data, as_json, _render_search)
@@ -131,7 +131,8 @@ def recall_cmd(ctx: click.Context, message: tuple[str, ...], roots: tuple[str, .
     """The auto-recall block for a message (empty when nothing is relevant enough)."""
     svc = _service(ctx, roots)
     try:
-        block = svc.auto_recall(" ".join(message), session or channel_key_from_env())
+        block = svc.auto_recall(" ".join(message),
+                                viewer=Viewer(svc.cfg, session or channel_key_from_env()))
     finally:
         svc.close()
     emit({"block": block}, as_json, lambda d: d["block"])

@@ -394,7 +394,8 @@ class Worker:
         svc = self._notes[key]
         if not svc.roots:
             return ""
-        return svc.auto_recall(message, self.channel)
+        # Viewer(cfg, None), not no viewer: a session map then fails closed for this worker.
+        return svc.auto_recall(message, viewer=Viewer(cfg, self.channel))
 
     # -- fresh history ----------------------------------------------------------------------
     def op_import(self, req: dict[str, Any]) -> dict[str, Any]:
