@@ -83,7 +83,7 @@ class Watcher:
 
     def __init__(self, targets: Sequence[Target], ignore: Sequence[Path] = (),
                  on_event: Callable[[Event], None] | None = None,
-                 debounce_ms: int = DEBOUNCE_MS, step_ms: int = STEP_MS):
+                 debounce_ms: int = DEBOUNCE_MS, step_ms: int = STEP_MS) -> None:
         self.targets = list(targets)
         self.ignore = [Path(p).resolve() for p in ignore]
         self.on_event = on_event or (lambda e: None)
@@ -130,10 +130,12 @@ class Watcher:
                 ready()
             while True:
                 raw = notify.watch(self.debounce_ms, self.step_ms, TICK_MS, stop)
-                if raw in ("stop", "signal"):
-                    return
-                changed = [] if raw == "timeout" else [
-                    Path(p) for c, p in raw if keep(Change(c), p)]
+                changed: list[Path] = []
+                if isinstance(raw, str):  # "stop", "signal" or "timeout"
+                    if raw in ("stop", "signal"):
+                        return
+                else:
+                    changed = [Path(p) for c, p in raw if keep(Change(c), p)]
                 for t in self.targets:
                     n = sum(1 for p in changed if t.covers(p))
                     if n:

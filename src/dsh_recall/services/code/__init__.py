@@ -12,6 +12,6 @@ from __future__ import annotations
 from .indexing import IndexReport
 from .prepare import embed_text
 from .scope import find_workspace
-from .service import CATCH_UP, CodeService
+from .service import CodeService
 
-__all__ = ["CATCH_UP", "CodeService", "IndexReport", "embed_text", "find_workspace"]
+__all__ = ["CodeService", "IndexReport", "embed_text", "find_workspace"]

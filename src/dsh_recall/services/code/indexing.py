@@ -52,7 +52,7 @@ class SkipMemory:
     one (term_df suspended and refilled: seconds at 100k chunks). Kept per index folder as
     {path: [size, mtime_ns, reason]}, valid for one chunker and one set of size limits."""
 
-    def __init__(self, folder: Path, cfg: Config):
+    def __init__(self, folder: Path, cfg: Config) -> None:
         self.path = folder / "skipped.json"
         self.cfg = cfg
 

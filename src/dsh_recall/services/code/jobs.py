@@ -19,7 +19,8 @@ JOB_FILE = "index-job.json"
 class JobFile:
     """The last index job of one workspace. `lock(0)` tells whether an indexer is at work."""
 
-    def __init__(self, folder: Path, lock: Callable[[float | None], AbstractContextManager[bool]]):
+    def __init__(self, folder: Path,
+                 lock: Callable[[float | None], AbstractContextManager[bool]]) -> None:
         self.path = folder / JOB_FILE
         self._lock = lock
 

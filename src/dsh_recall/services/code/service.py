@@ -39,10 +39,10 @@ from .indexing import IndexReport
 from .jobs import JobFile
 from .prepare import embed_text, sha256
 
-# The end of a search's note on chunks still without a vector; the MCP server, which
-# starts the index job itself, says so instead.
-CATCH_UP = "`dsh-recall index` embeds them"
 INDEX_COMMAND = "dsh-recall index"
+# The end of a search's note on chunks still without a vector, and its backlog item's hint:
+# a front end that runs the job itself puts its own words in its place.
+EMBED_HINT = f"`{INDEX_COMMAND}` embeds them"
 
 
 class CodeService:
@@ -50,7 +50,7 @@ class CodeService:
 
     name = "code"
 
-    def __init__(self, workspace: Path, cfg: Config, home: Path | None = None):
+    def __init__(self, workspace: Path, cfg: Config, home: Path | None = None) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise InputError(f"workspace {workspace} is not a directory")
@@ -261,9 +261,9 @@ class CodeService:
         pending = self.store.pending_count()
         if pending and "vector" in layers and self._embedder_error is None:
             notes.append(f"{pending} chunks wait for vectors (found by words only meanwhile); "
-                         f"{CATCH_UP}")
+                         f"{EMBED_HINT}")
             backlog.append(backlog_item("code", "vectors", pending, INDEX_COMMAND, "code.embed",
-                                        hint=CATCH_UP))
+                                        hint=EMBED_HINT))
         # An Answer, with code's own keys beside the common ones (pending, scope, the sizes).
         out: dict[str, Any] = {
             "query": query[:200], "results": results, "pending": pending,

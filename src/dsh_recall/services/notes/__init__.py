@@ -21,8 +21,8 @@ from __future__ import annotations
 from .api import auto_recall, backfill, eval_notes, index_notes, notes_status, search_notes
 from .indexing import embed_text
 from .roots import NO_ROOTS, notes_key, remember_roots, remembered_roots
-from .service import CATCH_UP, LAYERS, NotesService, hit_text
+from .service import LAYERS, NotesService, hit_text
 
-__all__ = ["CATCH_UP", "LAYERS", "NO_ROOTS", "NotesService", "auto_recall", "backfill",
+__all__ = ["LAYERS", "NO_ROOTS", "NotesService", "auto_recall", "backfill",
            "embed_text", "eval_notes", "hit_text", "index_notes", "notes_key", "notes_status",
            "remember_roots", "remembered_roots", "search_notes"]

@@ -15,7 +15,7 @@ from ...stores.contracts import ChunkStore, FileRow
 class NoteLevels:
     """The levels of one notes index's files."""
 
-    def __init__(self, store: ChunkStore, ncfg: NotesConfig):
+    def __init__(self, store: ChunkStore, ncfg: NotesConfig) -> None:
         self.store = store
         self.ncfg = ncfg
         self.by_name = access.level_matcher(ncfg.levels, ncfg.default_level)

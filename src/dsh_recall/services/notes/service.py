@@ -34,8 +34,10 @@ from .levels import NoteLevels
 from .roots import NO_ROOTS, notes_key, remembered_roots
 
 LAYERS = ("lexical", "vector")
-CATCH_UP = "`dsh-recall notes index` embeds them"
 INDEX_COMMAND = "dsh-recall notes index"
+# The end of a search's note on passages still without a vector, and its backlog item's
+# hint: a front end that embeds them itself puts its own words in its place.
+EMBED_HINT = f"`{INDEX_COMMAND}` embeds them"
 # Who asks when no viewer is given: the user at this machine (as for every source).
 LOCAL_USER = "no channel given: the user of this machine"
 
@@ -51,7 +53,7 @@ class NotesService:
     name = "notes"
 
     def __init__(self, cfg: Config, roots: Sequence[str | Path] | None = None,
-                 workspace: Path | None = None, home: Path | None = None):
+                 workspace: Path | None = None, home: Path | None = None) -> None:
         self.cfg = cfg
         self.ncfg = cfg.notes
         self.home = home or recall_home()
@@ -250,7 +252,7 @@ class NotesService:
         used.extend(ranked.used)
         if left and left[0]:
             notes.append(f"{left[0]} passages wait for vectors (found by words only "
-                         f"meanwhile); {CATCH_UP}")
+                         f"meanwhile); {EMBED_HINT}")
             if waiting is not None:
                 waiting.append(left[0])
         if not ranked.fused:
@@ -297,7 +299,7 @@ class NotesService:
             hits = self._hits(query, limit, ch.allowed, layers, notes, used, waiting)
             if waiting:
                 backlog.append(backlog_item("notes", "vectors", waiting[0], INDEX_COMMAND,
-                                            "notes.embed", hint=CATCH_UP))
+                                            "notes.embed", hint=EMBED_HINT))
             # The optional second stage (docs/rerank.md), over the fused list before the cut.
             hits, reranked = rerank.apply(self.cfg, "notes", query, hits, hit_text)
             if rerank.is_problem(reranked):
