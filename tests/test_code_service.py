@@ -487,10 +487,19 @@ def test_a_search_leaves_a_vector_backlog_it_cannot_embed_in_its_budget(tmp_path
     out = svc.search("retry request with backoff")
     assert out["results"] and out["pending"] == svc.store.chunk_count() == 60
     assert any("60 chunks wait for vectors" in n and "dsh-recall index" in n for n in out["notes"])
+    # ...and says it in structured form, for a front end that fills it.
+    assert out["backlog"] == [{"source": "code", "what": "vectors", "pending": 60,
+                               "command": "dsh-recall index", "job": "code.embed",
+                               "hint": "`dsh-recall index` embeds them"}]
+    assert any(n.endswith(out["backlog"][0]["hint"]) for n in out["notes"])
+    # A lexical-only search asked nothing of the vectors: no note, no backlog.
+    lexical = svc.search("retry request with backoff", layers=("lexical",))
+    assert "backlog" not in lexical and not any("wait for vectors" in n for n in lexical["notes"])
     # A backlog that fits the budget at the known rate: the search embeds it.
     svc.store.set_meta("embed_rate", f"{fp}|1000.0")
     out = svc.search("retry request with backoff")
     assert out["pending"] == 0 and not any("wait for vectors" in n for n in out["notes"])
+    assert "backlog" not in out
     svc.close()
 
 
@@ -526,3 +535,18 @@ def test_the_mcp_server_does_not_rerun_a_failed_index_job_on_every_search(tmp_pa
         assert any("dsh-recall index" in n for n in out["notes"])  # the way to catch up
     finally:
         app.close()
+
+
+def test_a_cold_search_while_another_indexer_runs_says_which_files_wait(tmp_path):
+    repo, _ = _backlog_repo(tmp_path, 5)
+    cfg = load_config(workspace=repo, overrides={"embedder": {"name": "fake"},
+                                                 "search_deadline_s": 0.3})
+    svc = CodeService(repo, cfg, tmp_path / "home")
+    svc.record_job({"state": "running", "pid": os.getpid(), "phase": "scan", "total": 5, "done": 2})
+    with svc._index_lock(None):  # another open file: to flock, another indexer
+        out = svc.search("retry request with backoff")
+    assert out["results"] == []
+    assert any("another process is indexing" in n for n in out["notes"])
+    assert out["backlog"] == [{"source": "code", "what": "files", "pending": 3,
+                               "command": "dsh-recall index", "job": "code.embed"}]
+    svc.close()

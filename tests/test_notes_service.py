@@ -233,11 +233,15 @@ def test_a_search_leaves_a_backlog_it_cannot_embed_in_its_budget(tmp_path):
     assert svc.store.pending_count() == 60
     assert any("60 passages wait for vectors" in n and "notes index" in n for n in res["notes"])
     assert res["results"] and res["pending"] == 60
+    # ...and says it in structured form, for a front end that fills it.
+    assert res["backlog"] == [{"source": "notes", "what": "vectors", "pending": 60,
+                               "command": "dsh-recall notes index", "job": "notes.embed",
+                               "hint": "`dsh-recall notes index` embeds them"}]
     # A backlog that fits the budget is embedded by the search itself.
     svc.store.set_meta("embed_rate", f"{fp}|1000.0")
     res = svc.search("heron lake 7")
     assert svc.store.pending_count() == 0 and res["pending"] == 0
-    assert not any("wait for vectors" in n for n in res["notes"])
+    assert not any("wait for vectors" in n for n in res["notes"]) and "backlog" not in res
     # No rate known yet: a short first slice measures one (and, here, embeds them all).
     svc.store.clear_vectors()
     svc.store.set_meta("embed_rate", "")
