@@ -76,7 +76,7 @@ const DEFAULTS = Object.freeze({
 // reference); the command, its arguments and environment only apply to a new worker.
 const VOLATILE = ['reaper', 'reads', 'autoRecall', 'reclaim', 'minChars', 'callTimeoutMs', 'startTimeoutMs', 'hangMs']
 // Write-only from a card (role 'secret': no settings response carries it); given to the
-// worker as DSH_RECALL_EMBEDDER_API_KEY (its embedder.api_key_env, unless env names one).
+// worker as RECALL_EMBEDDER_API_KEY (its embedder.api_key_env, unless env names another).
 const SECRET_FIELD = 'embedderApiKey'
 const KNOWN = new Set([...Object.keys(DEFAULTS), SECRET_FIELD])
 
@@ -142,7 +142,7 @@ function settings (config) {
   let secret
   try { secret = live(raw[SECRET_FIELD]) } catch {}
   if (typeof secret === 'string' && secret) {
-    c.env = { DSH_RECALL_EMBEDDER__API_KEY_ENV: 'DSH_RECALL_EMBEDDER_API_KEY', ...c.env, DSH_RECALL_EMBEDDER_API_KEY: secret }
+    c.env = { DSH_RECALL_EMBEDDER__API_KEY_ENV: 'RECALL_EMBEDDER_API_KEY', ...c.env, RECALL_EMBEDDER_API_KEY: secret }
   }
   return { c, unknown }
 }
