@@ -27,7 +27,7 @@ from .. import channel as channel_mod
 from .. import hybrid, usage
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..filesync import Progress
-from ..vectors import VectorIndex, embed_pending, file_lock, fill_what_fits, known_rate, load_embedder, sync_fingerprint
+from ..vectors import VectorIndex, embed_pending, file_lock, known_rate, load_embedder, sync_fingerprint
 from . import indexing
 from .indexing import embed_text
 from .levels import NoteLevels
@@ -108,7 +108,8 @@ class NotesService:
 
     def embed_pending(self, budget_s: float | None = None, store: ChunkStore | None = None) -> int:
         """Embed chunks that have no vector yet, until done or the budget runs out; the
-        rate reached is remembered for `fill_for_search` (meta RATE_KEY)."""
+        rate reached is remembered for a search's fill (hybrid.fill_before_ranking, meta
+        RATE_KEY)."""
         emb = self.embedder()
         if emb is None:
             return 0
@@ -119,15 +120,6 @@ class NotesService:
         """Passages per second this embedder last reached on this index, or None."""
         emb = self.embedder()
         return None if emb is None else known_rate(self.store, emb)
-
-    def fill_for_search(self, budget_s: float) -> int:
-        """What a search may embed (services.vectors.fill_what_fits); an indexer at work
-        keeps the backlog."""
-        emb = self.embedder()
-        if emb is None or not self.store.pending_count():
-            return 0
-        with self._lock(0) as got:
-            return fill_what_fits(self.store, emb, budget_s, self.embed_pending) if got else 0
 
     def index(self, *, accept_spec_change: bool = False, embed: bool = True,
               progress: Progress | None = None, lock_timeout_s: float | None = None) -> dict[str, Any]:
