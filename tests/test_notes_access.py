@@ -138,17 +138,19 @@ def test_an_undeterminable_channel_returns_nothing(tmp_path, session):
     assert [r["path"] for r in svc.search("otter", viewer=Viewer(svc.cfg, "group:x"))["results"]] == ["public.md"]
 
 
-def test_no_viewer_is_the_user_at_this_machine_and_sees_everything(tmp_path):
-    # The source contract: no viewer is the local user (as federated search and `notes eval`
-    # treat it); a front end serving a channel passes Viewer(cfg, key), which fails closed.
+def test_no_viewer_fails_closed_and_the_user_says_so(tmp_path):
+    # The source contract: a caller without a viewer is resolved as a caller without a key
+    # (with a session map: nothing), so a front end that forgets to pass one widens nothing;
+    # the user at this machine (federated search, `notes eval`) says so with Viewer.user().
     m = tmp_path / "map.json"
     m.write_text(json.dumps({"dm:me": "owner"}))
     svc = _svc(tmp_path, session_map=str(m), owner_ids=["owner"])
-    res = svc.search("otter")
+    assert svc.search("otter")["results"] == []
+    assert svc.search("otter", viewer=Viewer(svc.cfg, None))["results"] == []
+    assert svc.auto_recall("what is the otter vault code") == ""
+    res = svc.search("otter", viewer=Viewer.user())
     assert {r["path"] for r in res["results"]} == {"public.md", "secret.md"}
     assert res["access"]["channel"] == "unfiltered"
-    assert svc.search("otter", viewer=Viewer(svc.cfg, None))["results"] == []
-    assert svc.auto_recall("what is the otter vault code")
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '"a string"', ""])

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import Config
 from ..core.errors import InputError
+from .channel import Viewer
 
 if TYPE_CHECKING:
     from .code import CodeService
@@ -232,7 +233,7 @@ class _Runner:
         if self._notes is None:
             self._notes = NotesService(self.cfg, workspace=self.workspace)
         # No viewer: the user, every level. The same candidate pool as before (limit * 4).
-        res = self._notes.search(case["query"], limit=DEPTH * 4).get("results", [])
+        res = self._notes.search(case["query"], viewer=Viewer.user(), limit=DEPTH * 4).get("results", [])
         files = list(dict.fromkeys(r["path"] for r in res))
         want = [w.lower() for w in case["expect"]]
         return files, lambda p: {i for i, w in enumerate(want) if w in p.lower()}

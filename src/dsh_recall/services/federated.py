@@ -130,7 +130,7 @@ def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer 
     svc = NotesService(cfg, workspace=workspace)
     try:
         # viewer None: the user, unfiltered (every level, no session map lookup).
-        data = svc.search(query, viewer=viewer, limit=limit)
+        data = svc.search(query, viewer=viewer or Viewer.user(), limit=limit)
         results, notes = data.get("results", []), list(data.get("notes") or [])
     finally:
         svc.close()

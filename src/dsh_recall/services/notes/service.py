@@ -39,7 +39,6 @@ INDEX_COMMAND = "dsh-recall notes index"
 # hint: a front end that embeds them itself puts its own words in its place.
 EMBED_HINT = f"`{INDEX_COMMAND}` embeds them"
 # Who asks when no viewer is given: the user at this machine (as for every source).
-LOCAL_USER = "no channel given: the user of this machine"
 
 
 def hit_text(h: Hit) -> str:
@@ -143,12 +142,12 @@ class NotesService:
 
     # -- access ---------------------------------------------------------------
     def channel(self, viewer: Viewer | None) -> access.Channel:
-        """What `viewer` may see, per the session map and owner ids; no viewer is the user
-        at this machine, who sees every note (as `notes eval` and federated search do)."""
+        """What `viewer` may see, per the session map and owner ids. No viewer is a caller
+        without a key, resolved as such (fail closed: with a session map that may be
+        nothing); the user at this machine says so with `Viewer.user()`, as `notes eval`
+        and federated search do."""
         if viewer is not None:
             return viewer.channel
-        if self.ncfg.session_map:
-            return access.Channel("unfiltered", None, LOCAL_USER)
         return channel_mod.resolve(self.cfg, None)
 
     def level(self, path: str) -> str:
