@@ -103,9 +103,9 @@ def _event(sid: str, seq: int, etype: str, obj: dict, data: dict[str, Any], call
         if not texts:
             return None
         rng = _dict(data.get("shadowedRange"))
-        flags = (f"summary-of:{_seq_text(rng.get('start'))}-{_seq_text(rng.get('end'))}",) if rng else ()
+        shadowed = (f"summary-of:{_seq_text(rng.get('start'))}-{_seq_text(rng.get('end'))}",) if rng else ()
         return TranscriptEvent(sid, seq, "summary", tuple(Piece("summary", t) for t in texts),
-                               time_ms=time_ms, message_id=opt_str(data.get("compactionId")), flags=flags)
+                               time_ms=time_ms, message_id=opt_str(data.get("compactionId")), flags=shadowed)
     if etype == "user/message":
         source = data.get("source")
         if isinstance(source, dict) and source.get("kind") in _SKIP_USER_KINDS:
