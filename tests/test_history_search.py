@@ -273,6 +273,22 @@ def test_broken_embedder_degrades_silently(corpus):
     assert ans["layer_status"]["semantic"].startswith(("unavailable", "failed"))
 
 
+def test_a_vector_read_that_fails_in_the_driver_degrades_to_the_word_layers(corpus, cfg, monkeypatch):
+    # e.g. a lock held past the busy timeout while the semantic layer reads vectors: the
+    # driver's own error, not a StoreError; the word layers still answer and say so.
+    import sqlite3
+
+    from dsh_recall.services.history import semantic
+
+    def locked(*_a, **_k):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(semantic.SemanticLayer, "rank", locked)
+    ans = svc.search("ledger", all_sessions=True, cfg=cfg)
+    assert ans["hits"] and "semantic" not in ans["layers"]
+    assert ans["layer_status"]["semantic"] == "failed: OperationalError: database is locked"
+
+
 def test_aggregation_merges_close_hits():
     hits = [BlockHit(1, "s", 0, 10, 0.9), BlockHit(2, "s", 5, 15, 0.5), BlockHit(3, "s", 11, 30, 0.8),
             BlockHit(4, "t", 2, 7, 0.1)]

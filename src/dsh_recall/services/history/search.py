@@ -127,6 +127,11 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
         except StoreError as e:  # a failing layer degrades to the others
             status[name] = f"failed: {e}"
             continue
+        except Exception as e:  # the optional semantic layer (model, vector file, a lock past the busy timeout) degrades too
+            if name != "semantic":
+                raise
+            status[name] = f"failed: {type(e).__name__}: {e}"
+            continue
         rankings[name] = ranked
         status[name] = "ok" if ranked else "no match"
     return rankings, status, backlog
