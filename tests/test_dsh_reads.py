@@ -99,3 +99,13 @@ def test_a_big_read_is_an_outline_and_an_edit_from_a_ranged_read_succeeds(tmp_pa
     assert "return self.data[key] + 1000\n" in target.read_text()
     # The short form stays short in every later request (nothing re-grows it).
     assert len(results(seen[-1])["call_read"]) == len(whole)
+
+
+def test_reads_settings_merge_key_by_key_across_sources(_isolated_home):
+    # A home file's [reads] and one environment key: both hold (a later table used to
+    # replace the earlier one whole, losing the file's head_lines).
+    from dsh_recall.core.config import load_config
+
+    (_isolated_home / "config.toml").write_text("[reads]\nhead_lines = 12\n")
+    c = load_config(environ={"DSH_RECALL_READS__OUTLINE_CHARS": "900"})
+    assert c.reads.head_lines == 12 and c.reads.outline_chars == 900
