@@ -99,10 +99,9 @@ def code_stamp() -> str:
     return h.hexdigest()
 
 
-def command_of(args: list[str]) -> str | None:
-    """The forwarded command argv names ("search", "history search", ...), else None. The
-    command is argv's first word after the group's own options, and a group's subcommand
-    the word after it."""
+def command_words(args: list[str], most: int = 2) -> list[str]:
+    """The command argv names, word by word (at most `most`): argv's first word after the
+    group's own options, and a group's subcommand the word after it."""
     words: list[str] = []
     skip = False
     for a in args:
@@ -114,8 +113,14 @@ def command_of(args: list[str]) -> str | None:
             break
         elif not a.startswith("-"):
             words.append(a)
-            if len(words) == 2:
+            if len(words) == most:
                 break
+    return words
+
+
+def command_of(args: list[str]) -> str | None:
+    """The forwarded command argv names ("search", "history search", ...), else None."""
+    words = command_words(args)
     for n in (1, 2):
         name = " ".join(words[:n])
         if len(words) >= n and name in FORWARDED:

@@ -92,15 +92,10 @@ _DONE_AT_ANSWER = frozenset({"search"})
 
 def _command(args: list[str]) -> str | None:
     """The subcommand named in argv (after the group's own options)."""
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "--config":
-            skip = True
-        elif not a.startswith("-"):
-            return a
-    return None
+    from ..daemon import command_words  # loaded already: the entry point asked it first
+
+    words = command_words(args, 1)
+    return words[0] if words else None
 
 
 def _leave_workers(code: object, done: bool = False) -> None:

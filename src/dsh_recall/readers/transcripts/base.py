@@ -21,7 +21,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -321,6 +321,15 @@ def record_guard(result: ReadResult, line: int) -> Iterator[None]:
         yield
     except Exception as e:  # noqa: BLE001 - one record must never stop the file
         result.skip(line, f"{type(e).__name__}: {clean_text(str(e))[:120]}")
+
+
+def each_record(raw: RawLines, result: ReadResult, handle: Callable[[int, dict[str, Any]], None]) -> ReadResult:
+    """Hand every JSON object line to `handle(line number, object)`; a line that is not
+    one, or whose handling raises, is skipped and counted, and the file goes on."""
+    for n, obj in parse_json_lines(raw, result):
+        with record_guard(result, n):
+            handle(n, obj)
+    return result
 
 
 def opt_str(value: Any) -> str | None:

@@ -17,11 +17,10 @@ from .base import (
     ReadResult,
     TranscriptEvent,
     as_text,
+    each_record,
     iso_to_ms,
     opt_str,
-    parse_json_lines,
     read_lines,
-    record_guard,
 )
 
 SOURCE = "claude-code"
@@ -34,9 +33,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     default_sid = ctx.session or path.stem
     calls = dict(ctx.call_tools)
     titles: list[str] = []
-    for n, obj in parse_json_lines(raw, res):
-        with record_guard(res, n):
-            _record(n, obj, ctx, default_sid, calls, titles, res)
+    each_record(raw, res, lambda n, obj: _record(n, obj, ctx, default_sid, calls, titles, res))
     if titles:  # a summary record names no session, so its title is the file's
         for meta in res.sessions.values():
             meta.title = titles[-1]

@@ -18,11 +18,10 @@ from .base import (
     TranscriptEvent,
     as_text,
     content_texts,
+    each_record,
     iso_to_ms,
     opt_str,
-    parse_json_lines,
     read_lines,
-    record_guard,
 )
 
 SOURCE = "codex"
@@ -38,9 +37,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     m = _UUID.search(path.name)
     state = {"sid": ctx.session or (m.group(0) if m else path.name.split(".")[0])}
     calls = dict(ctx.call_tools)
-    for n, obj in parse_json_lines(raw, res):
-        with record_guard(res, n):
-            _record(n, obj, ctx, state, calls, res)
+    each_record(raw, res, lambda n, obj: _record(n, obj, ctx, state, calls, res))
     return res
 
 

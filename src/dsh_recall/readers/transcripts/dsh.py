@@ -20,11 +20,10 @@ from .base import (
     TranscriptEvent,
     as_text,
     content_texts,
+    each_record,
     opt_ms,
     opt_str,
-    parse_json_lines,
     read_lines,
-    record_guard,
 )
 
 SOURCE = "dsh"
@@ -53,9 +52,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     res = ReadResult.start(raw)
     state = {"sid": ctx.session or _session_from_path(path)}
     calls = dict(ctx.call_tools)
-    for n, obj in parse_json_lines(raw, res):
-        with record_guard(res, n):
-            _record(n, obj, ctx, state, calls, res)
+    each_record(raw, res, lambda n, obj: _record(n, obj, ctx, state, calls, res))
     return res
 
 

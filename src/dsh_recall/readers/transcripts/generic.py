@@ -18,11 +18,10 @@ from .base import (
     ReadContext,
     ReadResult,
     TranscriptEvent,
+    each_record,
     iso_to_ms,
     opt_str,
-    parse_json_lines,
     read_lines,
-    record_guard,
 )
 
 SOURCE = "generic"
@@ -33,9 +32,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     """Read the messages added to a generic JSONL file since `offset`."""
     raw = read_lines(path, offset, ctx.line_no)
     res = ReadResult.start(raw)
-    for n, obj in parse_json_lines(raw, res):
-        with record_guard(res, n):
-            _record(n, obj, res)
+    each_record(raw, res, lambda n, obj: _record(n, obj, res))
     return res
 
 
