@@ -371,10 +371,11 @@ window.__ModuleLoader__.load({
         'data-tokens-kept-out': int(o.tokens_kept_out),
         'data-recalls': int(o.recalls),
         'data-disk-bytes': int(o.disk_bytes),
-        style: { position: 'fixed', right: 12, bottom: 12, pointerEvents: 'auto', fontSize: 12, lineHeight: '18px',
-          padding: '2px 10px', borderRadius: 999, background: 'var(--dsw-alias-bg-elevated, rgba(255,255,255,.92))',
-          border: '1px solid var(--dsw-alias-border-default, rgba(0,0,0,.12))', color: 'var(--dsw-alias-text-secondary, #555)',
-          maxWidth: 'calc(100vw - 24px)', whiteSpace: 'nowrap', overflow: 'hidden', textOverflow: 'ellipsis' }
+        // Bottom of the left sidebar, above its "More" row: over no composer, footer or message
+        // (bottom-centre covered the composer's token footer, bottom-right its model picker).
+        style: { position: 'fixed', left: 14, bottom: 48, maxWidth: 252, boxSizing: 'border-box', pointerEvents: 'auto', fontSize: 11,
+          lineHeight: '16px', padding: '4px 10px', borderRadius: 10, background: 'var(--dsw-alias-bg-elevated, rgba(255,255,255,.92))',
+          border: '1px solid var(--dsw-alias-border-default, rgba(0,0,0,.12))', color: 'var(--dsw-alias-text-secondary, #555)' }
       },
       h('span', { 'data-part': 'figures' }, stripLine(st)),
       ' · ',

@@ -1,0 +1,84 @@
+// Unit test of the dsh browser half (frontends/dsh/client/client.js) under plain Node: a stub
+// React (createElement builds plain trees; hooks are no-ops), stub slots, configForms and
+// locale. Prints one JSON line for tests/test_dsh_web_client.py to check.
+import { readFileSync } from 'node:fs'
+
+const file = process.argv[2]
+const flag = process.argv[3] || ''
+let loaded = null
+globalThis.window = { __ModuleLoader__: { load: (m) => { loaded = m } } }
+globalThis.localStorage = { getItem: (k) => (k === 'dsh-recall.test.throw' ? flag || null : null) }
+// eslint-disable-next-line no-new-func
+new Function(readFileSync(file, 'utf8'))()
+
+class Component { constructor (props) { this.props = props } }
+const React = {
+  Component,
+  createElement: (type, props, ...children) => ({ type, props: props || {}, children: children.flat() }),
+  useEffect: () => {},
+  useState: (v) => [v, () => {}],
+  memo: (f) => f
+}
+const TextShimmer = ({ active, children }) => ({ type: 'shimmer', props: { active }, children: [children].flat() })
+const modules = { react: React, '@deepseek-ai/dsh-client-ui-primitives': { TextShimmer } }
+const exports = loaded.factory((name) => {
+  if (name in modules) return modules[name]
+  throw new Error(`no module ${name}`)
+})
+
+const registered = []
+let snapshot = { status: 'ready', value: { reaper: true, minChars: 256 }, base: {}, user: {}, revision: 1, writable: true }
+const listeners = new Set()
+const mutations = []
+const scope = {
+  getSnapshot: () => snapshot,
+  subscribe: (fn) => { listeners.add(fn); return () => listeners.delete(fn) },
+  set: async () => true,
+  unset: async () => true,
+  mutate: async (ops) => { mutations.push(ops); return false }
+}
+const ctx = {
+  effect: (fn) => { try { fn() } catch (e) { throw e } },
+  inject: () => { throw new Error('no such service in this stub') },
+  locale: { register: () => () => {} },
+  configForms: { get: () => scope, whileServed: (ns, fn) => fn() },
+  slots: {
+    inject: (name, fn) => fn(),
+    register: (opts, Component) => { registered.push({ ...opts, Component }); return () => {} }
+  }
+}
+const failures = exports.apply(ctx)
+const bySlot = Object.fromEntries(registered.map((r) => [r.name, r]))
+
+// Render a registered component with fake hooks (a selector over a fixed state).
+const render = (name, state, extra = {}) => {
+  const r = bySlot[name]
+  const props = { ...r.inject(), useRecallStats: (sel) => sel(state), ...extra }
+  const tree = r.Component(props) // the Guard wrapper
+  const inner = tree.children[0]
+  return inner.type(inner.props)
+}
+const text = (node) => node == null ? '' : typeof node === 'string' || typeof node === 'number' ? String(node)
+  : typeof node.type === 'function' ? text(node.type({ ...node.props, children: node.children }))
+  : (node.children || []).map(text).join('')
+
+const session = { offloads: 3, charsIn: 120000, charsInline: 3000, keptChars: 117000 }
+const base = { loaded: true, ok: true, health: 'ready', objects: { offloaded: 3, tokens_kept_out: 29250, recalls: 9, disk_bytes: 12000000 }, sessions: { s1: session }, busy: 0, complete: false }
+const out = {
+  failures,
+  slots: registered.map((r) => `${r.name}:${r.id ?? r.key}`),
+  chip: text(render('conversation.session.header.utilities', base, { sessionId: 's1' })),
+  chipOther: render('conversation.session.header.utilities', base, { sessionId: 'nobody' }),
+  strip: text(render('shell.overlay', base)),
+  stripBusy: (() => { const n = render('shell.overlay', { ...base, busy: 1 }); return { text: text(n), shimmer: JSON.stringify(n).includes('"active":true') } })(),
+  stripDone: text(render('shell.overlay', { ...base, complete: true })),
+  stripDegraded: text(render('shell.overlay', { ...base, health: 'slow' })),
+  stripUnloaded: render('shell.overlay', { ...base, ok: false }),
+  bool: [exports._test.booleanField('reaper').parse('false'), exports._test.booleanField('reaper').parse('maybe') ?? null]
+}
+// A save the runtime refuses: the card keeps the refusal to show (no remote here: the
+// generic reason).
+const card = exports._test.createCard(scope, () => null)
+card.actions.edit?.('minChars', '300')
+out.cardRefusal = card.store.getSnapshot().refusal
+console.log(JSON.stringify(out))

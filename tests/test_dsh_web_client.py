@@ -1,0 +1,62 @@
+"""The dsh browser half (frontends/dsh/client/client.js) under plain Node, fast: a stub React,
+stub slots, configForms and locale (tests/node/client_bundle.mjs). It checks the contract
+(slot names and keys, guarded registration, the test flag) and what each view says for
+given figures; rendering and host wiring are tests/test_dsh_web.py's (real runtime, real
+Chromium).
+
+Needs `node` (Debian's nodejs; .ci/run installs it and sets RECALL_REQUIRE_NODE=1, so it
+cannot skip in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dsh_recall.frontends.dsh import PLUGIN_PATH
+
+NODE = shutil.which("node")
+BUNDLE = PLUGIN_PATH.parent / "client" / "client.js"
+SCRIPT = Path(__file__).parent / "node" / "client_bundle.mjs"
+
+
+def run(flag: str = "") -> dict:
+    if NODE is None:
+        if os.environ.get("RECALL_REQUIRE_NODE") == "1":
+            pytest.fail("node is required here (apt-get install -y nodejs)")
+        pytest.skip("node is not on PATH (apt-get install -y nodejs)")
+    out = subprocess.run([NODE, str(SCRIPT), str(BUNDLE), flag], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_every_surface_registers_under_its_slot_and_key():
+    r = run()
+    assert r["slots"] == ["plugins.item:recall-native", "plugins.bundle.config:dsh-recall",
+                          "conversation.session.header.utilities:dsh-recall-chip",
+                          "shell.overlay:dsh-recall-strip", "sidebar.right.pane.tab:dsh-recall/recall",
+                          "sidebar.right.pane.tab.title:dsh-recall/recall"]
+    # Services the stub lacks (the sidebar's, the settings remote) cost only their own part.
+    assert r["failures"] == ["remote", "sidebar"]
+
+
+def test_the_views_say_what_the_figures_are_and_nothing_when_there_is_nothing():
+    r = run()
+    assert r["chip"] == "Recall 3 · 40× · 117 KB kept out"
+    assert r["chipOther"] is None  # a conversation with no offload: no chip
+    assert r["strip"] == "3 offloads · 29,250 tokens kept out · 9 hits · 12.0 MB on disk · running"
+    assert r["stripBusy"]["shimmer"] and r["stripBusy"]["text"].endswith("Recalling…")
+    assert r["stripDone"].endswith("· Recall complete")
+    assert r["stripDegraded"].endswith("degraded: a worker call took over its deadline")
+    assert r["stripUnloaded"] is None  # no route (sdk / headless host half): no strip
+    assert r["bool"] == [{"kind": "set", "value": False}, None]
+
+
+def test_a_throw_inside_apply_is_contained():
+    r = run("apply")
+    assert r["failures"][0] == "test flag" and len(r["slots"]) == 6
