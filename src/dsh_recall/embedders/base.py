@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ..core.errors import EmbedderError
 from ..core.lazy import np
@@ -26,6 +27,7 @@ class Embedder(ABC):
     dim_known: bool = True  # False: the dimension is learned from the first answer
     length_buckets: bool = False  # True: batches are formed from texts of similar length
     version: str = "1"
+    model_dir: Path | None = None  # the folder a local model was loaded from (None: none)
 
     @property
     def fingerprint(self) -> str:

@@ -157,6 +157,7 @@ class OnnxEmbedder(Embedder):
     # every text always gets the same vector, and real chunks run faster too (no padding).
     one_text_per_run = True
     optimized_cache = True  # keep the optimized graph under the recall home (see _load)
+    model_dir: Path  # always a folder here
 
     def __init__(self, model_dir: str | Path, cfg: EmbedderConfig, name: str = "minilm"):
         self.name = name

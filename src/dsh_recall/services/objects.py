@@ -95,8 +95,8 @@ class ObjectService:
         self._cfg = cfg
         self.path = Path(path) if path is not None else default_path()
         self.clock = clock
-        cap = max_object_bytes if max_object_bytes is not None else getattr(
-            cfg, "max_object_bytes", None)
+        cap = max_object_bytes if max_object_bytes is not None else (
+            cfg.max_object_bytes if cfg is not None else None)
         self.max_object_bytes = DEFAULT_MAX_OBJECT_BYTES if cap is None else int(cap)
         if self.max_object_bytes < 1:
             raise InputError(f"max_object_bytes must be 1 or more, not {self.max_object_bytes}")
@@ -378,7 +378,7 @@ class ObjectService:
         cfg = self._cfg
         matches = search_index(self._index(row), q, limit=max(1, min(limit, SEARCH_LIMIT)),
                                rank=rank_config(cfg),
-                               fill=getattr(cfg, "rank_failure_fill", True) if fill is None else fill)
+                               fill=(cfg.rank_failure_fill if cfg is not None else True) if fill is None else fill)
         if count:
             self.store.bump("recalls")
             usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)

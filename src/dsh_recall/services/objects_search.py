@@ -31,7 +31,7 @@ def rank_config(cfg: ObjectsConfig | None) -> logrank.RankConfig | None:
     before the prior); without a config, the defaults."""
     if cfg is None:
         return logrank.DEFAULT
-    if not getattr(cfg, "rank_log_prior", True):
+    if not cfg.rank_log_prior:
         return None
     return logrank.RankConfig(
         error_shape=cfg.rank_error_shape, position=cfg.rank_position,

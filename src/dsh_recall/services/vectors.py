@@ -84,7 +84,7 @@ def _files_stamp(emb: Embedder) -> tuple:
     """Size, inode and mtime of the files an embedder loaded from its model folder (none
     for one without a folder): a shared embedder keeps the model, tokenizer and settings it
     loaded, so a folder edited in place must get a new one."""
-    folder = getattr(emb, "model_dir", None)
+    folder = emb.model_dir
     if folder is None:
         return ()
     out: list[tuple[str, int | None, int | None, int | None]] = []
