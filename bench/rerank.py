@@ -1,7 +1,7 @@
 """The rerank stage on top of the engine's answers: CoSQA dev (code) and LoCoMo dev (history).
 
 For each set, side by side in one run: plain BM25, the fused order the engine answers with
-(no rerank), the same order after the rerank stage (rank/rerank.py, through its HTTP
+(no rerank), the same order after the rerank stage (services/rerank.py, through its HTTP
 client) at each `rerank.weight` asked for, and the ceiling: how often a gold item is among
 the `top_n` candidates at all (no reranker can do better at that `top_n`). Plus the stage's
 latency, end to end (HTTP, JSON, the model).
@@ -82,8 +82,8 @@ def rerank_runs(cfg, runs: list[list], queries: list[str], text_of, weights: lis
 
     The reranker is asked once per query; later weights reuse its scores (the stage is the
     same, only the blend differs)."""
-    from dsh_recall.rank import rerank
     from dsh_recall.rerankers import create
+    from dsh_recall.services import rerank
 
     client = create(cfg.rerank)
     memo: dict = {}

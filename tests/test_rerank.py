@@ -15,10 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_recall.core.config import load_config
-from dsh_recall.rank import rerank
 from dsh_recall.rerankers import RerankError
 from dsh_recall.rerankers.http import HttpReranker, parse_scores
-from dsh_recall.services import federated
+from dsh_recall.services import federated, rerank
 from dsh_recall.services.notes import NotesService
 
 DEADLINE = 0.5

@@ -1,4 +1,4 @@
-"""Rerankers score (query, passage) pairs for the optional rerank stage (rank/rerank.py).
+"""Rerankers score (query, passage) pairs for the optional rerank stage (services/rerank.py).
 
 One backend today: an HTTP endpoint of the `/v1/rerank` family (http.py). A reranker is
 anything with `score(query, documents, timeout_s) -> {index: score}`; the stage owns the

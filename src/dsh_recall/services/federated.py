@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import Config
 from ..core.errors import InputError
-from ..rank import rerank
 from ..rank.fuse import rrf
-from . import usage
+from . import rerank, usage
 from .channel import Viewer
 
 if TYPE_CHECKING:

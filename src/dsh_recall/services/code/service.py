@@ -17,12 +17,11 @@ from ...core.paths import ensure_dir, recall_home, workspace_dir
 from ...embedders import Embedder
 from ...rank import excerpt as excerpt_mod
 from ...rank import lexical as lex
-from ...rank import rerank
 from ...rank.fuse import intent_terms
 from ...readers.workspace import WalkReport, check_workspace_root, parse_source_roots, read_regular, walk
 from ...stores import registry
 from ...stores.contracts import ChunkStore
-from .. import hybrid, usage
+from .. import hybrid, rerank, usage
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..vectors import (
     DELTA_SYNC,

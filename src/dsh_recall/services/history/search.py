@@ -19,11 +19,10 @@ from ...core.config import Config, HistoryConfig
 from ...core.errors import InputError, StoreError
 from ...core.text import estimate_tokens
 from ...rank import history_query as hq
-from ...rank import rerank
 from ...rank.aggregate import BlockHit, aggregate
 from ...rank.fuse import rrf
 from ...stores.sqlite.history import HistoryStore, loads_flags
-from .. import usage
+from .. import rerank, usage
 from ..base import Backlog, backlog_item
 from ..channel import Viewer
 from .common import LAYERS, SESSION_ENV, _cfg, _iso, open_store

@@ -18,13 +18,12 @@ from ...core.paths import ensure_dir, recall_home
 from ...embedders import Embedder
 from ...policy import access
 from ...rank import lexical as lex
-from ...rank import rerank
 from ...rank.notes_rank import Hit, coverage, recall_block, relevant, source_weight
 from ...readers.notes import resolve_roots
 from ...stores import registry
 from ...stores.contracts import ChunkRow, ChunkStore, FileRow
 from .. import channel as channel_mod
-from .. import hybrid, usage
+from .. import hybrid, rerank, usage
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..filesync import Progress
 from ..vectors import VectorIndex, embed_pending, file_lock, known_rate, load_embedder, sync_fingerprint
