@@ -199,6 +199,20 @@ def dsh_patch(cmd: str, w: dict) -> None:
     assert "@deepseek-ai/dsh-mcp-client" in out and "serverName: recall" in out
 
 
+def dsh_patch_web(cmd: str, w: dict) -> None:
+    # "`integrate dsh patch --profile web` mounts it where the card can save": the profile's
+    # own patch, the plugin named by a file:// URL; written twice, it is there once.
+    from pathlib import Path
+
+    home = Path(w["proj"]).parent / "dsh-home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DSH_HOME", str(home))
+        run(cmd)
+        run(cmd)
+    text = (home / "profiles" / "web" / "cordis.patch.yml").read_text()
+    assert text.count("- id: recall-native") == 1 and 'name: "file:///' in text
+
+
 def codex(cmd: str, w: dict) -> None:
     assert "[mcp_servers.recall]" in run(cmd).output
 
@@ -326,6 +340,7 @@ CHECKS: dict[str, Callable[[str, dict], None]] = {
     "mcp": mcp_server,
     "integrate claude-code install": claude_code_install,
     "integrate dsh patch": dsh_patch,
+    "integrate dsh patch --profile web": dsh_patch_web,
     "integrate codex": codex,
     "report": report,
     "serve": serve,
