@@ -198,7 +198,7 @@ def indexes(home: Path) -> dict[str, Any]:
                         "files": st["files"]}
             finally:
                 hs.close()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # a store that cannot be read is reported, not raised
             hist = {"error": str(e)}
     return {"code": code, "notes": notes, "history": hist}
 
@@ -315,7 +315,7 @@ def _object_store(home: Path) -> dict[str, Any] | None:
 
     try:
         store = ObjectStore(path)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # a store that cannot be read is reported, not raised
         return {"error": str(e)}
     try:
         t = store.totals()

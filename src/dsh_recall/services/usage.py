@@ -160,7 +160,7 @@ def code_search(workspace: Any, answer: dict[str, Any]) -> dict[str, Any]:
     try:
         record("code", "search", answer.get("returned_chars", 0), answer.get("source_chars", 0),
                hits=len(answer.get("results") or []), workspace=str(workspace))
-    except Exception:  # noqa: BLE001
+    except Exception:  # recording usage never breaks the answer it counts
         pass
     return answer
 
@@ -175,7 +175,7 @@ def history_search(store: Any, answer: dict[str, Any]) -> dict[str, Any]:
         scope = answer.get("scope") or {}
         ws = scope.get("value") if scope.get("kind") == "workspace" else None
         record("history", "search", returned, replaced, hits=len(hits), workspace=ws)
-    except Exception:  # noqa: BLE001
+    except Exception:  # recording usage never breaks the answer it counts
         pass
     return answer
 
@@ -192,10 +192,10 @@ def notes_search(store: Any, answer: dict[str, Any], workspace: Any = None) -> d
         replaced = 0
         for p in {r["path"] for r in results}:
             row = store.file(p)
-            replaced += int(getattr(row, "chars", 0) or 0) if row is not None else 0
+            replaced += int(row.chars or 0) if row is not None else 0
         record("notes", "search", returned, replaced, hits=len(results),
                workspace=str(workspace) if workspace else None)
-    except Exception:  # noqa: BLE001
+    except Exception:  # recording usage never breaks the answer it counts
         pass
     return answer
 
