@@ -105,21 +105,9 @@ class Dashboard:
     # -- search ---------------------------------------------------------------------------
     def workspaces(self) -> list[Path]:
         """This dashboard's workspace, then every workspace with a code index here."""
-        from ...stores.sqlite.chunks import SqliteChunkStore
+        from ...services.code import indexed_workspaces
 
-        out = [self.workspace]
-        for db in sorted((self.home / "workspaces").glob("*/index.sqlite")):
-            try:
-                store = SqliteChunkStore(db)
-                try:
-                    ws = store.get_meta("workspace")
-                finally:
-                    store.close()
-            except Exception:  # noqa: BLE001 - an unreadable index is not offered
-                continue
-            if ws and Path(ws) not in out:
-                out.append(Path(ws))
-        return out
+        return [self.workspace] + [ws for ws in indexed_workspaces(self.home) if ws != self.workspace]
 
     def _code_service(self, ws: Path) -> tuple[Any, threading.Lock]:
         from ...core.config import load_config

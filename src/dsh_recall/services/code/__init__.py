@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .indexing import IndexReport
 from .prepare import embed_text
-from .scope import find_workspace
+from .scope import find_workspace, indexed_workspaces
 from .service import CodeService
 
-__all__ = ["CodeService", "IndexReport", "embed_text", "find_workspace"]
+__all__ = ["CodeService", "IndexReport", "embed_text", "find_workspace", "indexed_workspaces"]

@@ -32,6 +32,26 @@ def find_workspace(start: Path, home: Path | None = None) -> Path:
     return start
 
 
+def indexed_workspaces(home: Path | None = None) -> list[Path]:
+    """Every workspace with a code index under the recall home, in index-folder order; an
+    index that cannot be read is left out."""
+    from ...stores.sqlite.chunks import SqliteChunkStore
+
+    out: list[Path] = []
+    for db in sorted(((home or recall_home()) / "workspaces").glob("*/index.sqlite")):
+        try:
+            store = SqliteChunkStore(db)
+            try:
+                ws = store.get_meta("workspace")
+            finally:
+                store.close()
+        except Exception:  # an unreadable or foreign index is not offered
+            continue
+        if ws and Path(ws) not in out:
+            out.append(Path(ws))
+    return out
+
+
 def resolve_scope(workspace: Path, cfg: Config, path: str | None, focus: str | None,
                   cwd: Path | None) -> tuple[str | None, str | None, str | None]:
     """(path prefix filter, focus label, where the scope came from: "focus", "path",
