@@ -32,21 +32,24 @@ def test_a_chunk_first_in_every_layer_scores_one(lexical, vector, query):
 
 
 class Reopens:
-    """A store whose own connection for the vector thread is itself."""
+    """A store whose own connection for the vector thread is itself; counts its closes (per
+    store: a thread an earlier test released may still be closing its own)."""
 
-    closed = 0
+    def __init__(self):
+        self.closed = 0
 
     def reopen(self):
         return self
 
     def close(self):
-        Reopens.closed += 1
+        self.closed += 1
 
 
-def _rank(vector, deadline_s):
+def _rank(vector, deadline_s, store=None):
     notes: list[str] = []
+    store = store or Reopens()
     ranked = hybrid.rank("parse args", ("lexical", "vector"), lexical=lambda: [(3, 2.0), (1, 1.0)],
-                         vector=lambda: hybrid.start_vector(Reopens(), vector, notes),
+                         vector=lambda: hybrid.start_vector(store, vector, notes),
                          deadline=time.monotonic() + deadline_s, notes=notes,
                          lexical_weight=1.0, vector_weight=1.0, rrf_k=10)
     return ranked, notes
@@ -69,10 +72,10 @@ def test_a_failing_vector_layer_leaves_a_note_and_closes_its_connection():
     def broken(store):
         raise OSError("disk gone")
 
-    before = Reopens.closed
-    ranked, notes = _rank(broken, 5.0)
+    store = Reopens()
+    ranked, notes = _rank(broken, 5.0, store)
     assert ranked.used == ["lexical"] and notes == ["vector layer failed: disk gone; lexical only"]
-    assert Reopens.closed == before + 1
+    assert store.closed == 1
 
 
 class SlowQueries(FakeEmbedder):
