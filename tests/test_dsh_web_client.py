@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,16 +24,22 @@ from dsh_recall.frontends.dsh import PLUGIN_PATH
 NODE = shutil.which("node")
 BUNDLE = PLUGIN_PATH.parent / "client" / "client.js"
 SCRIPT = Path(__file__).parent / "node" / "client_bundle.mjs"
+HOST = Path(__file__).parent / "node" / "host_stats.mjs"
+FAKE_WORKER = Path(__file__).parent / "fixtures" / "dsh_plugin" / "fake_worker.py"
 
 
-def run(flag: str = "") -> dict:
+def _node(*args: str) -> dict:
     if NODE is None:
         if os.environ.get("RECALL_REQUIRE_NODE") == "1":
             pytest.fail("node is required here (apt-get install -y nodejs)")
         pytest.skip("node is not on PATH (apt-get install -y nodejs)")
-    out = subprocess.run([NODE, str(SCRIPT), str(BUNDLE), flag], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([NODE, *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(flag: str = "") -> dict:
+    return _node(str(SCRIPT), str(BUNDLE), flag)
 
 
 def test_every_surface_registers_under_its_slot_and_key():
@@ -60,3 +67,28 @@ def test_the_views_say_what_the_figures_are_and_nothing_when_there_is_nothing():
 def test_a_throw_inside_apply_is_contained():
     r = run("apply")
     assert r["failures"][0] == "test flag" and len(r["slots"]) == 6
+
+
+def test_the_secret_badge_reads_the_runtimes_set_flag():
+    r = run()
+    # The settings document's `secrets[].set` (the value itself is never on the wire).
+    assert r["secretSet"] == {"set": "true", "text": "Embedding endpoint key Set "}
+    assert r["secretUnset"] == {"set": "false", "text": "Embedding endpoint key Not set "}
+    assert r["secretRegistered"] is True  # the card apply() registers reads the service's mirror
+
+
+def test_a_call_between_two_polls_still_shows_its_sweep_then_complete():
+    r = run()
+    assert r["sweep"][:3] == ["idle", "sweep", "complete"]
+
+
+def test_the_stats_route_says_recalling_for_a_while_after_a_quick_call():
+    cfg = {"command": sys.executable, "args": [str(FAKE_WORKER)], "env": {"FAKE_MODE": "ok"},
+           "callTimeoutMs": 1000, "startTimeoutMs": 3000}
+    r = _node(str(HOST), PLUGIN_PATH.as_uri(), json.dumps(cfg))
+    assert r["before"]["recalling"] is False
+    assert r["callMs"] < 1000
+    # Over, and still `recalling` one poll (1.5 s) later; not for ever.
+    assert r["afterPoll"]["busy"] == 0 and r["afterPoll"]["recalling"] is True
+    assert r["afterPoll"]["lastDoneAt"] > 0
+    assert r["later"]["recalling"] is False

@@ -37,11 +37,16 @@ const scope = {
   unset: async () => true,
   mutate: async (ops) => { mutations.push(ops); return false }
 }
+// The shared describe mirror: the namespace row says whether the secret holds a value.
+const mirrorOf = (set) => ({
+  getSnapshot: () => ({ status: 'ready', view: { writable: true, namespaces: [{ ns: 'recall-native', secrets: [{ path: ['embedderApiKey'], set }] }] } }),
+  subscribe: () => () => {}
+})
 const ctx = {
   effect: (fn) => { try { fn() } catch (e) { throw e } },
   inject: () => { throw new Error('no such service in this stub') },
   locale: { register: () => () => {} },
-  configForms: { get: () => scope, whileServed: (ns, fn) => fn() },
+  configForms: { get: () => scope, whileServed: (ns, fn) => fn(), describe: () => mirrorOf(true) },
   slots: {
     inject: (name, fn) => fn(),
     register: (opts, Component) => { registered.push({ ...opts, Component }); return () => {} }
@@ -81,4 +86,51 @@ const out = {
 const card = exports._test.createCard(scope, () => null)
 card.actions.edit?.('minChars', '300')
 out.cardRefusal = card.store.getSnapshot().refusal
+// The secret's badge: set in the runtime (the mirror's flag), and not set.
+const find = (node, pred) => {
+  if (node == null || typeof node !== 'object') return null
+  if (pred(node)) return node
+  if (typeof node.type === 'function') return find(node.type({ ...node.props, children: node.children }), pred)
+  for (const c of node.children || []) { const f = find(c, pred); if (f) return f }
+  return null
+}
+const cardText = (mirror) => {
+  const c = exports._test.createCard(scope, () => null, mirror)
+  const tree = bySlot['plugins.item'].Component({ ...c.actions, useRecallCard: (sel) => sel(c.store.getSnapshot()), view: 'page' })
+  const inner = tree.children[0]
+  const field = find(inner.type(inner.props), (n) => n.props?.['data-field'] === 'embedderApiKey')
+  return { set: field?.props['data-secret-set'], text: text(field) }
+}
+out.secretSet = cardText(mirrorOf(true))
+out.secretUnset = cardText(mirrorOf(false))
+out.secretRegistered = (() => {
+  const c = bySlot['plugins.item'].inject().hooks.recallCard
+  return c.getSnapshot().secretSet
+})()
+
+// The poller over a host half that says `recalling` for a while after a call starts: a
+// call that ended between two polls still shows its sweep, then "Recall complete" once.
+const answers = [
+  { busy: 0, recalling: false, lastDoneAt: 0 },
+  { busy: 0, recalling: true, lastDoneAt: 100 },
+  { busy: 0, recalling: false, lastDoneAt: 100 },
+  { busy: 0, recalling: false, lastDoneAt: 100 }
+].map((a) => ({ version: 1, health: 'ready', objects: {}, sessions: {}, ...a }))
+let queued = null
+const realSetTimeout = globalThis.setTimeout
+globalThis.setTimeout = (fn) => { queued = fn; return 1 }
+globalThis.clearTimeout = () => { queued = null }
+let served = 0
+const stats = exports._test.createStats(async () => ({ ok: true, json: async () => answers[served++] }))
+const flush = () => new Promise((resolve) => setImmediate(resolve))
+const seen = []
+stats.acquire()
+for (let i = 0; i < answers.length; i++) {
+  await flush()
+  const st = stats.store.getSnapshot()
+  seen.push(st.busy > 0 ? 'sweep' : st.complete ? 'complete' : 'idle')
+  if (i < answers.length - 1) { const fn = queued; queued = null; fn() }
+}
+globalThis.setTimeout = realSetTimeout
+out.sweep = seen
 console.log(JSON.stringify(out))

@@ -114,6 +114,9 @@ const live = (v) => (v !== null && typeof v === 'object' && typeof v.get === 'fu
 // Variables never handed to the worker (dsh's MCP client drops the same kind).
 const SECRET = /(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE[_-]?KEY|AUTH)/i
 const MAX_STARTS = 2
+// How long after a worker call starts the stats route still says `recalling` (the browser
+// half polls every 1.5 s: every call is seen by at least one poll).
+const RECENT_MS = 3000
 // The kind of the user messages this plugin adds (history import skips it).
 const SOURCE_KIND = 'dsh-recall'
 
@@ -431,7 +434,7 @@ export function apply (ctx, config) {
   // What the browser half shows (counts only): per session, as this process saw it, and
   // whether a worker call that changes what the model sees is running now.
   const figures = new Map() // session id -> {offloads, charsIn, charsInline, keptChars}
-  const activity = { busy: 0, lastDoneAt: 0, lastCwd: null }
+  const activity = { busy: 0, lastStartAt: 0, lastDoneAt: 0, lastCwd: null }
   const count = (session, offloads, before, after) => {
     const id = session?.id
     if (typeof id !== 'string' || !id) return
@@ -448,6 +451,7 @@ export function apply (ctx, config) {
   }
   const ask = (op, payload) => {
     activity.busy += 1
+    activity.lastStartAt = Date.now()
     if (typeof payload?.cwd === 'string') activity.lastCwd = payload.cwd
     return worker.call(op, payload).finally(() => {
       activity.busy -= 1
@@ -726,6 +730,11 @@ export function apply (ctx, config) {
       version: 1,
       health: health.state,
       busy: activity.busy,
+      // The browser half polls (dsh 0.2.1rc2 gives a plugin no push channel to it: the
+      // runtime forwards a fixed list of its own host events, one source only), so a call
+      // of a few milliseconds would fall between two polls: the sweep state holds for a
+      // short window after each call starts, longer than one poll.
+      recalling: activity.busy > 0 || Date.now() - activity.lastStartAt < RECENT_MS,
       lastDoneAt: activity.lastDoneAt,
       objects: numbers(totals.objects, ['offloaded', 'live', 'tokens_kept_out', 'recalls', 'disk_bytes']),
       sessions

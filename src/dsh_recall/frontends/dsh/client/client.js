@@ -120,13 +120,17 @@ window.__ModuleLoader__.load({
       return { ok: false, label: en.healthDegraded, reason: HEALTH_REASON[state] || 'unknown state' }
     }
 
-    // One poller for every mounted surface: started by the first subscriber.
+    // One poller for every mounted surface: started by the first subscriber. The runtime
+    // gives a plugin's browser half no push channel (its remote events are a fixed list of
+    // the runtime's own), so the host half's `recalling` stays on for a short window after a
+    // call starts, longer than one poll: every call shows its sweep for at least one poll.
     function createStats (fetcher) {
       const store = createStore({ loaded: false, ok: false, health: 'absent', objects: {}, sessions: {},
         busy: 0, lastDoneAt: 0, complete: false })
       let timer = null
       let users = 0
       let seenDone = null
+      let wasBusy = false
       const tick = async () => {
         let next
         try {
@@ -138,11 +142,16 @@ window.__ModuleLoader__.load({
           store.set({ ...prev, loaded: true, ok: false })
         } else {
           const done = int(next.lastDoneAt)
-          // "Recall complete" once per finished call, for a few seconds, never on first load.
-          const complete = int(next.busy) === 0 && seenDone !== null && done > seenDone
+          // A host half without `recalling` (older) says only how many calls run now.
+          const busy = (typeof next.recalling === 'boolean' ? next.recalling : int(next.busy) > 0)
+            ? Math.max(1, int(next.busy)) : 0
+          // "Recall complete" once after a sweep (or a call that finished between two polls),
+          // for a few seconds, never on first load.
+          const complete = busy === 0 && seenDone !== null && (wasBusy || done > seenDone)
           if (seenDone === null || done > seenDone) seenDone = done
+          wasBusy = busy > 0
           store.set({ loaded: true, ok: true, health: next.health, objects: next.objects || {},
-            sessions: next.sessions || {}, busy: int(next.busy), lastDoneAt: done,
+            sessions: next.sessions || {}, busy, lastDoneAt: done,
             complete: complete || (prev.complete && Date.now() - prev.completeAt < DONE_MS),
             completeAt: complete ? Date.now() : prev.completeAt })
         }
@@ -220,12 +229,36 @@ window.__ModuleLoader__.load({
       }
     }
 
+    // Whether the runtime holds a value for the secret: the settings document's namespace
+    // row says so in `secrets[].set` (the value itself never rides a response; the form
+    // controller's snapshot does not carry the flag, the shared describe mirror does).
+    function secretSetIn (mirror) {
+      try {
+        const snap = mirror?.getSnapshot?.()
+        const row = snap?.view?.namespaces?.find?.((r) => r?.ns === ENTRY) ?? mirror?.namespace?.(ENTRY)
+        const slot = (Array.isArray(row?.secrets) ? row.secrets : [])
+          .find((x) => Array.isArray(x?.path) && x.path.length === 1 && x.path[0] === SECRET)
+        return slot?.set === true
+      } catch { return false }
+    }
+
     // The card's state over the settings scope: SettingsFormModel when the runtime has it,
     // and the runtime's own reason when it refuses a save.
-    function createCard (scope, remote) {
+    function createCard (scope, remote, mirror) {
       const refusal = createStore({ message: '' })
-      // Writes go through the form controller (it refreshes the mirror); on a refusal the
-      // same ops are asked once more through the settings remote, for its reason.
+      // A refused write: the same ops are asked once more through the settings remote, for
+      // the runtime's reason (the form controller answers only true / false).
+      const explain = async (ops) => {
+        let message = 'The runtime did not accept these values.'
+        try {
+          const r = await remote()?.settings?.mutate?.(ENTRY, ops, scope.getSnapshot().revision)
+          if (r && r.ok === false && r.error?.message) message = String(r.error.message).slice(0, 400)
+          else if (r && r.ok) return true
+        } catch {}
+        refusal.set({ message })
+        return false
+      }
+      // Writes go through the form controller (it refreshes the mirror).
       const explained = {
         getSnapshot: () => scope.getSnapshot(),
         subscribe: (fn) => scope.subscribe(fn),
@@ -234,20 +267,15 @@ window.__ModuleLoader__.load({
         mutate: async (ops, revision) => {
           refusal.set({ message: '' })
           const ok = await scope.mutate(ops, revision)
-          if (!ok) {
-            let message = 'The runtime did not accept these values.'
-            try {
-              const r = await remote()?.settings?.mutate?.(ENTRY, ops, scope.getSnapshot().revision)
-              if (r && r.ok === false && r.error?.message) message = String(r.error.message).slice(0, 400)
-              else if (r && r.ok) return true
-            } catch {}
-            refusal.set({ message })
-          }
-          return ok
+          return ok || explain(ops)
         }
       }
       const specs = [...BOOLEAN.map(booleanField), ...NUMBER.map(numberField)]
-      const secrets = [{ field: SECRET, write: (text) => scope.set(SECRET, text) }]
+      const writeSecret = async (text) => {
+        const ok = await scope.set(SECRET, text)
+        return ok || explain([{ op: 'set', path: [SECRET], value: text }])
+      }
+      const secrets = [{ field: SECRET, write: writeSecret }]
       const form = typeof ui.SettingsFormModel === 'function' ? new ui.SettingsFormModel(explained, specs, secrets) : null
       const project = () => {
         const snap = scope.getSnapshot() || {}
@@ -255,13 +283,14 @@ window.__ModuleLoader__.load({
         const fields = {}
         for (const s of specs) fields[s.field] = form ? form.field(s.field) : { text: s.format(snap.value?.[s.field]), overridden: false, invalid: false }
         fields[SECRET] = form ? form.field(SECRET) : { text: '' }
-        return { ...shell, fields, refusal: refusal.getSnapshot().message, secretSet: false }
+        return { ...shell, fields, refusal: refusal.getSnapshot().message, secretSet: secretSetIn(mirror) }
       }
       const store = form ? form.bind(project) : createStore(project())
       refusal.subscribe(() => store.set(project()))
       if (!form) scope.subscribe(() => store.set(project()))
+      const offMirror = typeof mirror?.subscribe === 'function' ? mirror.subscribe(() => store.set(project())) : null
       const actions = form ? form.actions() : { edit: () => {}, resetField: () => {}, save: () => {}, discard: () => {} }
-      return { store, actions, dispose: () => form?.dispose() }
+      return { store, actions, dispose: () => { form?.dispose(); try { offMirror?.() } catch {} } }
     }
 
     function Card (props) {
@@ -293,11 +322,13 @@ window.__ModuleLoader__.load({
       }
       const secret = state.fields[SECRET]
       const secretProps = { id: 'dsh-recall-embedderApiKey', label: t('embedderApiKey'), hint: t('embedderApiKeyHint'),
-        stateLabel: t('secretUnset'), configured: false, text: secret.text, disabled, onEdit: (text) => props.edit(SECRET, text) }
-      rows.push(h('div', { key: SECRET, 'data-field': SECRET },
+        stateLabel: state.secretSet ? t('secretSet') : t('secretUnset'), configured: state.secretSet, text: secret.text,
+        disabled, onEdit: (text) => props.edit(SECRET, text) }
+      rows.push(h('div', { key: SECRET, 'data-field': SECRET, 'data-secret-set': String(!!state.secretSet) },
         typeof ui.SettingsSecretField === 'function'
           ? h(ui.SettingsSecretField, secretProps)
-          : h('label', null, t('embedderApiKey'), ' ', h('input', { id: secretProps.id, type: 'password', value: secret.text, disabled, onChange: (e) => props.edit(SECRET, e.target.value) }))))
+          : h('label', null, t('embedderApiKey'), ' ', h('span', { 'data-part': 'secret-state' }, secretProps.stateLabel), ' ',
+            h('input', { id: secretProps.id, type: 'password', value: secret.text, disabled, onChange: (e) => props.edit(SECRET, e.target.value) }))))
       const labels = { unavailable: t('unavailable'), readOnly: t('readOnly'), saveFailed: state.refusal || t('saveFailed'), save: t('save'), saving: t('saving') }
       const note = h('p', { key: 'live', style: { color: 'var(--dsw-alias-text-secondary, inherit)', margin: '4px 0 8px' } }, t('live'))
       const refusal = state.failed ? h('p', { key: 'refusal', role: 'alert', 'data-dsh-recall': 'refusal' }, state.refusal || t('saveFailed')) : null
@@ -409,7 +440,7 @@ window.__ModuleLoader__.load({
 
       const stats = createStats((url, init) => globalThis.fetch(url, init))
       let remoteCtx = null
-      guard('remote', () => ctx.inject(['remote'], (c) => { remoteCtx = c; c.effect?.(() => () => { remoteCtx = null }) }))
+      guard('remote', () => ctx.inject(['remote', 'remote.settings'], (c) => { remoteCtx = c; c.effect?.(() => () => { remoteCtx = null }) }))
       let sidebar = null
       guard('sidebar', () => ctx.inject(['sidebarRight', 'sidebarRightTabs'], (c) => {
         sidebar = c
@@ -422,7 +453,9 @@ window.__ModuleLoader__.load({
 
       // The card, while the host serves the entry's namespace.
       guard('card', () => {
-        const card = createCard(ctx.configForms.get(ENTRY), () => remoteCtx?.remote)
+        let mirror = null
+        try { mirror = ctx.configForms.describe?.() ?? null } catch {}
+        const card = createCard(ctx.configForms.get(ENTRY), () => remoteCtx?.remote, mirror)
         ctx.effect(() => () => card.dispose(), 'dsh-recall: card subscription')
         const inject = () => ({ hooks: { recallCard: card.store }, ...card.actions })
         const Wrapped = guarded(Card, 'Card')
