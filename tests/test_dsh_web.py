@@ -12,7 +12,12 @@ the patch `integrate dsh patch --profile web` writes, against the loopback stand
   the host half live (the next big `bash` result reaches the model whole) and that
   conversation shows no chip; turned back on, the next one is offloaded, and the chip and
   the strip show figures equal to MCP `status`; the chip opens the Recall tab;
-- the secret field's value is in no HTTP or WebSocket response and no page text;
+- the card says the secret (set in the patch) is set, and its value is in no HTTP or
+  WebSocket response and no page text; a save the runtime refuses (a value under the
+  schema's minimum) shows the runtime's reason and writes nothing;
+- a key the Config does not declare still reaches the worker's plugin-status.json as a
+  warning (the runtime's schema keeps unknown keys, so the host half still sees them);
+- a worker call shows the strip's "Recalling…" sweep, then "Recall complete";
 - a browser half that throws (a test flag in localStorage) leaves the page working.
 
 The screenshots the README shows are taken here (RECALL_SCREENSHOTS=docs/images writes them).
@@ -49,6 +54,19 @@ CHROMEDRIVER = os.environ.get("RECALL_CHROMEDRIVER", "/usr/bin/chromedriver")
 INSTALL = "apt-get install -y chromium chromium-driver (and pip install selenium)"
 SECRET = "sk-dshr-secret-7f3a9c41e2"
 BIG_LINES = 2000
+UNKNOWN = "colour"
+# Records every text the strip's activity part shows (the sweep lasts about one poll).
+WATCH_ACTIVITY = """
+window.__dshRecallActivity = [];
+const seen = () => {
+  const el = document.querySelector('[data-dsh-recall=strip] [data-part=activity]');
+  const t = el ? el.textContent.replace(/^\\s*·\\s*/, '') : '';
+  const log = window.__dshRecallActivity;
+  if (t && log[log.length - 1] !== t) log.push(t);
+};
+new MutationObserver(seen).observe(document.body, {subtree: true, childList: true, characterData: true});
+seen();
+"""
 
 
 def _browser_or_skip(profile_dir: Path):
@@ -149,7 +167,8 @@ def web(tmp_path_factory):
     env = {**os.environ, "DSH_HOME": str(dsh_home), "HOME": str(repo), "DSH_TELEMETRY_MODE": "DISABLED",
            "DSH_PERMISSION_MODE": "danger-full-access", "DEEPSEEK_BASE_URL": standin.url,
            "DEEPSEEK_API_KEY": "sk-mock", "NODE_OPTIONS": f"--require={WEB_FIX_PATH}"}
-    # The patch as a user writes it, then the secret added by hand (the card writes it too).
+    # The patch as a user writes it, then the secret added by hand (the card writes it too)
+    # and a key the plugin does not know (a typo a user makes).
     wrote = subprocess.run([recall_exe(), "integrate", "dsh", "patch", "--profile", "web", "--tools", "full",
                             "--command", recall_exe(), "--env", f"DSH_RECALL_HOME={recall_home}",
                             "--env", "DSH_RECALL_EMBEDDER__NAME=fake"],
@@ -160,7 +179,7 @@ def web(tmp_path_factory):
     assert "file://" in text and "NODE_OPTIONS=--require=" in wrote.stdout
     native = text.index("- id: recall-native")
     at = text.index("        serverName: recall\n", native) + len("        serverName: recall\n")
-    patch.write_text(text[:at] + f"        embedderApiKey: {json.dumps(SECRET)}\n" + text[at:])
+    patch.write_text(text[:at] + f"        embedderApiKey: {json.dumps(SECRET)}\n        {UNKNOWN}: blue\n" + text[at:])
 
     from deepseek_harness_runtime import bundled_runtime_path
     log = open(tmp / "dsh-web.log", "w")  # noqa: SIM115 - closed in the finalizer
@@ -253,10 +272,12 @@ def _save_reaper(web, on: bool) -> None:
         _wait(lambda: want in web["patch"].read_text(), what="the saved row in the profile patch")
 
 
-def _session(web, message: str) -> str:
+def _session(web, message: str, watch: bool = False) -> str:
     from selenium.webdriver.common.keys import Keys
     d = web["driver"]
     _home(web)
+    if watch:
+        d.execute_script(WATCH_ACTIVITY)
     _click_text(d, "New Session")
     time.sleep(1)
     if [e for e in d.find_elements(_by().XPATH, "//*[normalize-space()='Choose workspace']") if e.is_displayed()]:
@@ -313,7 +334,7 @@ def test_the_page_boots_with_our_browser_half_and_the_route_gives_counts_only(we
     assert "did not activate" not in log or "1 entry did not activate" in log
     stats = d.execute_async_script(
         "const done = arguments[0]; fetch('api/dsh-recall/stats').then(r => r.json()).then(done, e => done(String(e)))")
-    assert set(stats) == {"version", "health", "busy", "lastDoneAt", "objects", "sessions"}
+    assert set(stats) == {"version", "health", "busy", "recalling", "lastDoneAt", "objects", "sessions"}
     assert all(isinstance(v, int) for v in stats["objects"].values())
     # Without the runtime's browser cookie: refused.
     with pytest.raises(urllib.error.HTTPError) as e:
@@ -340,7 +361,12 @@ def test_a_saved_setting_reaches_the_host_live_and_no_offload_means_no_chip(web)
 
 def test_an_offloaded_result_shows_chip_and_strip_equal_to_mcp_status(web):
     d = web["driver"]
-    _session(web, "the second one, please")
+    _session(web, "the second one, please", watch=True)
+    # The offload's sweep, then one "Recall complete" (polled, so held one poll at least).
+    _wait(lambda: "Recall complete" in d.execute_script("return window.__dshRecallActivity"), timeout=20,
+          what="Recall complete after the sweep")
+    activity = d.execute_script("return window.__dshRecallActivity")
+    assert "Recalling…" in activity and activity.index("Recalling…") < activity.index("Recall complete"), activity
     shown = next(results(b)["toolu_big2"] for b in web["standin"].requests if "toolu_big2" in results(b))
     assert "[dsh-recall: " in shown and len(shown) < 20_000
     status = _mcp_status(web["recall_home"])
@@ -363,15 +389,42 @@ def test_an_offloaded_result_shows_chip_and_strip_equal_to_mcp_status(web):
     assert "Offloads in this conversation" in tab[0].text and "estimate" in tab[0].text
 
 
-def test_the_secret_never_reaches_the_page(web):
+def test_the_secret_is_shown_set_but_never_reaches_the_page(web):
     d = web["driver"]
-    _card(web)
+    card = _card(web)
+    field = _wait(lambda: [f for f in card.find_elements(_by().CSS_SELECTOR, "[data-field=embedderApiKey]")
+                           if f.get_attribute("data-secret-set") == "true"], timeout=20, what="the secret shown set")[0]
+    assert "Set" in field.text.splitlines() and "Not set" not in field.text, field.text
     time.sleep(1)
     web["wire"].drain()
     assert len(web["wire"].seen) > 20  # the log did capture the page's traffic
     assert not [s for s in web["wire"].seen if SECRET in s]
     assert SECRET not in _body(d) and SECRET not in d.page_source
     assert SECRET in web["patch"].read_text()  # it is set: just never sent
+
+
+def test_a_refused_save_shows_the_runtimes_reason(web):
+    d = web["driver"]
+    card = _card(web)
+    before = web["patch"].read_text()
+    from selenium.webdriver.common.keys import Keys
+    box = card.find_element(_by().CSS_SELECTOR, "#dsh-recall-callTimeoutMs")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("10")  # the card's own check lets it by; the Config's minimum is 50
+    assert box.get_attribute("value") == "10"
+    _click_text(d, "Save")
+    refusal = _wait(lambda: d.find_elements(_by().CSS_SELECTOR, "[data-dsh-recall=refusal]"), timeout=30,
+                    what="the refusal")[0]
+    assert "callTimeoutMs" in refusal.text and ">= 50" in refusal.text, refusal.text
+    assert web["patch"].read_text() == before  # nothing written (the next page load drops the draft)
+
+
+def test_an_unknown_config_key_still_reaches_a_warning(web):
+    # The runtime validates the config with the exported Config, whose object keeps keys it
+    # does not declare: the host half still sees the typo and says so where users look.
+    status = json.loads((web["recall_home"] / "dsh" / "plugin-status.json").read_text())
+    assert any(f"unknown config keys ignored: {UNKNOWN}" in w["message"] for w in status["warnings"]), status
+    assert f"unknown config keys ignored: {UNKNOWN}" in web["log"].read_text()
 
 
 @pytest.mark.parametrize("where", ["apply", "render", "late"])
