@@ -213,7 +213,8 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
     (first words, digits ignored) before every other shape, so a log's thousand "Tests run:
     ..., Errors: 0" lines do not hide its one "[ERROR] ..." line. With `fill`, a failure
     query (`is_failure_query`) that matched fewer than `limit` lines gets the failure
-    region's other lines after its matches, marked `context`.
+    region's other lines after its matches, marked `context` (matches come first: the
+    region's reserved places are at most a quarter of `limit`).
 
     Work is linear in the object's size: the query is cut to `MAX_QUERY_CHARS`, words to
     `MAX_QUERY_WORDS`, trigrams to `MAX_QUERY_GRAMS`, each scanned by C-level `str.find`,
@@ -255,9 +256,11 @@ def search_index(idx: LineIndex, query: str, limit: int = SEARCH_LIMIT,
     if fill and region and is_failure_query(exact):
         others = [li for li in region if li not in picked]
         # Room for the region: what the matches left, and at least `fill_reserve` lines
-        # of it in all (the lowest-ranked matches give way) when few of it matched.
+        # of it in all (the lowest-ranked matches give way) when few of it matched. The
+        # limit counts matches first: the reserve is at most a quarter of it (the default 5
+        # of 20), so a small limit is never all context while real matches wait.
         held = len(region) - len(others)
-        reserve = max(0, min(rank.fill_reserve if rank else 0, len(region)) - held)
+        reserve = max(0, min(rank.fill_reserve if rank else 0, len(region), limit // 4) - held)
         keep = max(0, min(len(out), limit - min(reserve, len(others))))
         out = out[:keep]
         for li in others[:max(0, limit - keep)]:
