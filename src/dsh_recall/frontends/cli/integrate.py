@@ -218,8 +218,20 @@ def _save_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _is_our_hook(command: object) -> bool:
+    """Whether a hook command runs `... hook claude-code SUB`, whatever runs it: `dsh-recall`,
+    a full path (quoted or not), `python -m dsh_recall`. Install and remove recognise their
+    hooks by this one rule, so a re-install replaces instead of adding a copy."""
+    text = str(command or "")
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unbalanced quote: not ours to parse, compare plain words
+        words = text.split()
+    return len(words) >= 4 and words[-3:-1] == ["hook", "claude-code"]
+
+
 def _ours(entry: dict[str, Any]) -> bool:
-    return any(str(h.get("command", "")).startswith(HOOK_PREFIX)
+    return any(_is_our_hook(h.get("command"))
                for h in entry.get("hooks") or [] if isinstance(h, dict))
 
 
@@ -273,8 +285,7 @@ def claude_remove(project: Path) -> list[str]:
         hooks = st.get("hooks", {})
         touched = False
         for event in list(hooks):
-            keep = [e for e in hooks[event] if not (isinstance(e, dict) and
-                                                    (_ours(e) or _ours_custom(e)))]
+            keep = [e for e in hooks[event] if not (isinstance(e, dict) and _ours(e))]
             if len(keep) != len(hooks[event]):
                 touched = True
                 if keep:
@@ -287,12 +298,6 @@ def claude_remove(project: Path) -> list[str]:
             _save_json(st_path, st)
             changed.append(str(st_path))
     return changed
-
-
-def _ours_custom(entry: dict[str, Any]) -> bool:
-    """Also recognise hooks installed with a custom command path."""
-    return any(" hook claude-code " in str(h.get("command", "")) and "dsh-recall" in
-               str(h.get("command", "")) for h in entry.get("hooks") or [] if isinstance(h, dict))
 
 
 @click.group()
