@@ -20,8 +20,9 @@ def _workspace(ws: str | None) -> Path:
     return Path(ws).resolve() if ws else find_workspace(Path(os.getcwd()))
 
 
-_WS_HELP = ("Workspace root (default: the nearest enclosing directory already indexed, else "
-            "the version-control root around the cwd, else the cwd).")
+_WS_HELP = ("Workspace root (default: walking up from the cwd, the first directory already "
+            "indexed or that is a version-control root: a repository never borrows an index "
+            "above it; else the cwd).")
 
 
 def _service(ctx: click.Context, ws: Path, **overrides: Any) -> CodeService:
@@ -50,7 +51,7 @@ def render_search(data: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.argument("query", nargs=-1)
+@click.argument("query", nargs=-1, required=True)
 @click.option("--workspace", "ws", type=click.Path(file_okay=False), help=_WS_HELP)
 @click.option("--path", "path",
               help="Only results under this directory (from the cwd, else the workspace root).")
@@ -73,6 +74,8 @@ def search(ctx: click.Context, query: tuple[str, ...], ws: str | None, path: str
            lexical_only: bool, sources: str | None, as_json: bool) -> None:
     """Search code: ranked, bounded excerpts (path, lines, <= 40 lines each). With
     --sources: one answer over code, history, notes and offloaded objects."""
+    if not " ".join(query).strip():  # as history and notes do: no silent index + "no results"
+        raise click.UsageError("give words to search for, e.g. dsh-recall search \"where is X handled\"")
     if sources is not None:
         from .federated import search_all
         return search_all(ctx, " ".join(query), sources, _workspace(ws), limit, as_json)

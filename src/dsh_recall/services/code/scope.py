@@ -15,21 +15,56 @@ from ...readers.workspace import iter_marker_dirs, parse_source_roots
 _VCS_MARKERS = (".git", ".hg", ".svn", ".jj")
 
 
-def find_workspace(start: Path, home: Path | None = None) -> Path:
-    """The workspace a command run in `start` means: the nearest enclosing directory that
-    already has an index, else the nearest version-control root, else `start` itself. So a
-    search from `repo/src/` uses the repository's index (and `src/` as its focus scope)."""
+def find_workspace(start: Path, home: Path | None = None,
+                   markers: Iterable[str] | None = None) -> Path:
+    """The workspace a command run in `start` means. Walking up from `start`, the first
+    directory that has an index or is a version-control root (`.git`, `.hg`, ...); else
+    `start` itself. So a search from `repo/src/` uses the repository's index (and `src/` as
+    its focus scope), and a repository never borrows an index above it: `parent/newclone`
+    with its own `.git` is its own workspace even after a search from `parent/` indexed
+    everything below it.
+
+    One more boundary below an index that is not a repository root: a project-marker
+    directory (`markers`, default the `focus_markers` default: pyproject.toml, go.mod, ...)
+    that the index holds no file of is its own workspace (a project cloned or copied in after
+    the parent was indexed). A marker directory the index covers stays a focus scope of it
+    (a monorepo's sub-project)."""
     start = Path(start).resolve()
-    chain = [start, *start.parents]
-    for d in chain:
-        wd = workspace_dir(d, home or recall_home())
+    home = home or recall_home()
+    marks = tuple(markers if markers is not None else Config().focus_markers)
+    marker: Path | None = None  # the nearest project-marker directory on the way up
+    for d in [start, *start.parents]:
+        wd = workspace_dir(d, home)
+        vcs = any((d / m).exists() for m in _VCS_MARKERS)
         # index.sqlite, or the job file an index in a PostgreSQL store leaves locally
         if (wd / "index.sqlite").exists() or (wd / "index-job.json").exists():
+            if marker is not None and not vcs and not _index_covers(wd / "index.sqlite",
+                                                                    marker.relative_to(d)):
+                return marker
             return d
-    for d in chain:
-        if any((d / m).exists() for m in _VCS_MARKERS):
+        if vcs:
             return d
+        if marker is None and any((d / m).exists() for m in marks):
+            marker = d
     return start
+
+
+def _index_covers(db: Path, rel: Path) -> bool:
+    """Whether the SQLite code index at `db` holds a file under `rel`. An index elsewhere (a
+    PostgreSQL store) or one that cannot be read counts as covering it: the index is used, as
+    before this rule."""
+    if not db.exists():
+        return True
+    from ...stores.sqlite.chunks import SqliteChunkStore
+
+    try:
+        store = SqliteChunkStore(db)
+        try:
+            return store.chunk_ids_under(rel.as_posix()).size > 0
+        finally:
+            store.close()
+    except Exception:  # an unreadable or foreign index: keep to the index
+        return True
 
 
 def indexed_workspaces(home: Path | None = None) -> list[Path]:
@@ -58,7 +93,11 @@ def resolve_scope(workspace: Path, cfg: Config, path: str | None, focus: str | N
     "cwd" or None) from --focus, --path or the cwd's nearest marker directory.
 
     A relative --focus / --path is read from the cwd when it names something there,
-    else from the workspace root (so `--focus pyclick` works from `gohttps/`)."""
+    else from the workspace root (so `--focus pyclick` works from `gohttps/`). `--focus .`
+    is the whole workspace wherever the cwd is, as its help says (`--path .` stays the cwd,
+    as a shell reads it)."""
+    if focus and Path(focus) == Path("."):
+        return None, ".", "focus"
     for value, origin in ((focus, "focus"), (path, "path")):
         if value:
             r = scope_of(workspace, cfg, value, origin, cwd)
