@@ -381,7 +381,9 @@ def test_an_offloaded_result_shows_chip_and_strip_equal_to_mcp_status(web):
                ("tokens_kept_out", "tokens-kept-out"), ("recalls", "recalls"), ("disk_bytes", "disk-bytes"))}
         return s if got == {k: status[k] for k in got} else None
     strip = _wait(strip_matches, what="strip figures equal to MCP status")
-    assert f"{status['offloaded']} offloads · {status['tokens_kept_out']:,} tokens kept out · {status['recalls']} hits" \
+    def n(k, one, many):
+        return f"{status[k]:,} {one if status[k] == 1 else many}"
+    assert f"{n('offloaded', 'offload', 'offloads')} · {n('tokens_kept_out', 'token', 'tokens')} kept out · {n('recalls', 'hit', 'hits')}" \
         in strip.text, strip.text
     _shot(web, "dsh-web-session.png")
     chip.click()

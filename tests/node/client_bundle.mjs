@@ -75,6 +75,7 @@ const out = {
   chip: text(render('conversation.session.header.utilities', base, { sessionId: 's1' })),
   chipOther: render('conversation.session.header.utilities', base, { sessionId: 'nobody' }),
   strip: text(render('shell.overlay', base)),
+  strip_one: text(render('shell.overlay', { ...base, objects: { offloaded: 1, tokens_kept_out: 1, recalls: 1, disk_bytes: 10 } })),
   stripBusy: (() => { const n = render('shell.overlay', { ...base, busy: 1 }); return { text: text(n), shimmer: JSON.stringify(n).includes('"active":true') } })(),
   stripDone: text(render('shell.overlay', { ...base, complete: true })),
   stripDegraded: text(render('shell.overlay', { ...base, health: 'slow' })),

@@ -108,10 +108,15 @@ window.__ModuleLoader__.load({
     }
 
     // The recall home's totals, as MCP `status` reports them (the same worker answer).
+    function count (n, one, many) {
+      return `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`
+    }
+
     function stripLine (st) {
       const o = st.objects || {}
-      return `${int(o.offloaded)} offloads · ${int(o.tokens_kept_out).toLocaleString('en-US')} tokens kept out · ` +
-        `${int(o.recalls)} hits · ${bytes(int(o.disk_bytes))} on disk`
+      return `${count(int(o.offloaded), 'offload', 'offloads')} · ` +
+        `${count(int(o.tokens_kept_out), 'token', 'tokens')} kept out · ` +
+        `${count(int(o.recalls), 'hit', 'hits')} · ${bytes(int(o.disk_bytes))} on disk`
     }
 
     function healthOf (st) {
