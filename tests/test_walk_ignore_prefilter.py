@@ -1,5 +1,4 @@
-"""The walk's one-regex prefilter over a .gitignore never changes what is ignored: it only
-skips check_file where no pattern of the file matches."""
+"""The walk's RE2 gitignore matcher ignores exactly what pathspec's reference backend does."""
 
 from __future__ import annotations
 
@@ -23,14 +22,15 @@ NAMES = ["keep.pyc", "x.pyc", "build", "docs", "tmp", "node_modules", "a", "b", 
 @given(st.lists(st.sampled_from(PATTERNS), max_size=8),
        st.lists(st.sampled_from(PATTERNS), max_size=5),
        st.lists(st.sampled_from(NAMES), min_size=1, max_size=5), st.booleans())
-def test_prefilter_agrees_with_check_file(top, inner, parts, is_dir):
+def test_the_re2_matcher_agrees_with_pathspecs_reference(top, inner, parts, is_dir):
+    # The walk matches repository patterns with RE2 (linear time); what is ignored must be
+    # what pathspec's reference backend (Python's re) says.
     base = "/r"
-    outer_spec = pathspec.GitIgnoreSpec.from_lines(top)
-    inner_spec = pathspec.GitIgnoreSpec.from_lines(inner)
     path = base + "/" + "/".join(parts)
-    plain = [(base, outer_spec, None), (base + "/" + parts[0], inner_spec, None)]
-    fast = [(b, s, ws._any_pattern(s)) for b, s, _ in plain]
-    assert all(f[2] is not None for f in fast)  # the prefilter builds for every pattern here
+    inner_base = base + "/" + parts[0]
+    fast = [(base, ws.ignore_spec(top)), (inner_base, ws.ignore_spec(inner))]
+    plain = [(base, pathspec.GitIgnoreSpec.from_lines(top, backend="simple")),
+             (inner_base, pathspec.GitIgnoreSpec.from_lines(inner, backend="simple"))]
     assert ws._ignored(fast, path, is_dir) == ws._ignored(plain, path, is_dir)
 
 
@@ -40,13 +40,11 @@ def test_rel_is_a_slice_under_the_base_and_relpath_elsewhere():
     assert ws._rel("/rr/a.py", "/r") == os.path.relpath("/rr/a.py", "/r")  # not under it
 
 
-def test_a_bracket_holding_group_syntax_is_not_rewritten():
-    # pathspec copies a bracket expression verbatim: `[(?P<a>]` ignores files named "a" or
-    # "P"; rewriting "(?P<...>" inside it once let those through the prefilter.
+def test_a_bracket_holding_group_syntax_matches_as_pathspec_says():
+    # pathspec copies a bracket expression verbatim: `[(?P<a>]` ignores files named "a" or "P".
     for lines in (["[(?P<a>]"], ["[(?P<ps_d>/)]x"], ["*.log", "[(?P<a>]"]):
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
-        fast = [("/r", spec, ws._any_pattern(spec))]
-        plain = [("/r", spec, None)]
+        fast = [("/r", ws.ignore_spec(lines))]
+        plain = [("/r", pathspec.GitIgnoreSpec.from_lines(lines, backend="simple"))]
         for name in ("a", "P", "<", "x", "Px", "b.log", "z"):
             for is_dir in (False, True):
                 assert ws._ignored(fast, "/r/" + name, is_dir) == ws._ignored(plain, "/r/" + name, is_dir), (lines, name)

@@ -11,7 +11,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
+from .files import read_bounded
 from .settings import Section
 
 # Sections whose tables merge key by key (a later file's [embedder] adds to an earlier one's)
@@ -68,13 +69,20 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+CONFIG_MAX_BYTES = 4 << 20  # a config file is a few KB
+
+
 def read_toml(path: Path, model: type[Section]) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
+        data = tomllib.loads(read_bounded(path, CONFIG_MAX_BYTES, "config file").decode("utf-8"))
+    except InputError as e:  # missing, a FIFO or a device, unreadable, too large
+        raise ConfigError(str(e)) from None
+    except UnicodeDecodeError as e:
         raise ConfigError(f"cannot read config file {path}: {e}") from e
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {path} is not valid TOML: {e}") from e
+    except RecursionError:
+        raise ConfigError(f"config file {path} nests too deeply to read") from None
     check_keys(data, model, str(path))
     return data
 

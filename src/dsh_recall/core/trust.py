@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 from .errors import InputError
-from .paths import recall_home
+from .files import open_regular, read_fd, read_regular
+from .paths import recall_home, write_private
 
 TRUST_FILE = "trusted.json"
 
@@ -25,18 +26,38 @@ def _record_path(home: Path | None = None) -> Path:
     return (home or recall_home()) / TRUST_FILE
 
 
+TRUST_MAX_BYTES = 16 << 20  # a config file is a few KB; past this `trust` refuses it
+
+
 def file_sha(path: Path) -> str | None:
+    """SHA-256 of the whole file, read in 1 MiB pieces; None when it is not a readable
+    regular file of at most TRUST_MAX_BYTES (then it is never trusted)."""
     try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read(1 << 20)).hexdigest()
+        fd, st = open_regular(path, follow_symlinks=True)
     except OSError:
         return None
+    try:
+        if st.st_size > TRUST_MAX_BYTES:
+            return None
+        h = hashlib.sha256()
+        pos = 0
+        while pos <= TRUST_MAX_BYTES:
+            chunk = read_fd(fd, 1 << 20, pos)
+            if not chunk:
+                return h.hexdigest()
+            h.update(chunk)
+            pos += len(chunk)
+        return None  # it grew past the bound while read
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _load(home: Path | None = None) -> dict[str, str]:
     try:
-        data = json.loads(_record_path(home).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular(_record_path(home), 16 << 20, follow_symlinks=True))
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}
@@ -44,14 +65,7 @@ def _load(home: Path | None = None) -> dict[str, str]:
 
 
 def _save(data: dict[str, str], home: Path | None = None) -> None:
-    target = _record_path(home)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile  # only when writing
-
-    fd, tmp = tempfile.mkstemp(prefix=".trusted-", dir=str(target.parent))
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, target)
+    write_private(_record_path(home), json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
 
 
 def is_trusted(path: Path, home: Path | None = None) -> bool:
@@ -66,9 +80,16 @@ def trust(path: Path, home: Path | None = None) -> str:
     p = Path(path).resolve()
     if not p.is_file():
         raise InputError(f"{p} is not a file; pass a workspace's .dsh-recall.toml")
+    try:
+        size = p.stat().st_size
+    except OSError:
+        size = 0
+    if size > TRUST_MAX_BYTES:
+        raise InputError(f"{p} is {size:,} bytes; a config file to trust may be at most "
+                         f"{TRUST_MAX_BYTES:,}")
     sha = file_sha(p)
     if sha is None:
-        raise InputError(f"cannot read {p}")
+        raise InputError(f"cannot read {p} (not a readable regular file)")
     data = _load(home)
     data[str(p)] = sha
     _save(data, home)

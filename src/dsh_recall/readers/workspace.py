@@ -1,7 +1,7 @@
 """Walk a workspace and its extra source roots: what files to index, what to skip and why.
 
-Never follows a symlink. Honours .gitignore files at every level (pathspec), a default skip
-list, and the config's extra `ignore` patterns. Content checks (binary, minified, generated)
+Never follows a symlink. Honours .gitignore files at every level (pathspec, matched by RE2 in
+linear time: the patterns come from the repository), a default skip list, and the config's extra `ignore` patterns. Content checks (binary, minified, generated)
 are pure functions over bytes so the indexer can apply them after one read.
 
 Only regular files are ever read, and never more than a size bound (`read_regular`): a path
@@ -12,21 +12,26 @@ hang or exhaust memory. A workspace that is `/` or on a pseudo-filesystem (/proc
 
 from __future__ import annotations
 
-import errno
-import functools
 import os
-import re
 import stat
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.errors import InputError
+from ..core.files import (  # noqa: F401 - re-exported: readers and services open files here
+    PSEUDO_FS_TYPES,
+    PSEUDO_ROOTS,
+    _under_pseudo_root,
+    is_pseudo_fs,
+    open_regular,
+    pseudo_devs,
+    read_fd,
+    read_regular,
+    stat_regular,
+)
 from ..core.types import SourceFile
-
-_PS_GROUP = "(?P<ps_d>/)"  # the one named group pathspec's gitwildmatch regexes carry
 
 if TYPE_CHECKING:
     import pathspec
@@ -69,63 +74,6 @@ def content_skip_reason(data: bytes) -> str | None:
     return None
 
 
-# Kernel and virtual filesystems: their "files" are interfaces (reading /proc/kmsg blocks
-# and consumes the kernel log), never something to index or import.
-PSEUDO_FS_TYPES = frozenset({
-    "proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs", "securityfs", "cgroup",
-    "cgroup2", "configfs", "fusectl", "bpf", "pstore", "efivarfs", "mqueue", "binfmt_misc",
-    "autofs", "hugetlbfs", "rpc_pipefs", "nsfs", "selinuxfs",
-})
-PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
-
-
-@functools.lru_cache(maxsize=1)
-def pseudo_devs() -> frozenset[int]:
-    """Device ids of the mounted pseudo-filesystems (read once per process)."""
-    points = set(PSEUDO_ROOTS)
-    try:
-        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
-            for line in f.read(1 << 20).splitlines():
-                parts = line.split()
-                if len(parts) >= 3 and parts[2] in PSEUDO_FS_TYPES:
-                    points.add(parts[1].replace("\\040", " "))
-    except OSError:
-        pass
-    devs = set()
-    for p in points:
-        try:
-            devs.add(os.stat(p).st_dev)
-        except OSError:
-            continue
-    # /dev is usually devtmpfs, but a container may mount a plain tmpfs there: count it
-    # only when it is not the root filesystem's device.
-    try:
-        devs.discard(os.stat("/").st_dev)
-    except OSError:
-        pass
-    return frozenset(devs)
-
-
-def _under_pseudo_root(resolved: str) -> bool:
-    return any(resolved == r or resolved.startswith(r + "/") for r in PSEUDO_ROOTS)
-
-
-def is_pseudo_fs(path: str | os.PathLike[str], st_dev: int | None = None) -> bool:
-    """True when `path` lies on /proc, /sys, /dev or another kernel pseudo-filesystem."""
-    try:
-        resolved = os.path.realpath(path)
-    except (OSError, ValueError):
-        return False
-    if _under_pseudo_root(resolved):
-        return True
-    if st_dev is None:
-        try:
-            st_dev = os.stat(resolved).st_dev
-        except (OSError, ValueError):
-            return False
-    return st_dev in pseudo_devs()
-
-
 def check_workspace_root(path: str | os.PathLike[str]) -> Path:
     """The resolved workspace, or InputError when it is `/` or on a pseudo-filesystem.
 
@@ -142,81 +90,6 @@ def check_workspace_root(path: str | os.PathLike[str]) -> Path:
         raise InputError(f"workspace {path} is on a kernel pseudo-filesystem (/proc, /sys, /dev); "
                          "pass a project directory instead")
     return resolved
-
-
-def _not_regular(path: str | os.PathLike[str], what: str) -> OSError:
-    return OSError(errno.EINVAL, f"not a regular file ({what})", os.fspath(path))
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "device"),
-                       (stat.S_ISBLK, "device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symlink")):
-        if test(mode):
-            return name
-    return "special file"
-
-
-def stat_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False) -> os.stat_result:
-    """`os.stat` of a regular file on a real filesystem; OSError for anything else."""
-    st = os.stat(path, follow_symlinks=follow_symlinks)
-    if not stat.S_ISREG(st.st_mode):
-        raise _not_regular(path, _kind(st.st_mode))
-    if st.st_dev in pseudo_devs():
-        raise _not_regular(path, "pseudo-filesystem")
-    return st
-
-
-def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = False) -> tuple[int, os.stat_result]:
-    """Open a regular file for reading without ever blocking; return (fd, fstat).
-
-    O_NONBLOCK keeps a FIFO (or a device) from hanging the open; O_NOFOLLOW refuses a
-    symlink unless `follow_symlinks`; fstat then requires a regular file that is not on a
-    pseudo-filesystem (/proc/kmsg is "regular" and blocks on read). OSError otherwise.
-    The caller closes the descriptor.
-    """
-    if _under_pseudo_root(os.path.realpath(path)):  # never even open a kernel interface
-        raise _not_regular(path, "pseudo-filesystem")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    if not follow_symlinks:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, _kind(st.st_mode))
-        if st.st_dev in pseudo_devs():
-            raise _not_regular(path, "pseudo-filesystem")
-        if hasattr(os, "O_NONBLOCK"):  # regular files never block; restore normal reads
-            os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
-
-
-def read_fd(fd: int, max_bytes: int, offset: int = 0) -> bytes:
-    """At most `max_bytes` bytes of an open file from `offset`."""
-    chunks: list[bytes] = []
-    left = max(0, max_bytes)
-    pos = offset
-    while left > 0:
-        chunk = os.pread(fd, min(left, 1 << 20), pos)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-        pos += len(chunk)
-    return b"".join(chunks)
-
-
-def read_regular(path: str | os.PathLike[str], max_bytes: int, *, offset: int = 0,
-                 follow_symlinks: bool = False) -> bytes:
-    """At most `max_bytes` bytes of a regular file from `offset` (see `open_regular`)."""
-    fd, _ = open_regular(path, follow_symlinks=follow_symlinks)
-    try:
-        return read_fd(fd, max_bytes, offset)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -263,16 +136,40 @@ def parse_source_roots(entries: list[str], workspace: Path) -> tuple[list[RootSp
     return roots, problems
 
 
-def _load_ignore(dir_path: str) -> pathspec.PathSpec | None:
+IGNORE_FILE_BYTES = 1 << 20  # a .gitignore past this is read up to here
+
+
+def ignore_spec(lines: list[str], problems: list[str] | None = None,
+                where: str = "ignore patterns") -> pathspec.PathSpec:
+    """A gitignore spec matched by RE2, whose time is linear in the path's length: the
+    patterns come from the repository, and Python's backtracking `re` takes minutes (holding
+    the GIL) on `*a*a*a*a*a*a*a*a*a*b` against a long name. A line RE2 cannot compile is
+    dropped (it then ignores nothing) and named in `problems`."""
     import pathspec  # only a walk needs it (a search of an index does not walk)
 
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines, backend="re2")
+    except Exception:  # noqa: BLE001 - re2's error type is private to pathspec; find the line
+        kept = []
+        for line in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line], backend="re2")
+            except Exception:  # noqa: BLE001 - as above: this one line is what fails
+                if problems is not None:
+                    problems.append(f"{where}: pattern {line[:80]!r} cannot be matched "
+                                    "safely (dropped)")
+                continue
+            kept.append(line)
+        return pathspec.GitIgnoreSpec.from_lines(kept, backend="re2")
+
+
+def _load_ignore(dir_path: str, problems: list[str] | None = None) -> pathspec.PathSpec | None:
     gi = os.path.join(dir_path, ".gitignore")
     try:
-        with open(gi, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+        data = read_regular(gi, IGNORE_FILE_BYTES)
     except OSError:
         return None
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return ignore_spec(data.decode("utf-8", "replace").splitlines(), problems, gi)
 
 
 def _rel(path: str, base: str) -> str:
@@ -286,47 +183,13 @@ def _rel(path: str, base: str) -> str:
     return rel if os.sep == "/" else rel.replace(os.sep, "/")
 
 
-def _any_pattern(spec: pathspec.PathSpec) -> Callable[[str], Any] | None:
-    """One regex that matches wherever any of the spec's patterns matches (a superset, or
-    None when it cannot be built): most paths match no pattern of a .gitignore, and one
-    search tells that where check_file tries every pattern in turn."""
-    sources = []
-    for p in spec.patterns:
-        regex = getattr(p, "regex", None)
-        if getattr(p, "include", None) is None:
-            continue  # a blank or comment line
-        if regex is None or not hasattr(regex, "pattern"):
-            return None
-        # pathspec's own named group would clash when joined (only whether something matches
-        # counts here). Only that exact group is renamed: a bracket expression in the
-        # pattern is copied verbatim and may hold the same characters. Any other named group
-        # means a form this was not built for: no prefilter.
-        src = regex.pattern
-        for suffix in ("(?:" + _PS_GROUP + "|$)", _PS_GROUP):  # pathspec ends with it
-            if src.endswith(suffix):
-                src = src[: -len(suffix)] + suffix.replace(_PS_GROUP, "(?:/)")
-                break
-        if "(?P<" in src:
-            return None
-        sources.append(src)
-    if not sources:
-        return lambda rel: None
-    try:
-        with warnings.catch_warnings():  # `[[:space:]]` warns once per pattern already
-            warnings.simplefilter("ignore")
-            return re.compile("|".join(f"(?:{x})" for x in sources)).search
-    except re.error:
-        return None
-
-
-def _ignored(specs: list[tuple[str, pathspec.PathSpec, Any]], abs_path: str, is_dir: bool) -> bool:
+def _ignored(specs: list[tuple[str, pathspec.PathSpec]], abs_path: str, is_dir: bool) -> bool:
     result = False
-    for base, spec, any_pattern in specs:
+    for base, spec in specs:
         rel = _rel(abs_path, base)
         if is_dir:
             rel += "/"
-        if any_pattern is not None and not any_pattern(rel):
-            continue  # no pattern of this file matches: it neither ignores nor re-includes
+        # RE2 matches all of a spec's patterns in one pass (a set), so no prefilter is needed.
         # Later (deeper) .gitignore files can re-include; check_file tells include/exclude.
         res = spec.check_file(rel)
         if res.include is not None:
@@ -337,20 +200,17 @@ def _ignored(specs: list[tuple[str, pathspec.PathSpec, Any]], abs_path: str, is_
 def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
               report: WalkReport) -> None:
     """Add the indexable files under one root to `report` (never following symlinks)."""
-    import pathspec  # only a walk needs it (a search of an index does not walk)
-
     base = str(root.path)
-    extra = pathspec.GitIgnoreSpec.from_lines(extra_ignore) if extra_ignore else None
-    start_specs: list[tuple[str, pathspec.PathSpec, Any]] = []
-    if extra is not None:
-        start_specs.append((base, extra, _any_pattern(extra)))
-    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec, Any]]]] = [(base, start_specs)]
+    start_specs: list[tuple[str, pathspec.PathSpec]] = []
+    if extra_ignore:
+        start_specs.append((base, ignore_spec(extra_ignore, report.problems, "config ignore")))
+    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [(base, start_specs)]
     pseudo = pseudo_devs()
     while stack:
         dir_path, specs = stack.pop()
-        own = _load_ignore(dir_path)
+        own = _load_ignore(dir_path, report.problems)
         if own is not None:
-            specs = specs + [(dir_path, own, _any_pattern(own))]
+            specs = specs + [(dir_path, own)]
         try:
             entries = sorted(os.scandir(dir_path), key=lambda e: e.name)
         except OSError as e:

@@ -37,6 +37,7 @@ from typing import NamedTuple
 from ...core.lazy import np
 from ...core.text import fts_quote
 from .. import fts5
+from .util import private_db
 
 AVGDL_TOLERANCE = 1e-3  # relative drift of the average row length an entry tolerates
 MEMORY_POSTINGS = 2_000_000  # rows held in memory over all terms (12 bytes each)
@@ -231,7 +232,7 @@ class ImpactCache:
         if self.path is None:
             return None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_db(self.path)
             conn = sqlite3.connect(str(self.path), timeout=0.2, isolation_level=None,
                                    check_same_thread=False)
             app = conn.execute("PRAGMA application_id").fetchone()[0]

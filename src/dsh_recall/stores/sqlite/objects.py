@@ -26,7 +26,7 @@ from typing import Any
 
 from ...core.errors import StoreError
 from ..contracts import BlobParts, ObjectRow, SearchParts
-from .util import set_wal
+from .util import private_db, set_wal
 
 # 'DSHO' as a big-endian int32: marks the file as a dsh-recall object store.
 APPLICATION_ID = 0x4453484F
@@ -161,7 +161,7 @@ class ObjectStore:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_db(self.path)
             self.db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000,
                                       isolation_level=None, check_same_thread=False)
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -3,11 +3,26 @@ Kept free of heavy imports, so the hooks that only touch the object store start 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
 
 from ...core.errors import StoreError
+from ...core.paths import ensure_dir, private_file
+
+
+def private_db(path: Path) -> None:
+    """Make a SQLite file we own private before SQLite opens it: its folder 0700, the file
+    created 0600 (SQLite gives its -wal and -shm the database file's mode) and an older
+    database, -wal or -shm chmodded to 0600."""
+    ensure_dir(path.parent)
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except OSError:
+        pass  # sqlite3.connect says what is wrong with the path
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        private_file(Path(str(path) + suffix))
 
 
 def connect(path: Path, application_id: int, kind: str = "dsh-recall database of this kind",
@@ -16,7 +31,7 @@ def connect(path: Path, application_id: int, kind: str = "dsh-recall database of
 
     `kind` names the database in the refusal; `redo` is what rebuilds it if it is unusable.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_db(path)
     try:
         conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
                                check_same_thread=False)

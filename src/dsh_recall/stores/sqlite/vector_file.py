@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...core.lazy import np
+from ...core.paths import ensure_dir
 
 MAGIC = b"DRVEC001"
 HEADER = 64  # bytes: magic, dim (u32), reserved
@@ -112,11 +113,11 @@ def _records(dim: int, ids: np.ndarray, vecs: np.ndarray) -> bytes:
 
 def write_file(folder: Path, dim: int, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[str, int]:
     """A new vector file under a fresh name (written aside, then renamed); (name, rows)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_dir(folder)
     name = uuid.uuid4().hex + SUFFIX
     tmp = folder / (name + ".tmp")
     rows = 0
-    with open(tmp, "wb") as f:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
         f.write(MAGIC + dim.to_bytes(4, "little") + b"\0" * (HEADER - 12))
         for ids, vecs in batches:
             f.write(_records(dim, ids, vecs))
