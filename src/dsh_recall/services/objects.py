@@ -8,11 +8,13 @@ the ranking across objects in objects_search; SQL in stores.sqlite.objects.
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.clean import as_body, as_count, as_int, as_limit, as_name, as_offset, as_query, cleaned
 from ..core.codepoints import join_surrogates, scrub_surrogates
 from ..core.errors import InputError
 from ..core.paths import recall_home
@@ -144,6 +146,7 @@ class ObjectService:
             return True
         return len(text) * 4 > cap and len(encode_text(text)) > cap
 
+    @cleaned(text=as_body, session=as_name, seq=as_int, tool=as_name, channel=as_name)
     def put(self, text: str, session: str | None = None, seq: int | None = None,
             tool: str | None = None, channel: str | None = None,
             refuse_over_cap: bool = False) -> PutResult:
@@ -196,8 +199,14 @@ class ObjectService:
             inline_tokens=estimate_tokens(probe.text), raw_bytes=len(data), created=self.clock(),
             sha=sha, evicted=None, channel=channel,
         )
+        # A random salt in every id: an id is never computable from what a caller could
+        # know (the session "cli", the next seq, a length), so ids cannot be enumerated.
+        # Reading still needs the channel check (`_row`); (session, seq) stays idempotent
+        # through the store, not through the id.
+        salt = secrets.token_hex(8)
         stored, created = self.store.put(
-            row, data, lambda s, attempt: make_id(session, s, chars, attempt), parts)
+            row, data, lambda s, attempt: make_id(f"{session}\x00{salt}", s, chars, attempt),
+            parts)
         if not created and stored.channel != channel:
             return PutResult(None, text, chars, False)
         if not created and stored.sha != sha:
@@ -292,6 +301,7 @@ class ObjectService:
             self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
         return idx
 
+    @cleaned(obj_id=as_name)
     def size(self, obj_id: str, viewer: Viewer | None = None) -> int:
         """Total chars of a live object, without reading its payload or counting a recall."""
         return self._row(obj_id, _sees(viewer)).chars
@@ -306,6 +316,7 @@ class ObjectService:
             return None
         return self._text(row)
 
+    @cleaned(obj_id=as_name, start=as_int, count=as_int)
     def get(self, obj_id: str, start: int | None = None, count: int | None = None,
             viewer: Viewer | None = None) -> GetResult:
         """The first 8,000 chars, or `count` chars from `start` (code points, max 24,000)."""
@@ -318,6 +329,7 @@ class ObjectService:
         usage.object_recall(row.id, e - s, len(text))
         return GetResult(row.id, s, scrub_surrogates(text[s:e]), len(text))
 
+    @cleaned(obj_id=as_name, first=as_int, last=as_int, max_chars=as_int)
     def lines(self, obj_id: str, first: int, last: int, max_chars: int | None = None,
               viewer: Viewer | None = None) -> dict[str, Any]:
         """Lines `first`..`last` (1-based; `last` past the end: up to the last line), at most
@@ -343,6 +355,7 @@ class ObjectService:
         return {"id": row.id, "total": len(text), "start": s, "text": scrub_surrogates(text[s:e]),
                 "line": first, "end_line": min(last, n), "line_count": n}
 
+    @cleaned(query=as_query, limit=as_limit, offset=as_offset)
     def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
                offset: int = 0) -> ObjectsAnswer:
         """Objects with lines matching `query` among the newest OBJECTS_SCANNED live objects
@@ -361,6 +374,7 @@ class ObjectService:
             offset=offset, next_offset=end if end < len(found) else None, scanned=len(rows),
             elapsed_ms=round((time.monotonic() - t0) * 1000, 1))
 
+    @cleaned(obj_id=as_name, query=as_query, limit=as_count)
     def search_in(self, obj_id: str, query: str, limit: int = SEARCH_LIMIT, *,
                   viewer: Viewer | None = None, count: bool = True,
                   fill: bool | None = None) -> SearchResult:
@@ -387,6 +401,7 @@ class ObjectService:
         return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text),
                                                m.context) for m in matches], note)
 
+    @cleaned(obj_id=as_name, limit=as_count)
     def failures(self, obj_id: str, limit: int = SEARCH_LIMIT,
                  viewer: Viewer | None = None) -> SearchResult:
         """Where did it fail? Up to `limit` (max 20) lines of the likely failure region, in

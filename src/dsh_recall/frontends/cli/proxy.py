@@ -4,6 +4,11 @@ The proxy starts COMMAND as an MCP server, lists its tools (plus one `recall` to
 own) and forwards every call. Big text blocks of a result are offloaded to the object store
 and come back as head + note + tail; images and other blocks, `structured_content` and
 `is_error` pass through unchanged. The MCP side logs to stderr only: stdout is the protocol.
+
+The proxy answers for one access channel (`--channel`, else `$DSH_RECALL_CHANNEL`), resolved
+once when it starts, as `dsh-recall mcp` does: its `recall` tool reads only objects that
+channel may see (another channel's id is answered as an unknown one), and it offloads only
+what that channel could recall.
 """
 
 from __future__ import annotations
@@ -11,13 +16,14 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import click
 
 from ...core.config import ObjectsConfig
 from ...core.errors import RecallError
-from ...services.channel import channel_key_from_env
+from ...services.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService
 from .common import get_config
 
@@ -41,25 +47,28 @@ RECALL_SCHEMA: dict[str, Any] = {
 }
 
 
-def recall_answer(service: ObjectService, args: dict[str, Any]) -> str:
-    """The recall tool's text answer (a range, or matching lines as `line:@offset: text`)."""
+def recall_answer(service: ObjectService, args: dict[str, Any], viewer: Viewer) -> str:
+    """The recall tool's text answer (a range, or matching lines as `line:@offset: text`),
+    of an object `viewer` may see (any other id: the unknown-id error)."""
     obj_id = str(args.get("id", ""))
     query = args.get("query")
     if query:
-        res = service.search_in(obj_id, str(query), int(args.get("limit") or 20))
+        res = service.search_in(obj_id, str(query), int(args.get("limit") or 20), viewer=viewer)
         if not res.matches:
             return f"no line of {res.id} matches {query!r}"
         return "\n".join(f"{m.line}:@{m.offset}: {m.text}" for m in res.matches)
     start = args.get("start")
     count = args.get("count")
     got = service.get(obj_id, None if start is None else int(start),
-                      None if count is None else int(count))
+                      None if count is None else int(count), viewer=viewer)
     end = got.start + len(got.text)
     return f"{got.text}\n[{got.id}: chars {got.start}-{end} of {got.total}]"
 
 
-async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None = None) -> None:
-    """Run the proxy on this process's stdio until the client goes away."""
+async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None = None,
+                      viewer: Viewer | None = None) -> None:
+    """Run the proxy on this process's stdio until the client goes away. `viewer`: the
+    channel it answers for (None: the user, unfiltered)."""
     import mcp_types as types
     from mcp import Client, StdioServerParameters
     from mcp.server import Server
@@ -67,6 +76,16 @@ async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None =
     from mcp.shared.exceptions import MCPError
 
     service = ObjectService(cfg)
+    viewer = viewer or Viewer.user()
+    channel = viewer.key
+    # A pointer the client could not follow would only lose it the output: a channel that
+    # may not see its own objects (no key while a session map is configured) keeps them inline.
+    offload = viewer.can_see(channel)
+    if not offload:
+        print("dsh-recall proxy: this channel could not recall what it offloads "
+              f"({viewer.channel.reason}); results pass through whole. Start the proxy with "
+              "--channel KEY (or $DSH_RECALL_CHANNEL) of a key the session map knows.",
+              file=sys.stderr)
     session = session or f"proxy-{uuid.uuid4().hex[:12]}"
     # The wrapped server is ours to run: it gets our whole environment, not the SDK's subset.
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
@@ -93,7 +112,7 @@ async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None =
             args = dict(p.arguments or {})
             if p.name == RECALL_TOOL:
                 try:
-                    return text_result(recall_answer(service, args))
+                    return text_result(recall_answer(service, args, viewer))
                 except RecallError as e:
                     return text_result(str(e), error=True)
             try:
@@ -102,10 +121,10 @@ async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None =
                 return text_result(f"{p.name} failed: {e}", error=True)
             content = []
             for block in res.content:
-                if isinstance(block, types.TextContent):
+                if isinstance(block, types.TextContent) and offload:
                     try:
                         put = service.put(block.text, session=session, tool=p.name,
-                                          channel=channel_key_from_env())
+                                          channel=channel)
                     except RecallError as e:  # the store is broken: pass the result as is
                         print(f"dsh-recall proxy: {e}", file=sys.stderr)
                         put = None
@@ -126,9 +145,13 @@ async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None =
                                           "allow_interspersed_args": False})
 @click.option("--session", default=None,
               help="Session name for offloaded results (default: one per proxy run).")
+@click.option("--channel", default=None, metavar="KEY",
+              help="Access channel the proxy answers for (default: $DSH_RECALL_CHANNEL; "
+                   "none: the user, unless a session map is configured).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_context
-def proxy(ctx: click.Context, session: str | None, command: tuple[str, ...]) -> None:
+def proxy(ctx: click.Context, session: str | None, channel: str | None,
+          command: tuple[str, ...]) -> None:
     """Wrap the stdio MCP server COMMAND: forward its tools, offload big results, add recall.
 
     Example: dsh-recall proxy -- npx -y @modelcontextprotocol/server-filesystem /repo
@@ -136,8 +159,10 @@ def proxy(ctx: click.Context, session: str | None, command: tuple[str, ...]) -> 
     import anyio
 
     try:
-        cfg = get_config(ctx)
+        # As `dsh-recall mcp` does: the user's config with this folder's, resolved once.
+        cfg = get_config(ctx, workspace=Path.cwd())
     except RecallError as e:
         click.echo(f"dsh-recall: {e}", err=True)
         sys.exit(1)
-    anyio.run(serve_proxy, list(command), cfg.objects, session)
+    viewer = Viewer(cfg, channel or channel_key_from_env())
+    anyio.run(serve_proxy, list(command), cfg.objects, session, viewer)

@@ -3,8 +3,11 @@
 Two levels of state (docs/security.md):
 - `RecallApp`, one per server process: what the user chose when starting it (workspace,
   config, the access channel, the directories a client may switch to). No tool call changes it.
+  The channel is resolved once, from the start-up config (`viewer()`).
 - `Client`, one per MCP session: what `configure` may change for that client only (its
-  workspace within the allowed ones, its token budget, its current history session).
+  workspace within the allowed ones, its token budget, its current history session). A
+  workspace switch takes only the ranking and walking keys from that workspace's config
+  (`RecallApp.workspace_config`); who may see what stays the server's.
 
 Handlers are synchronous (the services are) and run in worker threads. A client's code
 index connection is guarded by that client's lock; the other sources open their own
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.config import Config, load_config
+from ...core.config_sources import WORKSPACE_KEYS
 from ...core.errors import InputError, RecallError
 from ...services.background import Background, say
 from ...services.base import Answer
@@ -96,6 +100,9 @@ class RecallApp:
         self.config_file = config_file
         self.cfg = cfg or load_config(workspace=self.workspace, config_file=config_file)
         self.channel = channel if channel is not None else channel_key_from_env()
+        # Resolved once, from the start-up config: a client's workspace (whose config may
+        # lack the session map the server's has) never re-derives it.
+        self._viewer = Viewer(self.cfg, self.channel)
         self.allowed_roots = self._allowed_roots(allow)
         self.background = Background(log=log)
         if tools not in PROFILES:
@@ -124,9 +131,30 @@ class RecallApp:
     def may_use_workspace(self, path: Path) -> bool:
         return any(path.is_relative_to(r) for r in self.allowed_roots)
 
-    def viewer(self, cfg: Config) -> Viewer:
-        """The server's access channel, resolved against the user's session map."""
-        return Viewer(cfg, self.channel)
+    def viewer(self) -> Viewer:
+        """The server's access channel, resolved once against the start-up config's session
+        map and owner ids (a change to the map applies when the server restarts)."""
+        return self._viewer
+
+    def workspace_config(self, ws: Path) -> Config:
+        """The config of a client that switched to `ws`: the server's, with only the keys a
+        repository may set (ranking and walking: `WORKSPACE_KEYS`) taken from `ws`'s
+        files. Notes roots and levels, the session map and owners, the stores, the embedder
+        and the MCP settings stay the server's, even when `ws` holds a trusted file."""
+        there = load_config(workspace=ws, config_file=self.config_file)
+        for n in there.notices:
+            log(n)
+        update: dict[str, Any] = {}
+        sections: dict[str, dict[str, Any]] = {}
+        for key in WORKSPACE_KEYS:
+            section, _, name = key.rpartition(".")
+            if section:
+                sections.setdefault(section, {})[name] = getattr(getattr(there, section), name)
+            else:
+                update[key] = getattr(there, key)
+        for section, values in sections.items():
+            update[section] = getattr(self.cfg, section).model_copy(update=values)
+        return self.cfg.model_copy(update=update)
 
     def fill(self, data: Answer | dict[str, Any], cfg: Config, workspace: Path) -> None:
         """Start the background job of each item of an answer's backlog, and say so where
@@ -145,6 +173,13 @@ class RecallApp:
                 c = Client(self)
                 self._clients[session] = c
             return c
+
+    def drop_client(self, session: Any) -> None:
+        """Forget one MCP session's state and close what it holds: the session ended."""
+        with self._clients_lock:
+            c = self._clients.pop(session, None)
+        if c is not None:
+            c.close()
 
     def call(self, name: str, args: Any, client: Client | None = None
              ) -> tuple[dict[str, Any], str]:
@@ -191,7 +226,7 @@ class Client(SourceHandlers):
         return self._code
 
     def viewer(self) -> Viewer:
-        return self.app.viewer(self.cfg)
+        return self.app.viewer()
 
     def close(self) -> None:
         with self._lock:
@@ -368,9 +403,7 @@ class Client(SourceHandlers):
             if not ws.is_dir():
                 raise InputError(f"workspace {ws} is not a directory")
             if ws != self.workspace:
-                cfg = load_config(workspace=ws, config_file=self.app.config_file)
-                for n in cfg.notices:
-                    log(n)
+                cfg = self.app.workspace_config(ws)
                 self.close()
                 self.workspace, self.cfg = ws, cfg
                 changed.append("workspace")
