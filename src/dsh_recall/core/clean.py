@@ -5,17 +5,31 @@ enters, so everything below (SQLite, FTS5, tokenizers, JSON output) only ever se
 Unicode: SQLite and `json.dumps(..., ensure_ascii=False).encode()` raise on a lone
 surrogate, which Python produces for invalid UTF-8 in argv (surrogateescape) and which JSON
 allows as an escape (`"\\ud800"`).
+
+The Python API is a front end too: `cleaned` applies the same cleaning to the arguments of
+every public search / put / show of the sources (and search_all), at the service entry, so
+a library caller, the CLI and MCP all reach the code below through one door.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import operator
+import os
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from .errors import InputError
 
-__all__ = ["QUERY_CHARS", "INT64_MAX", "INT64_MIN", "REPLACEMENT", "cap_query", "clean_int",
-           "clean_json", "clean_text", "refuse_nul"]
+__all__ = ["QUERY_CHARS", "INT64_MAX", "INT64_MIN", "LIMIT_MAX", "OFFSET_MAX", "REPLACEMENT",
+           "as_body", "as_count", "as_int", "as_limit", "as_name", "as_offset", "as_path",
+           "as_query", "as_start", "cap_query", "clean_int", "clean_json", "clean_text",
+           "cleaned", "refuse_nul"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 REPLACEMENT = "\ufffd"
 INT64_MAX = 2**63 - 1
@@ -123,3 +137,128 @@ def clean_json(value: Any) -> Any:
             stack.extend((new, i, v) for i, v in enumerate(new) if isinstance(v, (dict, list)))
         parent[key] = new
     return root[0]
+
+
+# -- the Python API's entries --------------------------------------------------------------------
+
+# The most hits one page of any source may ask for, and the deepest page. Far above what an
+# agent or a person reads (the MCP tools allow 20 to 50); what they bound is a value that
+# would make a store rank or skip without end (`limit=10**30` overflowed SQLite).
+LIMIT_MAX = 1_000
+OFFSET_MAX = 1_000_000
+
+
+def _text_arg(value: object, what: str) -> str:
+    if isinstance(value, str | bytes | bytearray):
+        return clean_text(value)
+    raise InputError(f"{what} must be text, not {type(value).__name__}")
+
+
+def as_query(value: object, what: str) -> str:
+    """A free-text query as every source searches it: valid Unicode, NUL read as a space
+    (a query is words, and a NUL separates nothing: the MCP schema check refuses it before
+    a service sees it, to tell the model), at most QUERY_CHARS."""
+    text = _text_arg(value, what)
+    return cap_query(text.replace("\x00", " ") if "\x00" in text else text, QUERY_CHARS)
+
+
+def as_body(value: object, what: str) -> str:
+    """A text to store whole (an object's body): valid Unicode, as the CLI stores what it
+    decodes; NUL kept (it is part of a tool's output), no cap (the store has its own)."""
+    return _text_arg(value, what)
+
+
+def as_name(value: object, what: str) -> str | None:
+    """An id, session, tool or channel: None passes; text is made valid Unicode and capped
+    like any argument of the CLI. A NUL is kept: such a name is data (an import stores the
+    session ids a transcript gives), and a lookup of one that is not stored finds nothing."""
+    return None if value is None else cap_query(_text_arg(value, what), QUERY_CHARS)
+
+
+def as_path(value: object, what: str) -> Any:
+    """A file or folder argument (a path filter, a workspace, a cwd): as `as_name`, and a
+    NUL is an InputError naming the argument (no path holds one; the OS would refuse it
+    with a bare "embedded null byte"). A path object keeps its bytes (a file name may be
+    any bytes) and is only checked for a NUL."""
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        if (b"\x00" if isinstance(path, bytes) else "\x00") in path:
+            raise InputError(f"{what} contains a NUL character (\\x00); remove it and try again")
+        return value
+    name = as_name(value, what)
+    return None if name is None else refuse_nul(name, what)
+
+
+def _whole(value: Any, what: str, low: int, high: int) -> int:
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        n = operator.index(value)  # int, or an integer type such as numpy's; never 2.5 or "5"
+    except TypeError:
+        raise InputError(f"{what} must be a whole number from {low:,} to {high:,}, "
+                         f"not {type(value).__name__} {str(value)[:40]!r}") from None
+    if not low <= n <= high:
+        shown = f"{n:,}" if abs(n) < 10**30 else f"a number of {len(str(abs(n)))} digits"
+        raise InputError(f"{what} must be a whole number from {low:,} to {high:,}, not {shown}")
+    return n
+
+
+def as_limit(value: object, what: str) -> int | None:
+    """How many hits: None (the source's default) or 1..LIMIT_MAX."""
+    return None if value is None else _whole(value, what, 1, LIMIT_MAX)
+
+
+def as_count(value: object, what: str) -> int:
+    """How many hits where the method has a number, not None, for its default: 1..LIMIT_MAX."""
+    return _whole(value, what, 1, LIMIT_MAX)
+
+
+def as_offset(value: object, what: str) -> int:
+    """How many of the best hits to skip: 0..OFFSET_MAX (None: 0, the first page)."""
+    return 0 if value is None else _whole(value, what, 0, OFFSET_MAX)
+
+
+def as_start(value: object, what: str) -> int | None:
+    """Where browsing starts when None means "not given" (a session's event index):
+    None or 0..OFFSET_MAX."""
+    return None if value is None else _whole(value, what, 0, OFFSET_MAX)
+
+
+def as_int(value: object, what: str) -> int | None:
+    """Any other integer argument (a seq, a line, a window): None or a 64-bit integer; the
+    method itself says which values it accepts."""
+    return None if value is None else _whole(value, what, INT64_MIN, INT64_MAX)
+
+
+def cleaned(**roles: Callable[[Any, str], Any]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a public entry so each named argument passes through its role (`as_query`,
+    `as_body`, `as_name`, `as_path`, `as_limit`, `as_count`, `as_offset`, `as_start`,
+    `as_int`) before the body runs, e.g. `@cleaned(query=as_query, limit=as_limit)`. Defaults are the method's
+    own and are not passed through. A name that is not a parameter fails at import."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        params = list(inspect.signature(fn).parameters.values())
+        where: dict[str, int | None] = {}
+        for name in roles:
+            found = [i for i, p in enumerate(params) if p.name == name]
+            if not found:
+                raise TypeError(f"{fn.__qualname__} has no parameter {name!r} to clean")
+            kind = params[found[0]].kind
+            where[name] = found[0] if kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                               inspect.Parameter.POSITIONAL_OR_KEYWORD) else None
+
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            pos = list(args)
+            for name, role in roles.items():
+                if name in kwargs:
+                    kwargs[name] = role(kwargs[name], name)
+                else:
+                    i = where[name]
+                    if i is not None and i < len(pos):
+                        pos[i] = role(pos[i], name)
+            return fn(*pos, **kwargs)  # type: ignore[arg-type]  # the same arguments, cleaned
+
+        return run
+
+    return wrap

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, cast
 
+from ...core.clean import as_limit, as_offset, as_path, as_query, cleaned
 from ...core.config import Config
 from ...core.errors import InputError, RecallError
 from ...core.paths import ensure_dir, recall_home, workspace_dir
@@ -189,6 +190,8 @@ class CodeService:
         cache[path] = stale
         return stale
 
+    @cleaned(query=as_query, limit=as_limit, offset=as_offset, path=as_path, focus=as_path,
+             cwd=as_path)
     def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
                offset: int = 0, path: str | None = None, focus: str | None = None,
                files: bool = False, explain: bool = False, cwd: Path | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...core.clean import as_int, as_name, as_start, cleaned
 from ...core.errors import InputError, StoreError, UnknownSession
 from ...core.text import fts_quote
 from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
@@ -52,6 +53,8 @@ def _event_out(e: dict[str, Any], max_chars: int) -> dict[str, Any]:
     return out
 
 
+@cleaned(session=as_name, around=as_int, window=as_int, page=as_int, page_size=as_int,
+         max_chars=as_int, offset=as_start)
 def show(session: str, around: int | None = None, window: int = 3, page: int | None = None,
          page_size: int = 20, max_chars: int = 20000, store: HistoryStore | None = None,
          offset: int | None = None, viewer: Viewer | None = None) -> dict[str, Any]:

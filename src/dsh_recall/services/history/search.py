@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ...core.clean import as_limit, as_name, as_offset, as_path, as_query, cleaned
 from ...core.config import Config, HistoryConfig
 from ...core.errors import InputError, StoreError
 from ...core.text import estimate_tokens
@@ -157,6 +158,8 @@ def _feedback(store: HistoryStore, cfg: Config, query: str, scope: Sequence[str]
              else r) for i, s, r in out]
 
 
+@cleaned(query=as_query, session=as_name, workspace=as_path, cwd=as_path, limit=as_limit,
+         offset=as_offset)
 def search(
     query: str,
     session: str | None = None,

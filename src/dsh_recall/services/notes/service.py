@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, cast
 
+from ...core.clean import as_int, as_limit, as_offset, as_query, cleaned
 from ...core.config import Config
 from ...core.errors import RecallError
 from ...core.paths import ensure_dir, recall_home
@@ -266,6 +267,7 @@ class NotesService:
         out.sort(key=lambda h: -h.score)
         return out
 
+    @cleaned(query=as_query, limit=as_limit, offset=as_offset)
     def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
                offset: int = 0, layers: Sequence[str] = LAYERS, explain: bool = False) -> Answer:
         """memory_search: ranked passages `viewer` may see (None: the user at this machine,
@@ -314,6 +316,7 @@ class NotesService:
             out["backlog"] = backlog
         return cast(Answer, usage.notes_search(self.store, out))
 
+    @cleaned(message=as_query, limit=as_limit, budget_chars=as_int)
     def auto_recall(self, message: str, *, viewer: Viewer | None = None,
                     limit: int | None = None, budget_chars: int | None = None) -> str:
         """A bounded block of relevant notes for a system prompt, or "" when none is relevant
