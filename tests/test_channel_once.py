@@ -154,6 +154,8 @@ def _proxy(tmp_path: Path, home: Path, channel: str | None, body: Any) -> Any:
     server_py = tmp_path / "tiny_server.py"
     server_py.write_text(SERVER)
     env = {"DSH_RECALL_HOME": str(home), "PATH": os.environ.get("PATH", "")}
+    if os.environ.get("PYTHONPATH"):  # a run against another checkout's sources
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if channel:
         env["DSH_RECALL_CHANNEL"] = channel
     params = StdioServerParameters(

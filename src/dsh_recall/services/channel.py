@@ -77,6 +77,13 @@ class Viewer:
     def unfiltered(self) -> bool:
         return self.channel.allowed is None
 
+    @property
+    def sees_everything(self) -> bool:
+        """Unfiltered or an owner: may see every level and every channel's items, and so
+        store-wide counts and where the stores live."""
+        allowed = self.channel.allowed
+        return allowed is None or allowed >= access.ALL
+
     def can_see(self, producer_key: str | None) -> bool:
         return may_see_item(self.channel, self.key, producer_key)
 

@@ -360,22 +360,30 @@ class Client(SourceHandlers):
                 st = svc.status(probe=False)
             finally:
                 svc.close()
-        emb = st["embedder"].get("fingerprint") or st["embedder"]["name"]
-        if st["embedder"].get("error"):
-            emb += f" (unavailable: {st['embedder']['error']})"
+        # A channel that may not see everything gets counts of what it may see and no
+        # paths: where the stores and models live, and their errors, are the owner's.
+        everything = self.viewer().sees_everything
+        emb = st["embedder"]["name"]
+        if everything:
+            emb = st["embedder"].get("fingerprint") or emb
+            if st["embedder"].get("error"):
+                emb += f" (unavailable: {st['embedder']['error']})"
         sources: dict[str, Any] = {}
         for name, fn in self.source_status().items():
             try:
                 sources[name] = fn()
             except RecallError as e:
-                sources[name] = {"error": str(e)}
+                sources[name] = {"error": str(e) if everything else "unavailable"}
+        job = self._job_state(st.get("job"))
+        if not everything and "error" in job:
+            job["error"] = "the index job failed (the user sees why in `dsh-recall status`)"
         return {
             "workspace": str(self.workspace), "token_budget": self.token_budget,
             "session": self.session, "tools": list(self.specs),
             "code": {"indexed": st["indexed"], "files": st["files"], "chunks": st["chunks"],
                      "vectors": st["vectors"], "pending": st["pending"], "embedder": emb,
                      "scopes": st["scopes"][:20], "problems": [str(p) for p in st["problems"]][:10]},
-            "job": self._job_state(st.get("job")), "sources": sources,
+            "job": job, "sources": sources,
             "access": self.viewer().describe(),
         }
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.config import Config
 from ...core.errors import InputError
-from ...policy import access
 from . import budget as budget_mod
 
 if TYPE_CHECKING:
@@ -243,10 +242,17 @@ class SourceHandlers:
 
     # -- status of each source ---------------------------------------------------------------
     def source_status(self) -> dict[str, Callable[[], dict[str, Any]]]:
+        """Each source's summary. A channel that may not see everything (group, guest,
+        unknown) gets only counts of what it may see, and no paths: the object counts are
+        per channel; the history and notes stores count every channel's sessions and every
+        level's notes, so they say only that they are there."""
         out: dict[str, Callable[[], dict[str, Any]]] = {}
         specs = self.app.available
+        everything = self.viewer().sees_everything
         if "history_search" in specs:
             def hist() -> dict[str, Any]:
+                if not everything:
+                    return {"available": True}
                 from ...services import history
                 st = history.status()
                 return {k: v for k, v in st.items() if not isinstance(v, (dict, list))}
@@ -260,31 +266,31 @@ class SourceHandlers:
                     st = svc.stats(viewer=viewer)
                 finally:
                     svc.close()
-                return {k: st[k] for k in ("offloaded", "live", "evicted", "tokens_kept_out",
-                                           "recalls", "disk_bytes") if k in st}
+                # Recalls and disk bytes are store-wide (stats says so): the owner's.
+                keys = ("offloaded", "live", "evicted", "tokens_kept_out") + (
+                    ("recalls", "disk_bytes") if everything else ())
+                return {k: st[k] for k in keys if k in st}
             out["objects"] = objs
 
             def native() -> dict[str, Any]:
                 # The dsh plugin's worker (frontends/dsh): its counts are not per channel.
                 from ..dsh.worker import last_status
-                ch = self.viewer().channel
-                if not (ch.allowed is None or ch.allowed >= access.ALL):
+                if not everything:
                     return {}
                 return last_status() or {"running": False}
             out["dsh_plugin"] = native
         if "notes_search" in specs:
             def notes() -> dict[str, Any]:
+                if not everything:
+                    return {"available": True}
                 from ...services.notes import NotesService
                 svc = NotesService(self.cfg, workspace=self.workspace)
                 try:
                     st = svc.status()
                 finally:
                     svc.close()
-                out = {"files": st["files"], "chunks": st["chunks"], "pending": st["pending"]}
-                ch = self.viewer().channel
-                if ch.allowed is None or ch.allowed >= access.ALL:
-                    # Where the notes live and what went wrong is the owner's business.
-                    out.update(roots=[r["path"] for r in st["roots"]], problems=st["problems"][:5])
-                return out
+                # Where the notes live and what went wrong is the owner's business.
+                return {"files": st["files"], "chunks": st["chunks"], "pending": st["pending"],
+                        "roots": [r["path"] for r in st["roots"]], "problems": st["problems"][:5]}
             out["notes"] = notes
         return out
