@@ -363,6 +363,52 @@ def _fuzzy(lines: _Lines, words: list[str], limit: int, picked: dict[int, int],
         picked[li] = pos
 
 
+NEAR_LINES = 3  # a window: every query word within this many consecutive lines
+
+
+def near_lines(idx: LineIndex, query: str, window: int = NEAR_LINES, limit: int = 3,
+               max_line_chars: int = LINE_TEXT_MAX, cap: int = 20_000) -> list[LineMatch]:
+    """The lines of the best window of at most `window` consecutive lines holding every word
+    of `query` (two words or more) between them, in file order, at most `limit`: a
+    compiler's "COMPILATION ERROR" above its "cannot find symbol" answers a query naming
+    both, which no single line holds. The best window is the narrowest, then the latest (a
+    log ends where it failed). [] when no window holds every word. Linear in the object:
+    one `str.find` scan per word (at most `cap` lines each), a bisect per anchor line."""
+    exact, _ = clean_query(query)
+    words = [f for _, f in _query_words(exact)]
+    if len(words) < 2 or limit <= 0 or window < 1:
+        return []
+    lines = _Lines(idx.view, idx.starts, cap)
+    per_word = [[li for li, _ in lines.hits(f)] for f in words]
+    if not all(per_word):
+        return []
+    rare = min(range(len(words)), key=lambda i: len(per_word[i]))
+    best: tuple[int, int, list[int]] | None = None  # (span, -last line, lines)
+    for a in per_word[rare]:
+        chosen = [a]
+        for i, hits in enumerate(per_word):
+            if i == rare:
+                continue
+            j = bisect.bisect_left(hits, a)
+            near = [hits[k] for k in (j - 1, j) if 0 <= k < len(hits)]
+            chosen.append(min(near, key=lambda li: abs(li - a)))
+        span = max(chosen) - min(chosen)
+        if span >= window:
+            continue
+        key = (span, -max(chosen), sorted(set(chosen)))
+        if best is None or key[:2] < best[:2]:
+            best = key
+    if best is None:
+        return []
+    low = lines.low
+    out = []
+    for li in best[2][:limit]:
+        ls, le = idx.starts[li], lines.end(li)
+        pos = min((p for p in (low.find(f, ls, le) for f in words) if p != -1), default=ls)
+        out.append(_shown(idx, li, pos, max_line_chars))
+    return out
+
+
 def _shown(idx: LineIndex, li: int, pos: int, max_line_chars: int) -> LineMatch:
     r"""Line `li` as shown: the whole line, or for a progress-bar line (bare \r inside) the
     redraw holding the hit, or for a very long one a window around the hit."""

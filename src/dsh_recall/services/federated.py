@@ -3,8 +3,10 @@ fused into one bounded answer, each hit labelled with its source.
 
 Each source ranks with its own pipeline (the same calls its own tool makes); the rankings
 are fused by reciprocal rank (rank/fuse.py), so no source's raw scores need to be
-comparable with another's. Sources run in parallel threads under one deadline; a source
-that fails or runs late is reported in `sources` and the others still answer.
+comparable with another's; a relevance floor (rank/floor.py) then ranks a hit showing under
+half the query terms the answer's best hit shows after the others. Sources run in parallel
+threads under one deadline; a source that fails or runs late is reported in `sources` and
+the others still answer.
 
 Who is asking decides what each source shows, exactly as the per-source tools do
 (docs/security.md): history, notes and objects each take the same `viewer` (the MCP
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import Config
 from ..core.errors import InputError
+from ..rank.floor import apply_floor
 from ..rank.fuse import rrf
 from . import rerank, usage
 from .channel import Viewer
@@ -235,6 +238,9 @@ def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[st
     fused = rrf(ranked, k=cfg.rrf_k)
     norm = cfg.rrf_k + 1  # a source's first hit scores 1.0
     merged = [{**pool[i], "score": round(score * norm, 4)} for i, score, _ in fused]
+    # A source holding only a weak match no longer ranks its first hit 2nd or 3rd: hits
+    # showing under half the query terms of the answer's best rank after the rest.
+    merged = apply_floor(query, merged)
     merged, reranked = rerank.apply(cfg, "all", query, merged, _rerank_text)
     if rerank.is_problem(reranked):
         notes.append(rerank.note(reranked))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.codepoints import fold_case, scrub_surrogates
 from ..rank import logrank
 from ..rank.line_index import LineIndex
-from ..rank.line_search import clean_query, search_index
+from ..rank.line_search import clean_query, near_lines, search_index
 from ..stores.sqlite.objects import ObjectRow
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
@@ -43,7 +43,9 @@ def rank_config(cfg: ObjectsConfig | None) -> logrank.RankConfig | None:
 def rank_objects(rows: Sequence[ObjectRow], index_of: Callable[[ObjectRow], LineIndex],
                  query: str) -> list[dict[str, Any]]:
     """Objects with lines matching `query`, best first: those whose best line holds the
-    whole query, then all its words, then the rest (fuzzy); within a tier in the order of
+    whole query, then all its words, then those holding all its words on neighbouring lines
+    (`line_search.near_lines`: within `NEAR_LINES` lines, as a compiler prints its error
+    and its reason a line apart), then the rest (fuzzy); within a tier in the order of
     `rows` (newest first). Evicted rows are skipped; [] for a query with nothing to find."""
     q, _ = clean_query(query)
     if not q:
@@ -52,11 +54,16 @@ def rank_objects(rows: Sequence[ObjectRow], index_of: Callable[[ObjectRow], Line
     words = [w for w in whole.split() if w]
     scored: list[tuple[int, int, dict[str, Any]]] = []
     for n, row in enumerate(r for r in rows if r.sha is not None):
-        matches = search_index(index_of(row), q, limit=OBJECT_LINES)
+        idx = index_of(row)
+        matches = search_index(idx, q, limit=OBJECT_LINES)
+        best = fold_case(matches[0].text) if matches else ""
+        tier = 0 if whole in best else 1 if matches and all(w in best for w in words) else 3
+        if tier == 3:  # no line holds every word: do neighbouring lines?
+            near = near_lines(idx, q, limit=OBJECT_LINES)
+            if near:
+                matches, tier = near, 2
         if not matches:
             continue
-        best = fold_case(matches[0].text)
-        tier = 0 if whole in best else 1 if all(w in best for w in words) else 2
         scored.append((tier, n, {
             "id": row.id, "tool": row.tool, "chars": row.chars, "line": matches[0].line,
             "matches": [{"line": m.line, "offset": m.offset, "text": scrub_surrogates(m.text)}
