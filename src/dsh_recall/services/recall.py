@@ -37,11 +37,15 @@ def _regular(path: str) -> bool:
 class RecallService:
     """Decides per user message whether to inject history; builds anchors after compactions."""
 
-    def __init__(self, cfg: Config, home: Path | None = None, embed_imports: bool = True):
+    def __init__(self, cfg: Config, home: Path | None = None, embed_imports: bool = True,
+                 viewer: Viewer | None = None):
         """`embed_imports=False` for a process that lives for one hook call: loading the
         model to embed a prompt's few new blocks would cost the prompt about half a second;
-        a search, the MCP server or the dsh worker embeds them instead."""
+        a search, the MCP server or the dsh worker embeds them instead. `viewer`: the
+        caller's channel as a long-lived front end resolved it once (None: from
+        `$DSH_RECALL_CHANNEL` against `cfg`, as a hook's one process does)."""
         self.cfg = cfg
+        self.viewer = viewer
         self.embed_imports = embed_imports
         self.dir = ensure_dir((home or recall_home()) / "recall")
         self.state_path = self.dir / "live.json"
@@ -108,7 +112,7 @@ class RecallService:
         if not d.fire:
             return out
         key = channel_key_from_env()
-        viewer = Viewer(self.cfg, key) if key else None
+        viewer = self.viewer or (Viewer(self.cfg, key) if key else None)
         # The question itself ranks the turns that answer it (a decision, its reason); the
         # gate's terms alone found the turns that merely mention them. One hit per event,
         # the best few, none of those still in the model's context.
