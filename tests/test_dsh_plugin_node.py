@@ -19,7 +19,7 @@ from dsh_recall.frontends.dsh import PLUGIN_PATH
 from procs import gone_within
 
 NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(NODE is None, reason="node is not on PATH")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not on PATH (apt-get install -y nodejs)")
 FIX = Path(__file__).parent / "fixtures" / "dsh_plugin"
 BIG = "x" * 5000
 

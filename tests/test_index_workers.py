@@ -118,7 +118,7 @@ def test_workers_end_when_the_indexer_is_killed(tmp_path):
     import pytest
 
     if not os.path.exists("/proc/self/task"):
-        pytest.skip("needs /proc to find the worker processes")
+        pytest.skip("needs /proc to find the worker processes (run on Linux)")
     ws = concurrency_tree(tmp_path / "ws", 600)
     env = env_for(tmp_path / "home")
     env["DSH_RECALL_INDEX_WORKERS"] = "2"

@@ -126,7 +126,7 @@ SECOND_UID = "dshrecalltest"
                     reason="needs root to create a second user (useradd) and read as it")
 def test_a_second_uid_cannot_read_an_index(tmp_path, fresh_umask, _isolated_home):
     if shutil.which("useradd") is None or shutil.which("runuser") is None:
-        pytest.skip("useradd or runuser is not installed")
+        pytest.skip("useradd or runuser is not installed (apt-get install -y passwd util-linux)")
     subprocess.run(["useradd", "--no-create-home", SECOND_UID], capture_output=True)
     try:
         # The second user may reach the folders above the home (as under /home), so only

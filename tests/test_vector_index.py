@@ -252,7 +252,7 @@ def test_int8_first_pass_is_close_to_exact(kernel, monkeypatch):
     if not kernel:
         monkeypatch.setattr(vector, "_nk", None)  # the numpy fallback
     elif vector._nk is None:
-        pytest.skip("no SIMD kernel package installed")
+        pytest.skip("no SIMD kernel package installed (pip install simsimd, or numkong)")
     rng = np.random.default_rng(0)
     mat = rng.standard_normal((500, 384)).astype(np.float32)
     mat /= np.linalg.norm(mat, axis=1, keepdims=True)

@@ -270,7 +270,7 @@ def test_a_caller_confined_otherwise_than_the_daemon_is_refused():
         plain.wait()
     assert not warm.same_confinement(2 ** 22 + 12345)  # no such process: refused
     if shutil.which("setpriv") is None:
-        pytest.skip("setpriv (util-linux) is not installed")
+        pytest.skip("setpriv is not installed (apt-get install -y util-linux)")
     boxed = subprocess.Popen(["setpriv", "--no-new-privs", "sleep", "30"])
     try:
         time.sleep(0.5)  # setpriv has exec'd sleep with the flag set
