@@ -24,9 +24,9 @@ from typing import Any, ParamSpec, TypeVar
 from .errors import InputError
 
 __all__ = ["QUERY_CHARS", "INT64_MAX", "INT64_MIN", "LIMIT_MAX", "OFFSET_MAX", "REPLACEMENT",
-           "as_body", "as_count", "as_int", "as_limit", "as_name", "as_offset", "as_path",
-           "as_query", "as_start", "cap_query", "clean_int", "clean_json", "clean_text",
-           "cleaned", "refuse_nul"]
+           "as_at_most", "as_body", "as_count", "as_int", "as_limit", "as_name", "as_offset",
+           "as_path", "as_query", "as_start", "cap_query", "clean_int", "clean_json",
+           "clean_text", "cleaned", "refuse_nul"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -213,6 +213,12 @@ def as_count(value: object, what: str) -> int:
     return _whole(value, what, 1, LIMIT_MAX)
 
 
+def as_at_most(value: object, what: str) -> int:
+    """An upper bound the method clamps itself (search_all's `limit`: 0 is an empty page, as
+    a cursor past the end asks for; more than its MAX_HITS means all of them): 0..INT64_MAX."""
+    return _whole(value, what, 0, INT64_MAX)
+
+
 def as_offset(value: object, what: str) -> int:
     """How many of the best hits to skip: 0..OFFSET_MAX (None: 0, the first page)."""
     return 0 if value is None else _whole(value, what, 0, OFFSET_MAX)
@@ -232,8 +238,8 @@ def as_int(value: object, what: str) -> int | None:
 
 def cleaned(**roles: Callable[[Any, str], Any]) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a public entry so each named argument passes through its role (`as_query`,
-    `as_body`, `as_name`, `as_path`, `as_limit`, `as_count`, `as_offset`, `as_start`,
-    `as_int`) before the body runs, e.g. `@cleaned(query=as_query, limit=as_limit)`. Defaults are the method's
+    `as_body`, `as_name`, `as_path`, `as_limit`, `as_count`, `as_at_most`, `as_offset`,
+    `as_start`, `as_int`) before the body runs, e.g. `@cleaned(query=as_query, limit=as_limit)`. Defaults are the method's
     own and are not passed through. A name that is not a parameter fails at import."""
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.clean import as_at_most, as_name, as_path, as_query, cleaned
 from ..core.config import Config
 from ..core.errors import InputError
 from ..rank.floor import apply_floor
@@ -165,6 +166,7 @@ def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run
 
 # -- fusion -----------------------------------------------------------------------------------
 
+@cleaned(query=as_query, workspace=as_path, limit=as_at_most, history_scope=as_name)
 def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[str] = SOURCES,
                limit: int = 10, viewer: Viewer | None = None, history_scope: str = "workspace",
                code_service: CodeService | None = None,
