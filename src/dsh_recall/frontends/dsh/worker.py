@@ -54,6 +54,13 @@ MAX_MESSAGE_CHARS = 4000
 HEADER = "[dsh-recall] Context recalled for this request (not written by the user):"
 
 
+def _cwd() -> Path | None:
+    try:
+        return Path.cwd()
+    except OSError:  # the folder was removed under us
+        return None
+
+
 def status_path() -> Path:
     """Where the running worker keeps its counts for other processes."""
     return recall_home() / "dsh" / "worker-status.json"
@@ -62,7 +69,7 @@ def status_path() -> Path:
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -143,6 +150,10 @@ class Worker:
         self.config_file = config_file
         self.dsh_home = Path(dsh_home or os.environ.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
         self.channel = channel_key_from_env()
+        # The channel is resolved once, against the config of the folder dsh started this
+        # worker in (as `dsh-recall mcp` does with its workspace), never per session cwd.
+        self._start_dir: Path | None = _cwd()
+        self._access: Viewer | None = None
         self.clock = clock
         self.sessions: dict[str, SessionState] = {}
         self.dirty: set[str] = set()
@@ -185,8 +196,18 @@ class Worker:
             self._objects[key] = ObjectService(cfg.objects)
         return self._objects[key]
 
-    def viewer(self, cfg: Config) -> Viewer | None:
-        return Viewer(cfg, self.channel) if self.channel else None
+    def access(self) -> Viewer:
+        """This worker's channel (`$DSH_RECALL_CHANNEL`; none: a session map fails closed),
+        resolved on first use and kept."""
+        if self._access is None:
+            ws = self._start_dir if self._start_dir is not None and self._start_dir.is_dir() else None
+            cfg = load_config(workspace=ws, config_file=self.config_file)
+            self._access = Viewer(cfg, self.channel)
+        return self._access
+
+    def viewer(self) -> Viewer | None:
+        """The viewer of object reads and counts: None (the user) without a channel."""
+        return self.access() if self.channel else None
 
     def state(self, session: str) -> SessionState:
         return self.sessions.setdefault(session, SessionState())
@@ -294,7 +315,7 @@ class Worker:
         raw = req.get("surface")
         surface = [(int(x[0]), int(x[1])) for x in raw if isinstance(x, list) and len(x) == 2
                    and all(isinstance(v, int) for v in x)] if isinstance(raw, list) else None
-        viewer = self.viewer(cfg)
+        viewer = self.viewer()
         done = svc.reclaim(session, results, tokens if isinstance(tokens, int) else None,
                            channel=self.channel,
                            viewer=viewer,
@@ -341,7 +362,7 @@ class Worker:
         st = self.state(session)
         path = self.log_path(session)
         transcript = str(path) if path else None
-        rs = RecallService(cfg)
+        rs = RecallService(cfg, viewer=self.viewer())
         if st.kept_chars:
             # This request is one more that the offloaded results stay out of.
             self.counts["request_chars_kept_out"] += st.kept_chars
@@ -394,8 +415,8 @@ class Worker:
         svc = self._notes[key]
         if not svc.roots:
             return ""
-        # Viewer(cfg, None), not no viewer: a session map then fails closed for this worker.
-        return svc.auto_recall(message, viewer=Viewer(cfg, self.channel))
+        # access(), not no viewer: without a channel a session map fails closed here.
+        return svc.auto_recall(message, viewer=self.access())
 
     # -- fresh history ----------------------------------------------------------------------
     def op_import(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -439,8 +460,7 @@ class Worker:
     # -- status -----------------------------------------------------------------------------
     def op_status(self, req: dict[str, Any]) -> dict[str, Any]:
         cfg = self.config(_opt_text(req.get("cwd")))
-        viewer = self.viewer(cfg)
-        st = self.objects(cfg).stats(viewer=viewer)
+        st = self.objects(cfg).stats(viewer=self.viewer())
         snap = self.snapshot()
         return {"objects": {k: st[k] for k in ("offloaded", "live", "tokens_kept_out", "recalls",
                                                "recall_ratio", "disk_bytes")},
