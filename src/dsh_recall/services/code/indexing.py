@@ -15,7 +15,7 @@ from ...core.config import Config
 from ...core.errors import StoreError
 from ...core.types import SourceFile
 from ...rank import lexical as lex
-from ...readers.workspace import WalkReport
+from ...readers.workspace import WalkReport, parse_source_roots
 from ...stores.contracts import ChunkStore, FileRow
 from .. import filesync
 from ..vectors import Progress
@@ -86,7 +86,7 @@ def _stat_same(sf: SourceFile, old: FileRow) -> bool:
 
 def sync(store: ChunkStore, cfg: Config, walked: WalkReport, skips: SkipMemory,
          notes: list[str], started: float,
-         progress: Progress | None = None) -> tuple[IndexReport, bool]:
+         progress: Progress | None = None, workspace: Path | None = None) -> tuple[IndexReport, bool]:
     """Bring files and chunks up to date with `walked` (no embedding); returns the report
     (its seconds counted from `started`, a time.monotonic()) and whether the run was a bulk
     one (many files: see warm_common). Caller holds the lock."""
@@ -131,8 +131,30 @@ def sync(store: ChunkStore, cfg: Config, walked: WalkReport, skips: SkipMemory,
     rep.pending = store.pending_count()
     rep.seconds = round(time.monotonic() - started, 3)
     store.set_meta("last_index", json.dumps({
-        "time": time.time(), "skipped": rep.skipped, "problems": rep.problems}))
+        "time": time.time(), "skipped": rep.skipped, "problems": rep.problems,
+        **({"roots": configured_roots(cfg, workspace)} if workspace is not None else {})}))
     return rep, bulk
+
+
+def configured_roots(cfg: Config, workspace: Path) -> dict[str, str]:
+    """The extra source roots the config names now, label -> resolved path (the ones that
+    exist; a bad entry is the walk's problem to report)."""
+    roots, _problems = parse_source_roots(list(cfg.source_roots), workspace)
+    return {r.label: str(r.path) for r in roots}
+
+
+def roots_changed(store: ChunkStore, cfg: Config, workspace: Path) -> tuple[list[str], list[str]] | None:
+    """(added, removed) root labels since the last index, or None when unchanged (or the
+    index predates the record: its next run records them)."""
+    last = json.loads(store.get_meta("last_index") or "{}")
+    if "roots" not in last:
+        return None
+    now, then = configured_roots(cfg, workspace), dict(last["roots"])
+    if now == then:
+        return None
+    added = sorted(k for k in now if then.get(k) != now[k])
+    removed = sorted(k for k in then if now.get(k) != then[k])
+    return added, removed
 
 
 def warm_common(store: ChunkStore, lexical_s: float) -> int:

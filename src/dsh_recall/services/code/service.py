@@ -109,7 +109,7 @@ class CodeService:
         notes: list[str] = []
         self._check_fingerprints(notes)
         rep, self._bulk_run = indexing.sync(self.store, self.cfg, self._walk(), self._skips,
-                                            notes, t0, progress)
+                                            notes, t0, progress, workspace=self.workspace)
         return rep
 
     def embed_pending(self, budget_s: float | None = None, progress: Progress | None = None,
@@ -212,6 +212,7 @@ class CodeService:
         deadline = t0 + cfg.search_deadline_s
         notes: list[str] = []
         backlog: list[Backlog] = []
+        hidden: list[str] = []  # labels of source roots removed since the last index
         prefix, focus_label, origin = scope.resolve_scope(self.workspace, cfg, path, focus, cwd)
         if self.store.get_meta("last_index") is None:
             # Cold start: the lexical index is fast; build it before answering.
@@ -221,6 +222,24 @@ class CodeService:
                     notes.extend(rep.notes or [])
                 else:
                     notes.append("another process is indexing; answering from what is indexed")
+                    backlog.append(self._files_backlog())
+        elif (changed := indexing.roots_changed(self.store, cfg, self.workspace)) is not None:
+            # The config's source roots changed since the last index: bring the index to
+            # them first (only the changed roots' files are read), or say what is missing.
+            added, removed = changed
+            what = "; ".join(x for x in (f"added {', '.join(added)}" if added else "",
+                                         f"removed {', '.join(removed)}" if removed else "") if x)
+            with self._index_lock(cfg.search_deadline_s) as got:
+                if got:
+                    rep = self.index_lexical()
+                    notes.extend(rep.notes or [])
+                    notes.append(f"source roots changed since the last index ({what}): indexed "
+                                 "before answering")
+                else:
+                    hidden = removed
+                    notes.append(f"source roots changed since the last index ({what}); another "
+                                 "process is indexing: a removed root's hits are left out, an "
+                                 "added one is not searched yet")
                     backlog.append(self._files_backlog())
         scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
                           prefix, focus or path, origin)
@@ -253,6 +272,8 @@ class CodeService:
                              "workspace")
         results, reranked = rerank.apply(cfg, "code", query, results,
                                          lambda r: f"{r['path']}\n{r['excerpt']}")
+        if hidden:
+            results = [r for r in results if not any(r["path"].startswith(f"{h}/") for h in hidden)]
         results = results[offset:want]
         if rerank.is_problem(reranked):
             notes.append(rerank.note(reranked))
