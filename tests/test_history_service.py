@@ -42,6 +42,7 @@ def test_the_service_indexes_searches_shows_and_reports_like_the_module_function
         assert [(h["session"], h["start_seq"]) for h in ans["hits"]] == \
             [(h["session"], h["start_seq"]) for h in same["hits"]]
         assert {h["session"] for h in ans["hits"]} == {"mine", "theirs"}
+        assert ans["results"] == ans["hits"] and isinstance(ans["notes"], list)  # the contract's keys
         assert svc.show("mine")["events"][0]["text"] == "we chose the ledger pool size 32"
         st = svc.status()
         assert st["sessions"] == 2 and st["db"].endswith("history.sqlite")

@@ -81,6 +81,10 @@ class HistoryService:
         data = _search(query, session=session, workspace=workspace,
                        all_sessions=all_sessions, limit=limit, layers=layers, detail=detail,
                        cfg=self.cfg, store=self.store, cwd=cwd, offset=offset, viewer=viewer)
+        # The contract's common keys beside history's own: `results` is the same list as
+        # `hits` (the front ends' renderers read `hits`), `notes` what a person should know.
+        data.setdefault("results", data.get("hits", []))
+        data.setdefault("notes", [])
         return cast(HistoryAnswer, data)
 
     def show(self, session: str, *, viewer: Viewer | None = None, around: int | None = None,
