@@ -82,7 +82,8 @@ def server(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("dsh-recall dashboard: http://127.0.0.1:"), (
             line, proc.stderr.read() if proc.poll() is not None else "")
-        world["url"] = line.split()[-1]
+        world["link"] = line.split()[-1]  # carries this run's token (frontends/web/credential.py)
+        world["url"], _, world["token"] = world["link"].partition("?k=")
         yield world
     finally:
         proc.terminate()
@@ -104,16 +105,18 @@ def get(url: str, headers: dict | None = None, method: str = "GET"):
 
 def test_http_api_answers_the_user_and_refuses_everyone_else(server):
     url = server["url"]
-    status, headers, body = get(url)
+    auth = {"Authorization": f"Bearer {server['token']}"}
+    assert get(url)[0] == 401 and get(url + "api/report")[0] == 401  # no credential
+    status, headers, body = get(url, auth)
     assert status == 200 and b'<script src="/app.js"' in body
     assert "default-src 'none'" in headers["content-security-policy"]
     assert headers["x-content-type-options"] == "nosniff"
     for asset in ("app.js", "app.css"):
-        assert get(url + asset)[0] == 200
+        assert get(url + asset, auth)[0] == 200
     assert b"http://" not in body and b"https://" not in body  # no external assets
-    assert b"http" not in get(url + "app.css")[2]
+    assert b"http" not in get(url + "app.css", auth)[2]
 
-    status, _, body = get(url + "api/report?days=30")
+    status, _, body = get(url + "api/report?days=30", auth)
     r = json.loads(body)
     assert status == 200
     assert r["totals"]["calls"] == server["calls"]
@@ -121,18 +124,18 @@ def test_http_api_answers_the_user_and_refuses_everyone_else(server):
     (code,) = r["indexes"]["code"]
     assert code["workspace"] == str(server["repo"]) and code["stale_files"] == 1
 
-    status, _, body = get(url + f"api/search?q={WORD}+deploy&sources=code,notes")
+    status, _, body = get(url + f"api/search?q={WORD}+deploy&sources=code,notes", auth)
     d = json.loads(body)
     assert status == 200 and {h["source"] for h in d["results"]} == {"code", "notes"}
-    assert get(url + f"api/search?q={WORD}&sources=galaxy")[0] == 400
-    assert get(url + f"api/search?q={WORD}&workspace=/etc")[0] == 400
-    assert get(url + "api/search?q=a%00b")[0] == 400
+    assert get(url + f"api/search?q={WORD}&sources=galaxy", auth)[0] == 400
+    assert get(url + f"api/search?q={WORD}&workspace=/etc", auth)[0] == 400
+    assert get(url + "api/search?q=a%00b", auth)[0] == 400
 
     port = url.rstrip("/").rsplit(":", 1)[1]
-    assert get(url + "api/report", {"Host": f"evil.example:{port}"})[0] == 421
-    assert get(url + "api/report", {"Origin": "http://evil.example"})[0] == 403
-    assert get(url + "api/report", method="POST")[0] == 405
-    assert get(url + "nope")[0] == 404
+    assert get(url + "api/report", auth | {"Host": f"evil.example:{port}"})[0] == 421
+    assert get(url + "api/report", auth | {"Origin": "http://evil.example"})[0] == 403
+    assert get(url + "api/report", auth, method="POST")[0] == 405
+    assert get(url + "nope", auth)[0] == 404
 
 
 def _browser(tmp_path: Path):
@@ -167,7 +170,7 @@ def test_browser_shows_the_seeded_figures_and_searches_every_source(server, tmp_
     driver = _browser(tmp_path)
     try:
         driver.set_page_load_timeout(60)
-        driver.get(server["url"])
+        driver.get(server["link"])  # sets the cookie, then redirects to /
         wait = WebDriverWait(driver, 60)
         wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-report")
                    in ("ready", "error"))

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
+TOKEN = "mcp-http-test-token"  # every HTTP client sends one, loopback too
 EXE = shutil.which("dsh-recall", path=str(Path(sys.executable).parent)) or "dsh-recall"
 
 
@@ -51,7 +53,7 @@ def http_server(tmp_path: Path):
         "    subtotal = sum(l.amount for l in lines)\n"
         "    return round(subtotal * (1 + tax_rate), 2)\n")
     env = {"DSH_RECALL_HOME": str(tmp_path / "home"), "DSH_RECALL_EMBEDDER__NAME": "fake",
-           "PATH": os.environ.get("PATH", "")}
+           "PATH": os.environ.get("PATH", ""), "DSH_RECALL_MCP__TOKEN": TOKEN}
     port = _free_port()
     errlog = open(tmp_path / "server.stderr", "w")
     proc = subprocess.Popen([EXE, "mcp", "--http", str(port)], cwd=repo, env=env,
@@ -81,7 +83,8 @@ def test_streamable_http_lists_tools_and_answers(http_server: int) -> None:
     url = f"http://127.0.0.1:{http_server}/mcp"
 
     async def body():
-        async with streamable_http_client(url) as (read, write):
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http, \
+                streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = (await session.list_tools()).tools

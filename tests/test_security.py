@@ -215,11 +215,16 @@ def test_http_clients_do_not_share_settings_or_pick_their_channel(tmp_path: Path
     home = tmp_path / "home"
     make_user(tmp_path, home)
     repo = make_repo(tmp_path, "")
-    srv = Server(tmp_path, base_env(home), ["--channel", "group:team"], repo)
+    srv = Server(tmp_path, base_env(home) | {"DSH_RECALL_MCP__TOKEN": "tk"},
+                 ["--channel", "group:team"], repo)
     url = f"http://127.0.0.1:{srv.port}/mcp"
 
     async def body():
-        async with streamable_http_client(url) as (ra, wa), streamable_http_client(url) as (rb, wb):
+        from mcp.shared._httpx_utils import create_mcp_http_client as http
+        auth = {"Authorization": "Bearer tk"}  # loopback too (test_listeners_auth.py)
+        async with http(headers=auth) as ha, http(headers=auth) as hb, \
+                streamable_http_client(url, http_client=ha) as (ra, wa), \
+                streamable_http_client(url, http_client=hb) as (rb, wb):
             async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
                 await a.initialize()
                 await b.initialize()
@@ -354,12 +359,14 @@ def test_loopback_http_keeps_host_and_origin_checks(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     repo = make_repo(tmp_path, '[mcp]\nhost = "0.0.0.0"\n')  # refused from the repository
-    srv = Server(tmp_path, base_env(home) | {"DSH_RECALL_EMBEDDER__NAME": "fake"}, [], repo)
+    srv = Server(tmp_path, base_env(home) | {"DSH_RECALL_EMBEDDER__NAME": "fake",
+                                             "DSH_RECALL_MCP__TOKEN": "tk"}, [], repo)
     try:
         url = f"http://127.0.0.1:{srv.port}/mcp"
-        assert _post(url, {}) == 200
-        assert _post(url, {"host": "evil.example"}) == 421
-        assert _post(url, {"origin": "http://evil.example"}) == 403
+        good = {"authorization": "Bearer tk"}  # loopback asks for the token too
+        assert _post(url, {}) == 401 and _post(url, good) == 200
+        assert _post(url, good | {"host": "evil.example"}) == 421
+        assert _post(url, good | {"origin": "http://evil.example"}) == 403
         assert f"http://127.0.0.1:{srv.port}/mcp" in srv.log.read_text()
     finally:
         srv.close()

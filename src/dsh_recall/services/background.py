@@ -71,6 +71,12 @@ class Job:
     pending: Callable[[Context], int] | None = None  # how many wait (waiting)
 
 
+class Stopped(Exception):
+    """Raised from a job's progress callback once the process is stopping: the job leaves
+    between batches (each batch is committed whole) instead of running on under a process
+    that is finalizing, which made onnxruntime abort it (SIGABRT)."""
+
+
 def _code_index(ctx: Context) -> dict[str, Any]:
     """Bring a workspace's code index up to date: changed files, then every pending vector."""
     from .code import CodeService
@@ -195,7 +201,14 @@ class Background:
             if slot.running() or self._stop.is_set():
                 return False
             slot.info = {"state": "running", "started": time.time()}
-            ctx = Context(cfg, workspace, self._stop, slot.progress)
+            stop = self._stop
+
+            def progress(phase: str, done: int, total: int) -> None:
+                slot.progress(phase, done, total)
+                if stop.is_set():  # a job without a stop flag of its own (code_index) ends here
+                    raise Stopped("the process is ending")
+
+            ctx = Context(cfg, workspace, self._stop, progress)
             slot.thread = threading.Thread(target=self._run, args=(job, slot, ctx, behind),
                                            name=f"dsh-recall-{name}", daemon=True)
             slot.thread.start()
@@ -209,6 +222,9 @@ class Background:
             with slot.lock:
                 slot.embedded += int(out.get("embedded") or 0)
                 slot.info.update(state="done", finished=time.time(), **out)
+        except Stopped:
+            with slot.lock:
+                slot.info.update(state="stopped", finished=time.time())
         except Exception as e:  # noqa: BLE001 - a job's failure costs its work, never the process
             self.log(f"{job.name} failed: {e}")
             with slot.lock:
@@ -264,14 +280,18 @@ class Background:
                 out[f"{name} {key}".strip()] = dict(slot.info)
         return out
 
-    def stop(self, wait_s: float = 5.0) -> None:
-        """No new runs; the running ones leave between slices (waited for up to `wait_s`)."""
+    def stop(self, wait_s: float = 5.0) -> bool:
+        """No new runs; the running ones leave between slices (waited for up to `wait_s`).
+        Returns whether every job has ended: if not, one is still inside a batch (perhaps
+        in onnxruntime), and the process must leave without finalizing (os._exit), as the
+        CLI does after a search (frontends/cli _leave_workers)."""
         self._stop.set()
         with self._lock:
             threads = [s.thread for s in self._slots.values() if s.thread is not None]
         end = time.monotonic() + wait_s
         for t in threads:
             t.join(max(0.0, end - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
 
 
 def say(answer: Answer | dict[str, Any], taken: Iterable[Backlog],

@@ -24,7 +24,10 @@ from .common import get_config, handle_errors
 @handle_errors
 def serve(ctx: click.Context, port: int, ws: str | None, open_browser: bool,
           sessions_dir: str | None) -> None:
-    """Open the local dashboard: what recall kept out, index freshness, search everything."""
+    """Open the local dashboard: what recall kept out, index freshness, search everything.
+
+    Prints the dashboard's link, which carries this run's token: only a browser that opened
+    it (or a client sending 'Authorization: Bearer <token>') is answered."""
     from ...services.code import find_workspace
     from ..web.server import serve as run
 

@@ -7,12 +7,14 @@ structured content plus a compact text rendering built by render.py.
 
 from __future__ import annotations
 
+import gc
 import hmac
 import logging
 import os
 import secrets
 import socket
 import sys
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -64,10 +66,31 @@ def build_server(app: RecallApp) -> Server:
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list())
 
+    tracked: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def drop(conn: Any) -> None:
+        app.drop_client(conn)
+        gc.collect()  # a closed index's memory-mapped vector file lets go of its fd only then
+
+    def client_of(ctx: Any) -> Any:
+        """The session's Client; the first time, freed again when the session ends (the
+        client's DELETE, the idle limit, a dropped stream): each holds a warm code index."""
+        conn = _connection_of(ctx)
+        client = app.client_for(conn)
+        stack = getattr(conn, "exit_stack", None)
+        if stack is not None and conn not in tracked:
+            tracked.add(conn)
+
+            async def free() -> None:
+                await anyio.to_thread.run_sync(drop, conn)
+
+            stack.push_async_callback(free)
+        return client
+
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         name, args = params.name, params.arguments
         # Each MCP session has its own settings: one client's `configure` never reaches another.
-        client = app.client_for(_connection_of(ctx))
+        client = client_of(ctx)
         try:
             data, text = await anyio.to_thread.run_sync(client.call, name, args)
         except RecallError as e:
@@ -144,11 +167,53 @@ class _CleanLines:
             try:
                 obj = json.loads(line)
             except (ValueError, RecursionError):
-                await self.out.write(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-                    "code": -32700, "message": "Parse error: each line must be one JSON-RPC message"}})
-                    + "\n")
+                await self._error(None, -32700, "Parse error: each line must be one JSON-RPC message")
+                continue
+            bad = envelope_error(obj)
+            if bad is not None:
+                # The SDK drops a malformed envelope unanswered: the client would wait forever.
+                msg_id, code, message = bad
+                if msg_id is not _NOTIFICATION:
+                    await self._error(msg_id, code, message)
+                else:
+                    log(f"ignored a malformed notification: {message}")
                 continue
             yield json.dumps(clean(obj), ensure_ascii=False)
+
+    async def _error(self, msg_id: Any, code: int, message: str) -> None:
+        import json
+
+        await self.out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": {
+            "code": code, "message": message}}) + "\n")
+
+
+_NOTIFICATION = object()  # envelope_error's id for a message that must not be answered
+
+
+def envelope_error(obj: Any) -> tuple[Any, int, str] | None:
+    """(id to answer, JSON-RPC code, message) for a message that is no valid JSON-RPC 2.0
+    envelope, or None. The id is the message's own when it is a valid one, else null;
+    `_NOTIFICATION` when the message is a notification (never answered). Pure."""
+    if not isinstance(obj, dict):
+        return None, -32600, "Invalid Request: a message is one JSON object (no batches)"
+    has_id = "id" in obj
+    raw_id = obj.get("id")
+    valid_id = isinstance(raw_id, str) or (isinstance(raw_id, int) and not isinstance(raw_id, bool))
+    if has_id and not valid_id:
+        return None, -32600, "Invalid Request: id must be a string or an integer"
+    reply = raw_id if has_id else _NOTIFICATION
+    if obj.get("jsonrpc") != "2.0":
+        return (raw_id if has_id else None), -32600, 'Invalid Request: "jsonrpc" must be "2.0"'
+    if "method" not in obj:
+        if has_id and ("result" in obj) != ("error" in obj):
+            return None  # a response to a request of ours
+        return (raw_id if has_id else None), -32600, (
+            'Invalid Request: a request needs "method" (a response, "result" or "error")')
+    if not isinstance(obj["method"], str):
+        return reply, -32600, 'Invalid Request: "method" must be a string'
+    if "params" in obj and not isinstance(obj["params"], dict):
+        return reply, -32602, 'Invalid params: "params" must be an object'
+    return None
 
 
 def _stdio_files() -> tuple[Any, Any, Any]:
@@ -204,6 +269,29 @@ def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
         anyio.run(main)
     finally:
         app.close()
+        leave_if_busy(app)
+
+
+def leave_if_busy(app: RecallApp) -> None:
+    """After app.close(): if a background job or a search's vector ranking is still running
+    (inside onnxruntime, perhaps), leave now without finalizing; finalizing under it made
+    onnxruntime abort the process (SIGABRT, "terminate called without an active exception")
+    when a client closed while its background index job embedded. Committed SQLite writes
+    are durable and an open one rolls back on the next open, as for the CLI's
+    _leave_workers."""
+    import threading
+
+    hybrid = sys.modules.get("dsh_recall.services.hybrid")
+    ranking = hybrid is not None and any(
+        t.is_alive() and t.name == hybrid.VECTOR_THREAD for t in threading.enumerate())
+    if app.background.stop(0.0) and not ranking:
+        return
+    log("a background job is still inside a batch: leaving without waiting for it")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -214,22 +302,30 @@ def is_loopback(host: str) -> bool:
     return host in LOOPBACK or host.startswith("127.")
 
 
-def http_token(cfg: Config, host: str, home: Path | None = None) -> tuple[str | None, str | None]:
+HOW_TO_SEND = "clients must send 'Authorization: Bearer <token>'"
+
+
+def http_token(cfg: Config, host: str, home: Path | None = None) -> tuple[str, str | None]:
     """(token HTTP clients must send, a line to show once) for a server bound to `host`.
 
-    The user's `mcp.token` (config or `DSH_RECALL_MCP__TOKEN`) wins. Off loopback a token is
-    required: without one set, one is generated, kept 0600 in the recall home and shown once
-    (later starts reuse it). On loopback no token is asked unless the user set one.
+    Every HTTP server asks for a token, loopback included: loopback is not the user (another
+    uid, a container sharing the network namespace, a sandboxed agent allowed loopback TCP,
+    a model with an HTTP fetch tool all reach 127.0.0.1). The user's `mcp.token` (config or
+    `DSH_RECALL_MCP__TOKEN`) wins. Without one, a loopback server makes a fresh token per
+    run and shows it on stderr; off loopback one is generated, kept 0600 in the recall home
+    and shown once (later starts reuse it).
     """
     if cfg.mcp.token:
         return cfg.mcp.token, None
     if is_loopback(host):
-        return None, None
+        token = secrets.token_urlsafe(32)
+        return token, (f"this run's access token (set mcp.token or DSH_RECALL_MCP__TOKEN for a "
+                       f"lasting one): {token}\n{HOW_TO_SEND}")
     path = (home or recall_home()) / TOKEN_FILE
     try:
         token = path.read_text(encoding="utf-8").strip()
         if token:
-            return token, f"clients must send 'Authorization: Bearer <token>'; the token is in {path}"
+            return token, f"{HOW_TO_SEND}; the token is in {path}"
     except OSError:
         pass
     token = secrets.token_urlsafe(32)
@@ -238,7 +334,7 @@ def http_token(cfg: Config, host: str, home: Path | None = None) -> tuple[str | 
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(token + "\n")
     return token, (f"generated an access token (shown once; kept in {path}): {token}\n"
-                   "clients must send 'Authorization: Bearer <token>'")
+                   f"{HOW_TO_SEND}")
 
 
 def allowed_hosts(host: str, port: int, extra: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -267,6 +363,11 @@ def allowed_hosts(host: str, port: int, extra: Iterable[str]) -> tuple[list[str]
     return hosts, origins
 
 
+UNAUTHORIZED = (b'{"error": "unauthorized: this MCP server asks every client, loopback too, for '
+                b"'Authorization: Bearer <token>': mcp.token, else the token it printed on "
+                b'stderr when it started"}')
+
+
 class BearerAuth:
     """ASGI wrapper: every HTTP request must carry `Authorization: Bearer <token>`."""
 
@@ -282,7 +383,7 @@ class BearerAuth:
                     got = v
             want = b"Bearer " + self.token
             if not hmac.compare_digest(got, want):
-                body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+                body = UNAUTHORIZED
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"application/json"),
                                         (b"www-authenticate", b"Bearer"),
@@ -292,20 +393,74 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def build_http_app(app: RecallApp, host: str, port: int) -> Any:
-    """The ASGI app: streamable HTTP with Host / Origin checks always on, and a bearer token
-    off loopback (or whenever the user set one)."""
+# An MCP session nobody used for this long is closed (the client re-initializes on its 404).
+SESSION_IDLE_S = 600.0
+FDS_PER_SESSION = 8  # a warm code index (SQLite, its WAL, the vector file) and the socket
+
+
+def max_sessions() -> int:
+    """How many MCP sessions may be open at once: what the open-file limit leaves, at most
+    64 (each session holds its own warm code index)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            soft = 1 << 16
+    except (ImportError, OSError, ValueError):  # no resource module (Windows)
+        soft = 1024
+    return max(2, min(64, (soft - 64) // FDS_PER_SESSION))
+
+
+class SessionLimit:
+    """ASGI wrapper: the SDK's terse 503 at the session limit, said so a person can act."""
+
+    def __init__(self, app: Any, limit: int, idle_s: float):
+        self.app = app
+        self.body = (f'{{"jsonrpc": "2.0", "id": null, "error": {{"code": -32603, "message": '
+                     f'"this MCP server has {limit} sessions open, its limit: close one (an MCP '
+                     f'client closes its session on exit) or wait; a session unused for '
+                     f'{int(idle_s)} s is closed"}}}}').encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        refused = False
+
+        async def watch(msg: Any) -> None:
+            nonlocal refused
+            if msg["type"] == "http.response.start" and msg.get("status") == 503:
+                refused = True
+                await send({"type": "http.response.start", "status": 503, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(self.body)).encode())]})
+                await send({"type": "http.response.body", "body": self.body})
+                return
+            if not refused:
+                await send(msg)
+
+        await self.app(scope, receive, watch)
+
+
+def build_http_app(app: RecallApp, host: str, port: int, *, idle_s: float = SESSION_IDLE_S,
+                   limit: int | None = None) -> Any:
+    """The ASGI app: streamable HTTP with Host / Origin checks always on, a bearer token
+    for every client (loopback too), and a bounded number of sessions, each closed (and
+    its Client freed) when its client leaves or after `idle_s` unused."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     server = build_server(app)
     hosts, origins = allowed_hosts(host, port, app.cfg.mcp.allowed_hosts)
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                          allowed_hosts=hosts, allowed_origins=origins)
-    asgi = server.streamable_http_app(host=host, transport_security=security)
+    limit = limit or max_sessions()
+    asgi = server.streamable_http_app(host=host, transport_security=security,
+                                      session_idle_timeout=idle_s, max_sessions=limit)
     token, shown = http_token(app.cfg, host)
     if shown:
         log(shown)
-    return BearerAuth(asgi, token) if token else asgi
+    return BearerAuth(SessionLimit(asgi, limit, idle_s), token)
 
 
 def run_http(port: int, host: str = "127.0.0.1", workspace: Path | None = None,
@@ -324,3 +479,4 @@ def run_http(port: int, host: str = "127.0.0.1", workspace: Path | None = None,
         uvicorn.run(asgi, host=host, port=port, log_level="warning")
     finally:
         app.close()
+        leave_if_busy(app)

@@ -1,5 +1,6 @@
 """The dashboard's ASGI app: JSON endpoints over services/report.py and services/federated.py,
-the static page, and the guards every request passes first."""
+the static page, and the guards every request passes first (the Host / Origin checks, then
+this run's credential: credential.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 
 from ...core.config import Config
 from ...core.errors import InputError, RecallError
+from .credential import LINK_ARG, Credential
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -133,8 +135,12 @@ class Dashboard:
         names = federated.parse_sources(sources)
         svc, lock = self._code_service(ws) if "code" in names else (None, None)
         cfg = svc.cfg if svc else self.cfg
+        from ...services.channel import Viewer
+
+        # Only a request carrying this run's credential gets here: the user, at their own
+        # dashboard (build_app refuses every other request before it reaches a source).
         data = federated.search_all(query, cfg=cfg, workspace=ws, sources=names, limit=limit,
-                                    viewer=None, history_scope="all", code_service=svc,
+                                    viewer=Viewer.user(), history_scope="all", code_service=svc,
                                     code_lock=lock)
         # What the sources still owe is filled behind the answer, as the MCP server does.
         from ...services.background import say
@@ -154,9 +160,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 async def _send(send: Send, status: int, body: bytes, ctype: str, head: bool = False,
-                cache: bool = False) -> None:
+                cache: bool = False, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode()),
-               (b"cache-control", b"max-age=60" if cache else b"no-store"), *SECURITY_HEADERS]
+               (b"cache-control", b"max-age=60" if cache else b"no-store"), *SECURITY_HEADERS,
+               *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else body})
 
@@ -165,8 +172,14 @@ def _json(data: Any) -> bytes:
     return json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
 
 
-def build_app(dash: Dashboard, port: int) -> Callable[..., Awaitable[None]]:
-    """A plain ASGI app (no framework needed for four GET routes)."""
+NO_CREDENTIAL = ("this dashboard answers only its own link: open the URL `dsh-recall serve` "
+                 "printed (it carries this run's token), or send 'Authorization: Bearer <token>'")
+
+
+def build_app(dash: Dashboard, port: int, credential: Credential) -> Callable[..., Awaitable[None]]:
+    """A plain ASGI app (no framework needed for four GET routes). Every request passes
+    check_request, then must carry `credential` (its cookie or bearer token), except the
+    link that sets the cookie."""
     import anyio
 
     def query_args(scope: dict[str, Any]) -> dict[str, str]:
@@ -217,6 +230,20 @@ def build_app(dash: Dashboard, port: int) -> Callable[..., Awaitable[None]]:
             return
         path = scope.get("path", "/")
         head = method == "HEAD"
+        args = query_args(scope)
+        if path == "/" and LINK_ARG in args:
+            # The link `serve` printed: trade it for the cookie, and drop it from the address bar.
+            if credential.redeem(args[LINK_ARG]):
+                await _send(send, 303, b"", "text/plain", head,
+                            extra=[(b"location", b"/"), (b"set-cookie", credential.set_cookie())])
+            else:
+                await _send(send, 401, _json({"error": "this link is not (or no longer) valid; "
+                                              + NO_CREDENTIAL}), "application/json", head)
+            return
+        if not credential.carried(headers):
+            await _send(send, 401, _json({"error": NO_CREDENTIAL}), "application/json", head,
+                        extra=[(b"www-authenticate", b"Bearer")])
+            return
         static = {"/": "index.html", "/index.html": "index.html", "/app.js": "app.js",
                   "/app.css": "app.css"}
         if path in static:
@@ -224,7 +251,6 @@ def build_app(dash: Dashboard, port: int) -> Callable[..., Awaitable[None]]:
             await _send(send, 200, f.read_bytes(), TYPES[f.suffix], head, cache=path != "/")
             return
         if path.startswith("/api/"):
-            args = query_args(scope)
             try:
                 data = await anyio.to_thread.run_sync(api, path, args)
             except InputError as e:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ...core.config import Config
 from .app import Dashboard, build_app
+from .credential import LINK_ARG, Credential
 
 HOST = "127.0.0.1"  # never anything else: the dashboard answers as the user, unfiltered
 
@@ -29,14 +30,17 @@ def serve(cfg: Config, workspace: Path, port: int = 0, open_browser: bool = Fals
           sessions_dir: Path | None = None, config_file: str | None = None,
           announce: Callable[[str], None] | None = None,
           stop: threading.Event | None = None) -> None:
-    """Serve until interrupted (or `stop` is set). `announce` gets the URL once listening."""
+    """Serve until interrupted (or `stop` is set). `announce` gets the link once listening:
+    the URL with this run's token (`/?k=TOKEN`), the only way in (credential.py)."""
     import uvicorn
 
     sock = bind(port)
     port = sock.getsockname()[1]
-    url = f"http://{HOST}:{port}/"
+    credential = Credential(port)
+    base = f"http://{HOST}:{port}/"
+    url = f"{base}?{LINK_ARG}={credential.token}"
     dash = Dashboard(cfg, workspace, sessions_dir=sessions_dir, config_file=config_file)
-    config = uvicorn.Config(build_app(dash, port), log_level="warning", lifespan="on",
+    config = uvicorn.Config(build_app(dash, port, credential), log_level="warning", lifespan="on",
                             access_log=False)
     server = uvicorn.Server(config)
     if stop is not None:
@@ -46,7 +50,9 @@ def serve(cfg: Config, workspace: Path, port: int = 0, open_browser: bool = Fals
         threading.Thread(target=watch, daemon=True).start()
     (announce or (lambda u: print(f"dsh-recall dashboard: {u}", flush=True)))(url)
     if open_browser:
-        threading.Timer(0.3, lambda: webbrowser.open(url)).start()
+        # A browser's command line is visible to other users: hand it a link that works once.
+        once = f"{base}?{LINK_ARG}={credential.one_time()}"
+        threading.Timer(0.3, lambda: webbrowser.open(once)).start()
     try:
         server.run(sockets=[sock])
     finally:
