@@ -258,9 +258,9 @@ def load_config(
     explicit = config_file or environ.get("DSH_RECALL_CONFIG")
     if explicit:
         path = Path(explicit).expanduser()
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"config file {path} does not exist")
-        data = merge(data, read_toml(path, Config))
+        data = merge(data, read_toml(path, Config))  # a FIFO or a device: refused there
     data = merge(data, from_env(environ, Config))
     if overrides:
         clean = {k: v for k, v in overrides.items() if v is not None}

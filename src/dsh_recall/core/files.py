@@ -158,7 +158,7 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int, what: str = "file
     try:
         fd, st = open_regular(path, follow_symlinks=follow_symlinks)
     except FileNotFoundError:
-        raise InputError(f"{what} {os.fspath(path)} does not exist") from None
+        raise InputError(f"cannot read {what} {os.fspath(path)}: it does not exist") from None
     except OSError as e:
         raise InputError(f"cannot read {what} {os.fspath(path)}: {e.strerror or e}") from None
     try:

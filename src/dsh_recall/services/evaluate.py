@@ -28,8 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.clean import cap_query, clean_int, clean_json
 from ..core.config import Config
 from ..core.errors import InputError
+from ..core.files import read_bounded
 from .channel import Viewer
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ SOURCES = ("code", "history", "notes", "objects")
 KS = (1, 3, 5, 10)
 DEPTH = 10
 _QUERY = ("query", "question", "q")
+CASES_MAX_BYTES = 64 << 20  # a cases file is a few KB; /dev/zero or a 10 GB log is refused
 # Keys that name a source when a case does not say (`paths` is code's)...
 _INFER = {"code": ("paths", "path", "expected_paths"),
           "history": ("seqs", "seq", "events"),
@@ -63,6 +66,8 @@ def _items(raw: str, where: str) -> list[Any]:
                          '{"query": "where is retry handled", "paths": ["src/retry.py"]}')
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{where} nests too deeply to be cases") from None
     except ValueError:
         items = []
         for n, line in enumerate(raw.splitlines(), 1):
@@ -70,6 +75,8 @@ def _items(raw: str, where: str) -> list[Any]:
                 continue
             try:
                 items.append(json.loads(line))
+            except RecursionError:
+                raise InputError(f"{where} line {n} nests too deeply to be a case") from None
             except ValueError as e:
                 raise InputError(f"{where} line {n} is not JSON ({getattr(e, 'msg', e)}); a cases file is a "
                                  "JSON list or one JSON object per line") from e
@@ -84,6 +91,19 @@ def _items(raw: str, where: str) -> list[Any]:
 
 def _as_list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else [v]
+
+
+def _number(x: Any) -> int:
+    """A seq or line number: a whole number from 0 to SQLite's largest INTEGER (a float
+    such as 3.0 counts; 1e400, NaN, true and 2**63 do not): ValueError otherwise."""
+    if isinstance(x, float) and x.is_integer():
+        x = int(x)
+    elif isinstance(x, str) and x.strip().isdigit() and len(x.strip()) < 20:
+        x = int(x)
+    n = clean_int(x)
+    if n is None or n < 0:
+        raise ValueError(f"not a whole number from 0 to 2**63-1: {x!r}")
+    return n
 
 
 def _source_of(case: dict[str, Any], default: str | None) -> str | None:
@@ -105,6 +125,9 @@ def parse_case(case: Any, n: int, where: str, default: str | None) -> dict[str, 
     query = next((case[k] for k in _QUERY if isinstance(case.get(k), str) and case[k].strip()), None)
     if not query:
         raise InputError(f"case {n} in {where} has no query (key: query)")
+    if "\x00" in query or any("\x00" in str(case.get(k) or "") for k in ("object", "id", "session")):
+        raise InputError(f"case {n} in {where} holds a NUL character (\\x00); remove it")
+    query = cap_query(query)
     src = _source_of(case, default)
     if src not in SOURCES:
         raise InputError(f"case {n} in {where}: " + (
@@ -122,18 +145,18 @@ def parse_case(case: Any, n: int, where: str, default: str | None) -> dict[str, 
             session = case.get("session")
             if isinstance(val, list) and val and isinstance(val[0], dict):
                 out["expect"] = [(str(e["session"]) if e.get("session") is not None else None,
-                                  int(e["seq"])) for e in val]
+                                  _number(e["seq"])) for e in val]
             else:
-                out["expect"] = [(str(session) if session is not None else None, int(x))
+                out["expect"] = [(str(session) if session is not None else None, _number(x))
                                  for x in _as_list(val)]
         else:
             obj = case.get("object") or case.get("id")
             if not obj:
                 raise InputError(f"case {n} in {where} (objects) needs the object id (key: object)")
             out["object"] = str(obj)
-            out["expect"] = [int(x) for x in _as_list(val)]
-    except (TypeError, ValueError, KeyError) as e:
-        raise InputError(f"case {n} in {where} ({src}): bad expectation {val!r}") from e
+            out["expect"] = [_number(x) for x in _as_list(val)]
+    except (TypeError, ValueError, KeyError, OverflowError, AttributeError) as e:
+        raise InputError(f"case {n} in {where} ({src}): bad expectation {str(val)[:200]!r}") from e
     if not out["expect"]:
         raise InputError(f"case {n} in {where} ({src}) has an empty expectation")
     return out
@@ -144,11 +167,13 @@ def load_cases(path: str | Path, source: str | None = None) -> list[dict[str, An
     p = Path(path)
     if source is not None and source not in SOURCES:
         raise InputError(f"unknown source '{source}'; sources: {', '.join(SOURCES)}")
+    data = read_bounded(p, CASES_MAX_BYTES, "cases file")  # never a FIFO, a device, /proc
     try:
-        raw = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read cases file {p}: {e}") from e
-    items = _items(raw, f"cases file {p}")
+        raw = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"cases file {p} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    # Strings as the CLI and MCP clean them: a lone surrogate (JSON "\ud800") becomes U+FFFD.
+    items = clean_json(_items(raw.removeprefix("\ufeff"), f"cases file {p}"))
     if not items:
         raise InputError(f"cases file {p} holds no cases")
     return [parse_case(c, n, str(p), source) for n, c in enumerate(items, 1)]

@@ -112,7 +112,7 @@ def _human_show(r: dict) -> str:
 
 @history.command("show")
 @click.argument("session")
-@click.option("--around", type=int, default=None, help="Center on this seq.")
+@click.option("--around", type=click.IntRange(0, 2**63 - 1), default=None, help="Center on this seq.")
 @click.option("--window", type=click.IntRange(0, 200), default=3, help="Events either side of --around.")
 @click.option("--page", type=click.IntRange(1, None), default=None, help="Browse page K (20 events a page).")
 @click.option("--channel", default=None, help=_CHANNEL_HELP)

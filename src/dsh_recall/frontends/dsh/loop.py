@@ -41,6 +41,10 @@ def _reader(inp: IO[bytes], q: queue.Queue[bytes | None]) -> None:
             line = inp.readline(MAX_LINE_BYTES + 1)
             if not line:
                 break
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                # The rest of an over-long line is one refused request, not many.
+                while (rest := inp.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
             q.put(line)
     finally:
         q.put(None)
@@ -54,6 +58,8 @@ def answer(worker: Worker, line: bytes) -> dict[str, Any]:
         req = clean_json(json.loads(line.decode("utf-8", "replace")))
     except ValueError as e:
         return {"id": None, "ok": False, "error": f"not JSON: {_one_line(e)}"}
+    except RecursionError:  # 1,000 `[` exhaust json's C parser's depth: answer, go on
+        return {"id": None, "ok": False, "error": "not JSON: nested too deeply"}
     if not isinstance(req, dict):
         return {"id": None, "ok": False, "error": "a request is a JSON object"}
     rid = req.get("id")
@@ -73,7 +79,11 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
     threading.Thread(target=_reader, args=(inp, q), daemon=True, name="dsh-recall-stdin").start()
 
     def send(obj: dict[str, Any]) -> None:
-        out.write(json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
+        try:
+            data = json.dumps(obj, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as e:  # e.g. an id nested too deeply
+            data = json.dumps({"id": None, "ok": False, "error": f"unanswerable: {_one_line(e)}"})
+        out.write(data.encode("utf-8", "replace") + b"\n")
         out.flush()
 
     try:  # the user's thresholds: the plugin sends nothing shorter (no round trip)

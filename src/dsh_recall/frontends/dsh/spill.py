@@ -71,9 +71,10 @@ def read_spill(path: str, max_bytes: int) -> str | None:
 
 def _matches_tail(full: str, kept: str) -> bool:
     """Whether `kept` (dsh's kept tail, maybe starting inside a cut character) is the end
-    of `full`."""
+    of `full`. An empty tail verifies nothing (dsh cuts only a stream it kept 64 KB of):
+    it would let a marker the model printed swap in any spill-named file of the user."""
     if not kept:
-        return True
+        return False
     probe = kept[-_CHECK_CHARS:]
     if len(probe) == len(kept) and len(kept) > 1:
         probe = kept[1:]  # the first kept char may be half of a multi-byte sequence
