@@ -309,6 +309,16 @@ def _send(proc: subprocess.Popen, msg: Any) -> None:
     proc.stdin.flush()
 
 
+def _answer(proc: subprocess.Popen, timeout: float = 60.0) -> dict:
+    """The server's next line, or fail after `timeout` (an unanswered message)."""
+    import select
+
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, f"no answer within {timeout} s"
+    return json.loads(proc.stdout.readline())
+
+
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
 
@@ -318,7 +328,7 @@ def test_stdio_answers_malformed_envelopes_and_keeps_serving(tmp_path: Path) -> 
     proc = _stdio(world)
     try:
         _send(proc, INIT)
-        assert json.loads(proc.stdout.readline())["id"] == 0
+        assert _answer(proc)["id"] == 0
         _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         bad = [({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []}, 1, -32602),
                ({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "x"}, 2, -32602),
@@ -330,16 +340,20 @@ def test_stdio_answers_malformed_envelopes_and_keeps_serving(tmp_path: Path) -> 
                ({"jsonrpc": "2.0", "id": True, "method": "ping"}, None, -32600)]
         for msg, want_id, code in bad:
             _send(proc, msg)
-            got = json.loads(proc.stdout.readline())
+            got = _answer(proc)
             assert got["id"] == want_id and got["error"]["code"] == code, (msg, got)
         # A malformed notification cannot be answered; the next request still is.
         _send(proc, {"jsonrpc": "2.0", "method": "notifications/x", "params": [1]})
         _send(proc, {"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
-        got = json.loads(proc.stdout.readline())
+        got = _answer(proc)
         assert got["id"] == 9 and got["result"]["tools"]
     finally:
         proc.stdin.close()
-        assert proc.wait(30) == 0, proc.stderr.read()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    assert proc.wait() == 0, proc.stderr.read()
 
 
 def test_stdio_exits_cleanly_when_the_client_leaves_during_background_embedding(
@@ -354,16 +368,16 @@ def test_stdio_exits_cleanly_when_the_client_leaves_during_background_embedding(
     proc = _stdio(world)
     try:
         _send(proc, INIT)
-        proc.stdout.readline()
+        _answer(proc)
         _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "code_search", "arguments": {"query": "compute the thing"}}})
-        assert json.loads(proc.stdout.readline())["id"] == 1
+        assert _answer(proc)["id"] == 1
         deadline = time.monotonic() + 60
         while True:  # until the background job is embedding
             _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
                 "name": "code_index", "arguments": {}}})
-            job = json.loads(proc.stdout.readline())["result"]["structuredContent"]["job"]
+            job = _answer(proc)["result"]["structuredContent"]["job"]
             if job.get("phase") == "embed" or time.monotonic() > deadline:
                 break
             time.sleep(0.3)

@@ -254,11 +254,13 @@ def serve(cmd: str, w: dict) -> None:
     proc = subprocess.Popen([EXE, *shlex.split(cmd), "--port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, cwd=str(w["proj"]))
     try:
-        url = proc.stdout.readline().split()[-1]
-        assert url.startswith("http://127.0.0.1:"), url
-        page = urllib.request.urlopen(url, timeout=60).read().decode()
+        link = proc.stdout.readline().split()[-1]  # carries this run's token
+        assert link.startswith("http://127.0.0.1:"), link
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        page = browser.open(link, timeout=60).read().decode()  # sets the cookie, redirects
         assert 'id="search-form"' in page
-        data = json.loads(urllib.request.urlopen(url + "api/report", timeout=60).read())
+        url = link.partition("?")[0]
+        data = json.loads(browser.open(url + "api/report", timeout=60).read())
         assert "kept_out_tokens" in data["totals"]
     finally:
         proc.terminate()

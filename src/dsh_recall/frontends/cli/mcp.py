@@ -17,9 +17,10 @@ from .common import get_config, handle_errors
 @click.option("--http", "port", type=int, default=None,
               help="Serve streamable HTTP on this port (at /mcp) instead of stdio.")
 @click.option("--host", default=None,
-              help="Interface for --http (default: mcp.host from config, 127.0.0.1). Anything "
-                   "but loopback requires clients to send a bearer token (mcp.token, else one "
-                   "is generated and shown once).")
+              help="Interface for --http (default: mcp.host from config, 127.0.0.1). Every "
+                   "HTTP client sends 'Authorization: Bearer <token>', loopback too: mcp.token, "
+                   "else a per-run token shown on stderr (off loopback: one generated once and "
+                   "kept in <recall home>/mcp-token).")
 @click.option("--channel", default=None,
               help="Access channel key of the session this server answers for (default: "
                    "$DSH_RECALL_CHANNEL); decides which notes, history and objects it shows.")
