@@ -47,8 +47,13 @@ def _connection_of(ctx: Any) -> Any:
     return getattr(sess, "_connection", None) or sess
 
 
-def build_server(app: RecallApp) -> Server:
-    """A low-level MCP Server whose tools are app.specs, answered by app.call."""
+def build_server(app: RecallApp, one_client: bool = False) -> Server:
+    """A low-level MCP Server whose tools are app.specs, answered by app.call.
+
+    `one_client`: every request is the same client's (stdio: one peer per process), so what
+    `configure` set lasts for the process. Without it a client is one MCP session: a
+    handshake-era connection, or a request of a client of the stateless era, which
+    carries no session for its settings to live in."""
 
     def tool_list() -> list[types.Tool]:
         out = []
@@ -75,6 +80,8 @@ def build_server(app: RecallApp) -> Server:
     def client_of(ctx: Any) -> Any:
         """The session's Client; the first time, freed again when the session ends (the
         client's DELETE, the idle limit, a dropped stream): each holds a warm code index."""
+        if one_client:
+            return app.default
         conn = _connection_of(ctx)
         client = app.client_for(conn)
         stack = getattr(conn, "exit_stack", None)
@@ -251,7 +258,7 @@ def run_stdio(workspace: Path | None = None, cfg: Config | None = None,
     app = RecallApp(workspace, cfg, config_file, channel=channel, allow=allow, tools=tools)
     for n in app.cfg.notices:
         log(n)
-    server = build_server(app)
+    server = build_server(app, one_client=True)
     log(f"serving {len(app.specs)} tools ({app.profile}) on stdio for {app.workspace}")
 
     async def main() -> None:
