@@ -55,6 +55,8 @@ def test_eval_refuses_what_is_not_a_regular_file_with_a_clear_error(tmp_path, ki
     assert r.returncode in (1, 2), r.stderr
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.strip()  # it says why
+    if kind in ("dev-zero", "fifo"):
+        assert "not a regular file" in r.stderr, r.stderr  # refused before any read
 
 
 HOSTILE = {
