@@ -150,6 +150,16 @@ class ReadsConfig(Section):
     outline_chars: int = Field(2400, ge=200, le=50000)
 
 
+class ScrubConfig(Section):
+    """Secrets never stored (docs/security.md): credential-shaped strings in history and
+    offloaded objects become `[secret:KIND]` before they are indexed or written. `keep`
+    names kinds left as they are (`policy.scrub.kinds()`). Never from a repository's
+    config: a clone must not be able to turn it off."""
+
+    enabled: bool = True
+    keep: list[str] = []
+
+
 class RerankConfig(Section):
     """Optional second stage (docs/rerank.md): a reranker endpoint reorders each source's
     best fused candidates under a deadline; on any failure the fused order stands and the
@@ -227,6 +237,7 @@ class Config(Section):
     notes: NotesConfig = NotesConfig()
     mcp: McpConfig = McpConfig()
     rerank: RerankConfig = RerankConfig()
+    scrub: ScrubConfig = ScrubConfig()
     @property
     def notices(self) -> list[str]:
         """Set by load_config: one line per workspace file whose keys were refused."""

@@ -18,7 +18,7 @@ from .settings import Section
 # Sections whose tables merge key by key (a later file's [embedder] adds to an earlier one's)
 # and of which a repository's file may set the keys in WORKSPACE_KEYS (none of [reads]: how
 # much of a file dsh shows is the user's to choose).
-SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank", "reads"}
+SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank", "reads", "scrub"}
 # Not settings: where data lives, which config file, which session the caller is in, and
 # the switches for tracebacks (the CLI's own error message names it), the usage log and
 # handing searches to a running daemon (DSH_RECALL_DAEMON=0: never).

@@ -19,15 +19,8 @@ from ..core.codepoints import join_surrogates, scrub_surrogates
 from ..core.errors import InputError
 from ..core.paths import recall_home
 from ..core.text import estimate_tokens
-from ..policy.offload import (
-    Candidate,
-    clamp_range,
-    make_id,
-    plan_inline,
-    plan_offloads,
-    reclaim_pays,
-    render_inline,
-)
+from ..policy.offload import Candidate, clamp_range, make_id, plan_inline, plan_offloads, reclaim_pays, render_inline
+from ..policy.scrub import scrub_text
 from ..rank import logrank
 from ..rank.line_index import INDEX_VERSION, LineIndex, build_index
 from ..rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
@@ -38,7 +31,7 @@ from .objects_search import OBJECTS_SCANNED, rank_config, rank_objects
 from .objects_types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
-    from ..core.config import ObjectsConfig
+    from ..core.config import ObjectsConfig, ScrubConfig
 
 DB_NAME = "objects.sqlite"
 DEFAULT_SESSION = "cli"
@@ -93,8 +86,10 @@ class ObjectService:
     name = "objects"
 
     def __init__(self, cfg: ObjectsConfig | None = None, path: Path | str | None = None,
-                 clock: Callable[[], float] = time.time, max_object_bytes: int | None = None):
+                 clock: Callable[[], float] = time.time, max_object_bytes: int | None = None,
+                 scrub: ScrubConfig | None = None):
         self._cfg = cfg
+        self._scrub = scrub
         self.path = Path(path) if path is not None else default_path()
         self.clock = clock
         cap = max_object_bytes if max_object_bytes is not None else (
@@ -165,6 +160,8 @@ class ObjectService:
         chars = len(text)
         if chars <= self.cfg.threshold_chars:
             return PutResult(None, text, chars, False)
+        text = scrub_text(text, self._scrub)  # secrets never stored, indexed or shown inline
+        chars = len(text)
         if self.over_cap(text):
             if refuse_over_cap:
                 raise InputError(

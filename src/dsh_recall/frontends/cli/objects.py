@@ -17,7 +17,7 @@ from .common import emit, get_config, handle_errors, json_option
 def _service(ctx: click.Context, config: bool = True) -> ObjectService:
     """The service; `config=False` for reads by id, which no config key changes (so they
     start without loading and validating the config)."""
-    return ObjectService(get_config(ctx).objects) if config else ObjectService()
+    return ObjectService(get_config(ctx).objects, scrub=get_config(ctx).scrub) if config else ObjectService()
 
 
 def _read_input(file: str, cap: int) -> bytes:

@@ -191,9 +191,9 @@ class Worker:
         return cfg.model_copy(update={"embed_budget_s": 0.0})
 
     def objects(self, cfg: Config) -> ObjectService:
-        key = cfg.objects.model_dump_json()
+        key = cfg.objects.model_dump_json() + cfg.scrub.model_dump_json()
         if key not in self._objects:
-            self._objects[key] = ObjectService(cfg.objects)
+            self._objects[key] = ObjectService(cfg.objects, scrub=cfg.scrub)
         return self._objects[key]
 
     def access(self) -> Viewer:

@@ -89,5 +89,5 @@ def post_tool_use(payload: dict[str, Any], service: ObjectService) -> dict[str, 
 
 def handle_post_tool_use(payload: dict[str, Any], cfg: Config) -> dict[str, Any] | None:
     """Open the object store with the effective config and answer one payload."""
-    with ObjectService(cfg.objects) as service:
+    with ObjectService(cfg.objects, scrub=cfg.scrub) as service:
         return post_tool_use(payload, service)

@@ -23,6 +23,7 @@ from ...core.errors import RowDataError, StoreError
 from ...core.text import index_text
 from ...policy.offload import NOTE_MARKER
 from ...policy.restore import restore_notes
+from ...policy.scrub import scrub_text
 from ...rank import history_query as hq
 from ...readers.transcripts import ReadContext, discover_default, expand, reader
 from ...readers.transcripts.base import MAX_SKIP_NOTES, Piece, SessionMeta, TranscriptEvent, opt_str
@@ -82,10 +83,18 @@ def _event_text(ev: TranscriptEvent) -> str:
     return text
 
 
-def _session_row(m: SessionMeta, key: str, updated: int | None, channel: str | None) -> dict[str, Any]:
+def _scrubbed(ev: TranscriptEvent, cfg: Config) -> TranscriptEvent:
+    """`ev` with credentials in its pieces replaced (secrets never stored: docs/security.md)."""
+    pieces = tuple(dataclasses.replace(p, text=scrub_text(p.text, cfg.scrub)) for p in ev.pieces)
+    return ev if pieces == ev.pieces else dataclasses.replace(ev, pieces=pieces)
+
+
+def _session_row(m: SessionMeta, key: str, updated: int | None, channel: str | None,
+                 cfg: Config) -> dict[str, Any]:
     # The readers type these already; this is the boundary to the store, so check again.
+    title = opt_str(m.title)
     return {"id": clean_text(str(m.id)), "source": clean_text(str(m.source)),
-            "workspace": opt_str(m.workspace), "title": opt_str(m.title),
+            "workspace": opt_str(m.workspace), "title": scrub_text(title, cfg.scrub) if title else title,
             "created_ms": clean_int(m.created_ms), "updated_ms": clean_int(updated or m.created_ms),
             "path": key, "channel": channel}
 
@@ -233,7 +242,7 @@ def _import_part(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     originals = _Originals(channel)
     for ev in res.events:
         try:
-            ev = originals.event(ev)
+            ev = _scrubbed(originals.event(ev), cfg)
             rows.append((_event_row(ev), _blocks(ev, cfg.history.result_block_chars)))
         except Exception as e:  # noqa: BLE001 - one event must never stop the file
             skips.add(f"event {ev.session[:60]}:{ev.seq}", e)
@@ -241,7 +250,7 @@ def _import_part(store: HistoryStore, path: Path, fmt: str, cfg: Config,
         if ev.time_ms:
             last_time[ev.session] = max(last_time.get(ev.session, 0), ev.time_ms)
     originals.close()
-    sessions = [_session_row(m, key, last_time.get(m.id), channel) for m in res.sessions.values()]
+    sessions = [_session_row(m, key, last_time.get(m.id), channel, cfg) for m in res.sessions.values()]
     file_session = next(iter(res.sessions)) if len(res.sessions) == 1 else (row["session"] if row else None)
     file_row = {"path": key, "format": fmt, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                 "offset": res.offset, "line_no": res.line_no, "head_hash": head_hash,
