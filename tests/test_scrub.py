@@ -222,3 +222,27 @@ def test_find_spans_do_not_overlap():
     text = "API_KEY=sk-proj-" + "a1" * 20 + " and password=" + "b2" * 8
     spans = find(text)
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_the_committed_provider_rules_are_the_librarys():
+    # policy/scrub_rules.py is derived from detect-secrets by scripts/scrub_rules.py (the
+    # library's import costs every storing process ~200 ms); it must say what the library says.
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "scrub_rules.py"
+    spec = importlib.util.spec_from_file_location("scrub_rules_script", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.OUT.read_text(encoding="utf-8") == mod.render()
+
+
+def test_storing_does_not_import_the_library():
+    import subprocess
+    import sys
+
+    code = ("import sys; from dsh_recall.policy import scrub; scrub.scrub('AKIAABCDEFGHIJKLMNOP'); "
+            "print('detect_secrets' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the config module pulls in pydantic; callers on a hot path pass None
     from ..core.config import ScrubConfig
@@ -39,20 +39,23 @@ class Rule:
 
 # detect-secrets plugin -> our kind, and for each of its patterns the group that holds the
 # secret (0: the whole match; its GitHub pattern's group 1 is only the prefix).
-_LIBRARY: dict[str, tuple[str, dict[int, int]]] = {
-    "AWSKeyDetector": ("aws-access-key", {1: 1}),
-    "AzureStorageKeyDetector": ("azure-storage-key", {}),
-    "BasicAuthDetector": ("url-password", {0: 1}),
-    "DiscordBotTokenDetector": ("discord-token", {}),
-    "GitHubTokenDetector": ("github-token", {}),
-    "GitLabTokenDetector": ("gitlab-token", {}),
-    "NpmDetector": ("npm-token", {0: 1}),
-    "OpenAIDetector": ("openai-key", {}),
-    "PypiTokenDetector": ("pypi-token", {}),
-    "SendGridDetector": ("sendgrid-key", {}),
-    "SlackDetector": ("slack-token", {}),
-    "SquareOAuthDetector": ("square-secret", {}),
-    "StripeDetector": ("stripe-key", {}),
+# detect-secrets plugin (module, class) -> our kind and which regex group is the secret.
+# Their patterns are derived into policy/scrub_rules.py by scripts/scrub_rules.py (importing
+# the library costs a process about 200 ms; a hook that stores an object is one process).
+LIBRARY: dict[tuple[str, str], tuple[str, dict[int, int]]] = {
+    ("aws", "AWSKeyDetector"): ("aws-access-key", {1: 1}),
+    ("azure_storage_key", "AzureStorageKeyDetector"): ("azure-storage-key", {}),
+    ("basic_auth", "BasicAuthDetector"): ("url-password", {0: 1}),
+    ("discord", "DiscordBotTokenDetector"): ("discord-token", {}),
+    ("github_token", "GitHubTokenDetector"): ("github-token", {}),
+    ("gitlab_token", "GitLabTokenDetector"): ("gitlab-token", {}),
+    ("npm", "NpmDetector"): ("npm-token", {0: 1}),
+    ("openai", "OpenAIDetector"): ("openai-key", {}),
+    ("pypi_token", "PypiTokenDetector"): ("pypi-token", {}),
+    ("sendgrid", "SendGridDetector"): ("sendgrid-key", {}),
+    ("slack", "SlackDetector"): ("slack-token", {}),
+    ("square_oauth", "SquareOAuthDetector"): ("square-secret", {}),
+    ("stripe", "StripeDetector"): ("stripe-key", {}),
 }
 
 PLACEHOLDER = re.compile(r"\[secret:[a-z0-9-]+\]")
@@ -151,19 +154,15 @@ _OURS: tuple[Rule, ...] = (
 @functools.cache
 def rules() -> tuple[Rule, ...]:
     """The library's rules, then ours (compiled once per process)."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from .scrub_rules import RULES
 
-    library: list[Rule] = []
-    by_name: dict[str, Any] = {c.__name__: c for c in get_mapping_from_secret_type_to_class().values()}
-    for name, (kind, groups) in _LIBRARY.items():
-        for i, pat in enumerate(by_name[name]().denylist):
-            library.append(Rule(kind, pat, groups.get(i, 0)))
+    library = [Rule(kind, re.compile(pattern, flags), group) for kind, group, pattern, flags in RULES]
     return tuple(library) + _OURS
 
 
 def kinds() -> list[str]:
     """Every kind a placeholder may name (what `scrub.keep` accepts)."""
-    return sorted({r.kind for r in _OURS} | {k for k, _ in _LIBRARY.values()})
+    return sorted({r.kind for r in _OURS} | {k for k, _ in LIBRARY.values()})
 
 
 def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
