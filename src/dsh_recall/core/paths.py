@@ -77,16 +77,25 @@ def _chmod_private(path: str, st: os.stat_result) -> None:
         pass  # best effort: a read-only mount keeps its modes; the 0700 home still guards
 
 
+# In a recall home once every path in it has been made private: later files start private
+# through the umask, so no later process needs to walk the home again.
+SWEPT_STAMP = ".private-modes"
+
+
 def make_private(root: Path) -> None:
     """Take the group and other bits off `root` and everything below it (folders 0700,
     files 0600 at most). Symbolic links are neither followed nor changed; a path owned by
     another uid is left alone. Each tree is swept once per process: later files start
-    private through the umask (`private_umask`)."""
+    private through the umask (`private_umask`), and a recall home once for good: a stamp
+    in it (SWEPT_STAMP) spares every later process (each CLI call is one) the walk."""
     key = str(root.absolute())
     with _swept_lock:
         if key in _swept or any(key.startswith(s + os.sep) for s in _swept):
             return
         _swept.add(key)
+    stamp = os.path.join(key, SWEPT_STAMP)
+    if os.path.exists(stamp):
+        return
     try:
         st = os.lstat(key)
     except OSError:
@@ -113,6 +122,11 @@ def make_private(root: Path) -> None:
             _chmod_private(e.path, est)
             if stat.S_ISDIR(est.st_mode):
                 stack.append(e.path)
+    if _home_of(Path(key)) == Path(key):  # the whole home is swept: say so for good
+        try:
+            os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, FILE_MODE))
+        except OSError:
+            pass  # a read-only home: the next process sweeps again
 
 
 def _mkdir_private(path: Path) -> None:
