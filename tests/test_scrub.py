@@ -246,3 +246,11 @@ def test_storing_does_not_import_the_library():
             "print('detect_secrets' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_paths_in_env_assignments_survive():
+    # Real CI logs print `KEY=value` pairs of paths (ci-logs-dev's astor runs): they stay.
+    text = ("GENERATION=334 FOLDER_SOLUTION_CODE=/builds/workspace/astor/./output_astor/AstorMain-math_70//src//variant-335 "
+            "PATH=/builds/workspace/astor/examples/math_70/src/main/java/org/apache/commons/math/analysis/solvers/BisectionSolver.java "
+            "OUT=src/main/java/org/Apache/Commons3/Math.java HOME_URL=https://Example.org/a1B2c3D4e5F6g7H8")
+    assert scrub(text) == text

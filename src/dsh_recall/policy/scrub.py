@@ -87,8 +87,12 @@ def _value(v: str, m: re.Match[str] | None = None) -> bool:
 
 def _high_entropy(v: str, m: re.Match[str] | None = None) -> bool:
     """A value of an env assignment that looks generated: long, mixed classes, high
-    entropy; hex digests and UUIDs (hex only) are not credentials by shape."""
+    entropy; hex digests and UUIDs (hex only) are not credentials by shape, nor is a path
+    or a URL (`PATH=/builds/...`, `OUT=src/main/java/...`: a log's paths are what an agent
+    reads it for)."""
     if len(v) < 20 or re.fullmatch(r"[0-9a-fA-F-]+", v):
+        return False
+    if v.startswith(("/", "./", "../", "~/")) or "://" in v or v.count("/") >= 3:
         return False
     classes = sum((any(c.islower() for c in v), any(c.isupper() for c in v),
                    any(c.isdigit() for c in v)))
