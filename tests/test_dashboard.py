@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from browser import headless_chromium
 from dsh_recall.core.config import load_config
 from dsh_recall.frontends.web.app import check_request
 from dsh_recall.services import usage
@@ -23,9 +23,6 @@ from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
 
 WORD = "zebrafrost"
-CHROMIUM = os.environ.get("RECALL_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("RECALL_CHROMEDRIVER", "/usr/bin/chromedriver")
-INSTALL = "apt-get install -y chromium chromium-driver (and pip install selenium)"
 
 
 def test_requests_are_checked_before_anything_is_served():
@@ -139,28 +136,7 @@ def test_http_api_answers_the_user_and_refuses_everyone_else(server):
 
 
 def _browser(tmp_path: Path):
-    """Headless Chromium through Selenium, or skip saying what to install (CI sets
-    RECALL_REQUIRE_BROWSER=1, so a missing browser fails there instead)."""
-    required = os.environ.get("RECALL_REQUIRE_BROWSER") == "1"
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing.append("selenium")
-    if missing:
-        if required:
-            pytest.fail(f"browser test required but {', '.join(missing)} missing: {INSTALL}")
-        pytest.skip(f"no headless browser ({', '.join(missing)} missing): {INSTALL}")
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", "--disable-sync",
-                "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-                "--window-size=1280,1600"):
-        opts.add_argument(arg)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    return headless_chromium(tmp_path / "chromium-profile", window="1280,1600")
 
 
 def test_browser_shows_the_seeded_figures_and_searches_every_source(server, tmp_path):

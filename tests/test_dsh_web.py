@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from browser import headless_chromium
 from dsh_recall.frontends.dsh import WEB_FIX_PATH
 from dsh_standin import StandIn, last_is_tool_result, last_user_text, recall_exe, results, runtime_available, say, use
 
@@ -49,9 +49,6 @@ _why = runtime_available()
 if _why:
     pytest.skip(_why, allow_module_level=True)
 
-CHROMIUM = os.environ.get("RECALL_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("RECALL_CHROMEDRIVER", "/usr/bin/chromedriver")
-INSTALL = "apt-get install -y chromium chromium-driver (and pip install selenium)"
 SECRET = "sk-dshr-secret-7f3a9c41e2"
 BIG_LINES = 2000
 UNKNOWN = "colour"
@@ -70,26 +67,8 @@ seen();
 
 
 def _browser_or_skip(profile_dir: Path):
-    required = os.environ.get("RECALL_REQUIRE_BROWSER") == "1"
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing.append("selenium")
-    if missing:
-        if required:
-            pytest.fail(f"browser test required but {', '.join(missing)} missing: {INSTALL}")
-        pytest.skip(f"no headless browser ({', '.join(missing)} missing): {INSTALL}")
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
-                f"--user-data-dir={profile_dir}", "--window-size=1440,900"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    return headless_chromium(profile_dir, window="1440,900", headless="--headless=new",
+                             capabilities={"goog:loggingPrefs": {"performance": "ALL", "browser": "ALL"}})
 
 
 class Wire:
