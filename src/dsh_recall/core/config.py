@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from .config_sources import check_keys, from_env, limit_workspace_file, merge, read_toml
+from .config_sources import check_keys, drop_user_only, from_env, limit_workspace_file, merge, read_toml
 from .errors import ConfigError
 from .paths import recall_home
 from .settings import Field, Section
@@ -125,6 +125,12 @@ class NotesConfig(Section):
     # message's terms (IDF-weighted) or its embedding is at least this close to the message.
     auto_recall_min_coverage: float = Field(0.5, ge=0, le=1)
     auto_recall_min_cosine: float = Field(0.45, ge=-1, le=1)
+    # Writable memory (docs/notes.md): folders inside the roots that `notes save` and the
+    # MCP notes_save tool may write entries into -> the level of an entry saved without one
+    # (never wider than the caller's channel). Empty: writes are off. Only from the user's
+    # own config: a repository's file never sets it, trusted or not (USER_ONLY_KEYS).
+    write_roots: dict[str, Literal["public", "personal"]] = {}
+    max_write_chars: int = Field(8000, ge=100, le=200_000)  # a saved entry's body, at most
 
 
 class McpConfig(Section):
@@ -187,6 +193,22 @@ class RerankConfig(Section):
     enabled: list[Literal["code", "history", "notes", "all"]] = ["code", "history", "notes", "all"]
 
 
+class LineageConfig(Section):
+    """Code lineage (docs/lineage.md): which commit last changed a line, and the agent
+    session that made it. Never from a repository's config."""
+
+    # Commits indexed first, newest first; older ones on demand (a `why` whose commit is
+    # older, or `dsh-recall lineage index --commits N`).
+    max_commits: int = Field(1000, ge=1, le=1_000_000)
+    index_budget_s: float = Field(5.0, gt=0, le=600)  # a `why` indexes new commits up to this
+    git_timeout_s: float = Field(10.0, gt=0, le=600)  # any one git command
+    # A session's edit of the file counts when made this long before the commit's author
+    # time (or up to an hour after: the commit is made at the end of the work).
+    session_window_minutes: int = Field(240, ge=0, le=100_000)
+    max_turns: int = Field(4, ge=1, le=20)  # turns of the linked session shown
+    turn_chars: int = Field(600, ge=80, le=20_000)  # characters of each turn shown
+
+
 class Config(Section):
     """Top-level settings are those of code recall; other sources have their own section."""
 
@@ -238,6 +260,7 @@ class Config(Section):
     mcp: McpConfig = McpConfig()
     rerank: RerankConfig = RerankConfig()
     scrub: ScrubConfig = ScrubConfig()
+    lineage: LineageConfig = LineageConfig()
     @property
     def notices(self) -> list[str]:
         """Set by load_config: one line per workspace file whose keys were refused."""
@@ -265,6 +288,7 @@ def load_config(
             ws_data = read_toml(ws_file, Config)
             if not is_trusted(ws_file):
                 ws_data = limit_workspace_file(ws_data, ws_file, Path(workspace), notices)
+            ws_data = drop_user_only(ws_data, ws_file, notices)
             data = merge(data, ws_data)
     explicit = config_file or environ.get("DSH_RECALL_CONFIG")
     if explicit:

@@ -18,7 +18,8 @@ from .settings import Section
 # Sections whose tables merge key by key (a later file's [embedder] adds to an earlier one's)
 # and of which a repository's file may set the keys in WORKSPACE_KEYS (none of [reads]: how
 # much of a file dsh shows is the user's to choose).
-SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank", "reads", "scrub"}
+SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank", "reads", "scrub",
+            "lineage"}
 # Not settings: where data lives, which config file, which session the caller is in, and
 # the switches for tracebacks (the CLI's own error message names it), the usage log and
 # handing searches to a running daemon (DSH_RECALL_DAEMON=0: never).
@@ -39,6 +40,27 @@ WORKSPACE_KEYS = frozenset({
     "transfer_top", "path_boost",
     "mcp.token_budget",
 })
+
+
+# What no repository file sets, even one the user trusted: where the model may write.
+USER_ONLY_KEYS = frozenset({"notes.write_roots"})
+
+
+def drop_user_only(data: dict[str, Any], path: Path, notices: list[str]) -> dict[str, Any]:
+    """`data` of a repository's file without USER_ONLY_KEYS, with a notice naming them."""
+    out = dict(data)
+    refused = []
+    for key in sorted(USER_ONLY_KEYS):
+        section, _, name = key.partition(".")
+        table = out.get(section)
+        if isinstance(table, dict) and name in table:
+            out[section] = {k: v for k, v in table.items() if k != name}
+            refused.append(key)
+    if refused:
+        notices.append(f"ignored {', '.join(refused)} from {path}: only your own config "
+                       "(the recall home's config.toml, --config, DSH_RECALL_*) may make "
+                       "notes writable")
+    return out
 
 
 def _valid_keys(model: type[Section]) -> list[str]:

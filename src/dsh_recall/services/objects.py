@@ -25,7 +25,7 @@ from ..rank import logrank
 from ..rank.line_index import INDEX_VERSION, LineIndex, build_index
 from ..rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
 from ..stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
-from . import usage
+from . import forgotten, usage
 from .channel import Viewer
 from .objects_search import OBJECTS_SCANNED, rank_config, rank_objects
 from .objects_types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
@@ -364,6 +364,10 @@ class ObjectService:
         q, cut = clean_query(query)
         rows = self.store.recent(OBJECTS_SCANNED, self._channels(_sees(viewer))) if q else []
         found = rank_objects(rows, self._index, q)
+        if found:  # a forgotten note is found by no source: not in a tool result quoting it
+            by_id = {r.id: r for r in rows}
+            found = forgotten.drop_quoting(found, lambda r: "\n".join(m["text"] for m in r["matches"]),
+                                           lambda r: self._text(by_id[r["id"]])[:4 << 20])
         end = len(found) if limit is None else offset + max(0, int(limit))
         return ObjectsAnswer(
             source="objects", query=q[:200], results=found[offset:end], layers=["lines"],

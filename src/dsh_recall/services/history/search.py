@@ -23,7 +23,7 @@ from ...rank import history_query as hq
 from ...rank.aggregate import BlockHit, aggregate
 from ...rank.fuse import rrf
 from ...stores.sqlite.history import HistoryStore, loads_flags
-from .. import rerank, usage
+from .. import forgotten, rerank, usage
 from ..base import Backlog, backlog_item
 from ..channel import Viewer
 from .common import LAYERS, SESSION_ENV, _cfg, _iso, open_store
@@ -219,6 +219,8 @@ def search(
             rows.update(store.blocks(missing))
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))
                 for i, s, r in fused if i in rows]
+        # A forgotten note (services/forgotten.py) is found by no source: not by a quote.
+        hits = forgotten.drop_quotes(hits, lambda h: rows[h.block].text)
         hits, reranked = rerank.apply(cfg, "history", query, hits, lambda h: rows[h.block].text)
         if reranked == rerank.APPLIED or reranked.startswith("partial"):
             # the new order keeps the old scores, best first (the coarse answer reads them)

@@ -20,6 +20,7 @@ from ...readers.workspace import read_regular
 from ...stores.contracts import ChunkStore, FileRow, IndexedChunk
 from .. import filesync
 from ..filesync import Prepared, Progress
+from . import entries
 from .roots import NO_ROOTS
 
 
@@ -54,7 +55,12 @@ def chunk_note(path: str, text: str, max_entry_chars: int) -> list[IndexedChunk]
     items: list[IndexedChunk] = []
     stem = path.rsplit(".", 1)[0].replace("/", " ").replace("-", " ").replace("_", " ")
     path_lex = index_text(stem)
+    entry = entries.is_entry(path)
+    if entry and entries.is_forgotten_text(text):
+        return []  # forgotten with its file kept (services/notes/write.py): never indexed
     for c in note_chunker.chunk_markdown(path, text, max_entry_chars):
+        if entry and c.kind == "frontmatter":
+            continue  # a written entry's bookkeeping, not memory
         et = embed_text(path, c.heading, c.text)
         chunk = Chunk(path, c.start_line, c.end_line, c.text, "markdown", c.heading, c.kind)
         items.append(IndexedChunk(chunk, index_text(c.text), index_text(" ".join(c.heading)),

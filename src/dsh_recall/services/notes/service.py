@@ -28,7 +28,7 @@ from .. import hybrid, rerank, usage
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..filesync import Progress
 from ..vectors import VectorIndex, embed_pending, file_lock, known_rate, load_embedder, sync_fingerprint
-from . import indexing
+from . import entries, indexing
 from .indexing import embed_text
 from .levels import NoteLevels
 from .roots import NO_ROOTS, notes_key, remembered_roots
@@ -265,7 +265,7 @@ class NotesService:
             out.append(Hit(row, round(score * ranked.norm * w, 4), level,
                            ranked.vector.get(item), cov, ranks))
         out.sort(key=lambda h: -h.score)
-        return out
+        return entries.demote_superseded(out, entries.successors(out))  # below successors
 
     @cleaned(query=as_query, limit=as_limit, offset=as_offset)
     def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
@@ -294,6 +294,7 @@ class NotesService:
                                             "notes.embed", hint=EMBED_HINT))
             # The optional second stage (docs/rerank.md), over the fused list before the cut.
             hits, reranked = rerank.apply(self.cfg, "notes", query, hits, hit_text)
+            hits = entries.after_successors(hits, entries.successors(hits))
             if rerank.is_problem(reranked):
                 notes.append(rerank.note(reranked))
             hits = hits[offset:limit]

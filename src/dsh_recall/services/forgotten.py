@@ -1,0 +1,99 @@
+"""The notes the user forgot, as fingerprints, and the filter history and object searches
+apply with them (policy/forget.py decides what quotes a note).
+
+`<recall home>/notes/forgotten.jsonl` holds one fingerprint per forgotten note (hashed
+word 4-grams, never the text). History events and offloaded objects are not rewritten: a
+search over them drops every hit whose text quotes a forgotten note, so a recall answer
+that once showed the note, or a tool result that printed its file, no longer brings it
+back. Reading the file is cached by its size and mtime (a search pays one stat).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from ..core.paths import ensure_dir, recall_home
+from ..policy.forget import Fingerprint, fingerprint, quotes_any, shares_any
+
+FILE = "forgotten.jsonl"
+MAX_BYTES = 64 << 20  # thousands of forgotten notes; past this the oldest stay filtered
+T = TypeVar("T")
+
+_cache: dict[str, tuple[tuple[int, int], list[Fingerprint]]] = {}
+_cache_lock = threading.Lock()
+
+
+def path(home: Path | None = None) -> Path:
+    return (home or recall_home()) / "notes" / FILE
+
+
+def record(note_id: str, text: str, home: Path | None = None) -> None:
+    """Remember that the note `note_id` with this text is forgotten (one appended line,
+    written whole by a single write on an O_APPEND file, so concurrent writers interleave
+    lines, never bytes of lines)."""
+    p = path(home)
+    ensure_dir(p.parent)
+    line = json.dumps(fingerprint(note_id, text).to_dict(), separators=(",", ":")) + "\n"
+    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def load(home: Path | None = None) -> list[Fingerprint]:
+    """Every forgotten note's fingerprint ([] when none was ever forgotten)."""
+    p = path(home)
+    try:
+        st = os.stat(p)
+    except OSError:
+        return []
+    stamp = (st.st_size, st.st_mtime_ns)
+    key = str(p)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+    out: list[Fingerprint] = []
+    try:
+        with open(p, "rb") as f:
+            data = f.read(MAX_BYTES)
+    except OSError:
+        return []
+    for raw in data.splitlines():
+        try:
+            d = json.loads(raw)
+        except ValueError:
+            continue  # a torn last line of a killed writer
+        fp = Fingerprint.from_dict(d) if isinstance(d, dict) else None
+        if fp is not None:
+            out.append(fp)
+    with _cache_lock:
+        _cache[key] = (stamp, out)
+    return out
+
+
+def drop_quotes(items: Sequence[T], text_of: Callable[[T], str],
+                home: Path | None = None) -> list[T]:
+    """`items` without those whose text quotes a forgotten note (all of them, in order,
+    when nothing was forgotten)."""
+    fps = load(home)
+    if not fps:
+        return list(items)
+    return [it for it in items if not quotes_any(text_of(it), fps)]
+
+
+def drop_quoting(items: Sequence[T], text_of: Callable[[T], str],
+                 whole_of: Callable[[T], str], home: Path | None = None) -> list[T]:
+    """As `drop_quotes` for items shown by a part (an object's matching lines): an item
+    whose part shares words with a forgotten note is judged on its whole text."""
+    fps = load(home)
+    if not fps:
+        return list(items)
+    return [it for it in items
+            if not (shares_any(text_of(it), fps) and quotes_any(whole_of(it), fps))]
