@@ -84,3 +84,29 @@ def code_namespace(workspace_key: str) -> str:
 
 def notes_namespace(key: str) -> str:
     return f"notes/{key}"
+
+
+def lineage_namespace(repo_key: str) -> str:
+    return f"lineage/{repo_key}"
+
+
+def _pg_lineage(url: str, namespace: str, path: Path):
+    from .postgres.lineage import PgLineageStore
+
+    return PgLineageStore(url, namespace)
+
+
+def _sqlite_lineage(url: str | None, namespace: str, path: Path):
+    from .sqlite.lineage import SqliteLineageStore
+
+    return SqliteLineageStore(path)
+
+
+LINEAGE_STORES: dict[str, Callable[[Any, str, Path], Any]] = {
+    "sqlite": _sqlite_lineage, "postgresql": _pg_lineage}
+
+
+def lineage_store(store: str | None, namespace: str, sqlite_path: Path):
+    """The commits of one repository: SQLite at `sqlite_path`, or namespace `namespace` of
+    the PostgreSQL database `store`."""
+    return LINEAGE_STORES[backend(store)](store, namespace, Path(sqlite_path))

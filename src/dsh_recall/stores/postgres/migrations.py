@@ -153,3 +153,25 @@ INSERT INTO {s}.stats VALUES ('literal', 0, 0), ('trigram', 0, 0), ('cjk', 0, 0)
 CREATE TABLE {s}.vectors (hash TEXT PRIMARY KEY, vec vector NOT NULL)
 """),
 ]
+
+# -- the lineage store (commits of one git repository) ---------------------------------------
+
+LINEAGE: Migrations = [
+    (1, """
+CREATE TABLE {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE {s}.commits (
+  id BIGSERIAL PRIMARY KEY, hash TEXT NOT NULL UNIQUE, parents TEXT NOT NULL, author TEXT NOT NULL,
+  author_mail TEXT NOT NULL, author_time BIGINT NOT NULL, committer_time BIGINT NOT NULL,
+  message TEXT NOT NULL, files TEXT NOT NULL, truncated BOOLEAN NOT NULL DEFAULT false,
+  tsv TSVECTOR NOT NULL);
+CREATE INDEX commits_time ON {s}.commits(committer_time);
+CREATE INDEX commits_tsv ON {s}.commits USING gin(tsv);
+CREATE TABLE {s}.hunks (
+  id BIGSERIAL PRIMARY KEY, commit_id BIGINT NOT NULL REFERENCES {s}.commits(id) ON DELETE CASCADE,
+  path TEXT NOT NULL, old_path TEXT NOT NULL, old_start INTEGER NOT NULL,
+  old_lines INTEGER NOT NULL, new_start INTEGER NOT NULL, new_lines INTEGER NOT NULL,
+  added TEXT NOT NULL, removed TEXT NOT NULL);
+CREATE INDEX hunks_commit ON {s}.hunks(commit_id, path);
+CREATE INDEX hunks_path ON {s}.hunks(path, commit_id)
+"""),
+]

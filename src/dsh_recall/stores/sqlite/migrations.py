@@ -205,3 +205,27 @@ def history_create(conn: sqlite3.Connection) -> None:
     """A new history file: version 1's tables, then step 2 (as every release made it)."""
     run_sql(conn, HISTORY_V1)
     _history_v2(conn)
+
+# -- the lineage store (commits of one git repository) ---------------------------------------
+
+LINEAGE_V1 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS commits (
+  id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, parents TEXT NOT NULL, author TEXT NOT NULL,
+  author_mail TEXT NOT NULL, author_time INTEGER NOT NULL, committer_time INTEGER NOT NULL,
+  message TEXT NOT NULL, files TEXT NOT NULL, truncated INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS commits_time ON commits(committer_time);
+CREATE TABLE IF NOT EXISTS hunks (
+  id INTEGER PRIMARY KEY, commit_id INTEGER NOT NULL REFERENCES commits(id) ON DELETE CASCADE,
+  path TEXT NOT NULL, old_path TEXT NOT NULL, old_start INTEGER NOT NULL,
+  old_lines INTEGER NOT NULL, new_start INTEGER NOT NULL, new_lines INTEGER NOT NULL,
+  added TEXT NOT NULL, removed TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS hunks_commit ON hunks(commit_id, path);
+CREATE INDEX IF NOT EXISTS hunks_path ON hunks(path, commit_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS commits_fts USING fts5(
+  message, tokenize = "porter unicode61 remove_diacritics 2")
+"""
+
+LINEAGE: Migrations = [
+    (1, LINEAGE_V1),
+]
