@@ -197,3 +197,10 @@ def status_cmd(ctx: click.Context, roots: tuple[str, ...], as_json: bool) -> Non
     finally:
         svc.close()
     emit(data, as_json, _render_status)
+
+
+# Writable memory: save, supersede, forget (defined beside, in notes_write.py).
+from .notes_write import forget_cmd, save_cmd, supersede_cmd  # noqa: E402 - after the group
+
+for _cmd in (save_cmd, supersede_cmd, forget_cmd):
+    notes.add_command(_cmd)

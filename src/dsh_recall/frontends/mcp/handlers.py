@@ -38,6 +38,7 @@ from ...services.channel import Viewer, channel_key_from_env
 from ...services.code import CodeService
 from . import budget as budget_mod
 from . import compact as compact_mod
+from . import memory as memory_mod
 from . import render as render_mod
 from .sources import SourceHandlers
 from .tools import ALL_TOOLS, ToolSpec, conform, validate_args
@@ -110,7 +111,8 @@ class RecallApp:
         self.profile = tools
         # Every full-profile tool this build can answer; `specs` is what clients are offered.
         self.available: dict[str, ToolSpec] = {
-            spec.name: spec for spec in ALL_TOOLS if service_available(spec.service)}
+            spec.name: spec for spec in [*ALL_TOOLS, *memory_mod.offered(self.cfg)]
+            if service_available(spec.service)}
         self.specs: dict[str, ToolSpec] = (
             dict(self.available) if tools == "full" else {compact_mod.RECALL.name: compact_mod.RECALL})
         self.instructions = INSTRUCTIONS[tools]
@@ -206,7 +208,7 @@ class RecallApp:
                 c.close()
 
 
-class Client(SourceHandlers):
+class Client(SourceHandlers, memory_mod.MemoryHandlers):
     """One MCP session: its workspace, token budget and current history session."""
 
     def __init__(self, app: RecallApp):
@@ -240,7 +242,8 @@ class Client(SourceHandlers):
         as the client sent them (validate_args checks them against the tool's schema)."""
         spec = self.specs.get(name)
         if spec is None:
-            raise InputError(f"unknown tool '{name}'; tools: {', '.join(self.specs)}")
+            raise InputError(memory_mod.not_offered(name)
+                             or f"unknown tool '{name}'; tools: {', '.join(self.specs)}")
         if spec is compact_mod.RECALL:
             return compact_mod.call(self, args)
         return self.run(spec, args)

@@ -63,7 +63,8 @@ def build_server(app: RecallApp, one_client: bool = False) -> Server:
                 input_schema=spec.input_schema, output_schema=spec.output_schema or None,
                 annotations=types.ToolAnnotations(
                     title=spec.title, read_only_hint=spec.read_only,
-                    destructive_hint=False, idempotent_hint=spec.read_only,
+                    destructive_hint=bool(spec.annotations.get("destructive")),
+                    idempotent_hint=spec.read_only,
                     open_world_hint=False),
             ))
         return out
