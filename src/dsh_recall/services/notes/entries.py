@@ -218,7 +218,7 @@ def after_successors(hits: Sequence[Hit], successor: Mapping[str, str]) -> list[
     out = list(hits)
     if not successor:
         return out
-    for _ in range(len(out) + 1):
+    for _ in range(len(out) * len(out) + 1):  # a chain settles within n^2 moves
         moved = False
         for i, h in enumerate(out):
             succ = successor.get(h.row.path)

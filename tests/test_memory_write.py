@@ -1,0 +1,396 @@
+"""Writable memory: save, supersede and forget note entries (services/notes/write.py), over a
+real MCP client session, the CLI and the service, with the real notes index, history store,
+object store and scrubber. What a user would notice: writes go only where they allowed, a
+model cannot widen a level, duplicates merge, a superseded note never outranks its
+successor, and a forgotten one is found by no source, history quotes included."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from dsh_recall.core.config import load_config
+from dsh_recall.core.errors import InputError
+from dsh_recall.core.trust import trust
+from dsh_recall.frontends.cli import cli
+from dsh_recall.frontends.mcp.handlers import RecallApp
+from dsh_recall.frontends.mcp.server import build_server
+from dsh_recall.rank.notes_rank import Hit
+from dsh_recall.services import federated, history
+from dsh_recall.services.channel import Viewer
+from dsh_recall.services.notes import NotesService
+from dsh_recall.services.notes import entries
+from dsh_recall.services.notes.write import NotesWriter
+from dsh_recall.services.objects import ObjectService
+from dsh_recall.stores.contracts import ChunkRow
+
+WRITE_TOOLS = {"notes_save", "notes_supersede", "notes_forget"}
+AWS = "AKIAIOSFODNN7EXAMPLE"
+
+
+def world(tmp_path: Path, *, writable: bool = True, session_map: bool = True,
+          **notes: Any) -> dict[str, Any]:
+    """A repo, a notes root with one hand-written note, a write folder inside it, and (when
+    `session_map`) an owner, a guest and a group channel."""
+    repo = tmp_path / "repo"
+    repo.mkdir(parents=True)
+    (repo / "main.py").write_text("def main():\n    return 0\n")
+    mem = tmp_path / "memory"
+    mem.mkdir()
+    (mem / "facts.md").write_text("# Facts\n\n- the office plant is a fern\n")
+    over: dict[str, Any] = {"roots": [str(mem)], **notes}
+    if writable and "write_roots" not in over:
+        over["write_roots"] = {str(mem / "saved"): "personal"}
+    if session_map:
+        smap = tmp_path / "sessions.json"
+        smap.write_text(json.dumps({"owner:1": "u-owner", "guest:1": "u-guest"}))
+        over.update(session_map=str(smap), owner_ids=["u-owner"])
+    cfg = load_config(workspace=repo, overrides={"embedder": {"name": "fake"}, "notes": over})
+    return {"repo": repo, "mem": mem, "saved": mem / "saved", "cfg": cfg}
+
+
+def mcp_calls(w: dict[str, Any], calls: list[tuple[str, dict[str, Any]]],
+              channel: str = "owner:1") -> tuple[list[str], list[Any]]:
+    """(tool names listed, each call's result) through a real MCP client session."""
+    app = RecallApp(workspace=w["repo"], cfg=w["cfg"], channel=channel)
+
+    async def body() -> tuple[list[str], list[Any]]:
+        async with Client(build_server(app, one_client=True)) as client:  # one peer, as stdio
+            names = [t.name for t in (await client.list_tools()).tools]
+            return names, [await client.call_tool(n, a) for n, a in calls]
+    try:
+        return asyncio.run(body())
+    finally:
+        app.close()
+
+
+def ok(res: Any) -> dict[str, Any]:
+    assert not res.is_error, res.content[0].text
+    return res.structured_content
+
+
+def entry_files(w: dict[str, Any]) -> list[Path]:
+    return sorted(p for p in w["saved"].rglob("*.md")) if w["saved"].exists() else []
+
+
+def search(w: dict[str, Any], query: str, layers: tuple[str, ...] = ("lexical", "vector"),
+           viewer: Viewer | None = None) -> list[str]:
+    svc = NotesService(w["cfg"], workspace=w["repo"])
+    try:
+        return [r["path"] for r in svc.search(query, viewer=viewer or Viewer.user(),
+                                              layers=layers, limit=20)["results"]]
+    finally:
+        svc.close()
+
+
+# -- where writes may go ---------------------------------------------------------------------
+def test_writes_are_off_until_the_user_names_a_write_root(tmp_path: Path) -> None:
+    w = world(tmp_path, writable=False)
+    names, (res,) = mcp_calls(w, [("notes_save", {"text": "remember the fern"})])
+    assert not WRITE_TOOLS & set(names) and "notes_search" in names  # no schema cost when off
+    assert res.is_error and "write_roots" in res.content[0].text
+    with pytest.raises(InputError, match="write_roots"):
+        NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]).save("the fern")
+    assert not entry_files(w)
+    names, _ = mcp_calls(world(tmp_path / "on"), [])
+    assert WRITE_TOOLS <= set(names)
+
+
+def test_a_repository_config_cannot_make_a_root_writable_even_trusted(tmp_path: Path) -> None:
+    w = world(tmp_path, writable=False)
+    ws_file = w["repo"] / ".dsh-recall.toml"
+    ws_file.write_text(f'[notes]\nwrite_roots = {{"{w["saved"]}" = "public"}}\n')
+    for trusted in (False, True):
+        if trusted:
+            trust(ws_file)
+        cfg = load_config(workspace=w["repo"], overrides={"notes": {"roots": [str(w["mem"])]}})
+        assert cfg.notes.write_roots == {}
+        assert any("notes.write_roots" in n for n in cfg.notices)
+
+
+def test_a_write_root_outside_the_notes_roots_is_refused(tmp_path: Path) -> None:
+    w = world(tmp_path, write_roots={str(tmp_path / "elsewhere"): "personal"})
+    with pytest.raises(InputError, match="not inside the notes roots"):
+        NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"])
+
+
+# -- save over MCP ---------------------------------------------------------------------------
+def test_notes_save_over_mcp_writes_a_dated_entry_that_search_finds(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    _, (conf, saved, found) = mcp_calls(w, [
+        ("configure", {"session": "sess-42"}),
+        ("notes_save", {"text": "The user prefers tabs over spaces in Makefiles."}),
+        ("notes_search", {"query": "tabs or spaces in Makefiles"})])
+    ok(conf)
+    d = ok(saved)
+    assert d["action"] == "saved" and d["level"] == "personal" and d["indexed"] is True
+    (path,) = entry_files(w)
+    assert d["source_path"] == str(path) and d["path"] == f"saved/{path.name}"
+    e = entries.parse(path.read_text())
+    assert e is not None and e.id == d["id"] and d["id"] in path.name
+    assert path.name.startswith(e.meta["created"][:10])  # dated: YYYY-MM-DD-<words>-<id>.md
+    assert e.meta["level"] == "personal" and e.meta["source"] == "sess-42"
+    assert e.meta["channel"] == "owner" and e.meta["updated"] == e.meta["created"]
+    assert e.body.strip() == "The user prefers tabs over spaces in Makefiles."
+    hits = ok(found)["results"]
+    assert hits[0]["path"] == d["path"] and hits[0]["level"] == "personal"
+    assert "id:" not in hits[0]["text"]  # the front matter is bookkeeping, not a passage
+
+
+def test_the_model_cannot_pick_a_level_wider_than_its_channel(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    _, res = mcp_calls(w, [("notes_save", {"text": "The owner's bank is in Lisbon.", "level": "public"}),
+                           ("notes_save", {"text": "The owner's bank is in Lisbon."})])
+    assert res[0].is_error and "personal notes only" in res[0].content[0].text
+    bank = ok(res[1])
+    assert bank["level"] == "personal"
+    # A guest's conversation is public: it may save public (asked) or personal (default:
+    # the narrower of its level and the folder's default)...
+    _, res = mcp_calls(w, [("notes_save", {"text": "Guests meet in room four on Fridays."}),
+                           ("notes_save", {"text": "The guest wifi is called fernhouse.",
+                                           "level": "public"})], channel="guest:1")
+    assert ok(res[0])["level"] == "personal"
+    public = ok(res[1])
+    assert public["level"] == "public" and public["path"].endswith("/public.md")
+    # ... and its public entry is exactly as visible as it says: the guest finds it, and
+    # not the personal ones.
+    assert search(w, "guest wifi fernhouse", viewer=Viewer(w["cfg"], "guest:1"))[0] == public["path"]
+    assert bank["path"] not in search(w, "bank Lisbon", viewer=Viewer(w["cfg"], "guest:1"))
+    # A channel that cannot be determined writes nothing.
+    _, (res,) = mcp_calls(w, [("notes_save", {"text": "anything"})], channel="nobody:9")
+    assert res.is_error and "may not write" in res.content[0].text
+    assert len(entry_files(w)) == 3
+
+
+def test_a_save_the_same_or_near_the_same_merges_instead_of_appending(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    _, res = mcp_calls(w, [
+        ("notes_save", {"text": "Deploys to production happen on Tuesday afternoons."}),
+        ("notes_save", {"text": "deploys to production happen on tuesday afternoons!"}),
+        ("notes_save", {"text": "Deploys to production happen on Tuesday afternoons only."}),
+        ("notes_save", {"text": "Deploys to staging happen every night."})])
+    first, same, near, other = (ok(r) for r in res)
+    assert (same["action"], near["action"], other["action"]) == ("merged", "merged", "saved")
+    assert same["id"] == near["id"] == first["id"] != other["id"]
+    assert len(entry_files(w)) == 2
+    e = entries.parse(Path(first["source_path"]).read_text())
+    assert e is not None and e.meta["merged"] == "2"
+    assert e.body.strip() == "Deploys to production happen on Tuesday afternoons only."
+
+
+def test_secrets_are_scrubbed_before_the_file_and_the_index(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    _, (saved, found) = mcp_calls(w, [
+        ("notes_save", {"text": f"The deploy role key is {AWS} for the fern account."}),
+        ("notes_search", {"query": AWS})])
+    text = Path(ok(saved)["source_path"]).read_text()
+    assert AWS not in text and "[secret:aws-access-key]" in text
+    assert all(AWS not in r["text"] for r in ok(found)["results"])
+    # `[scrub] keep` is honoured as on the other ingest paths.
+    kept = world(tmp_path / "kept")
+    cfg = kept["cfg"].model_copy(update={"scrub": kept["cfg"].scrub.model_copy(
+        update={"keep": ["aws-access-key"]})})
+    with NotesWriter(cfg, Viewer.user(), user=True, workspace=kept["repo"]) as wr:
+        d = wr.save(f"The deploy role key is {AWS} for the fern account.")
+    assert AWS in Path(d["source_path"]).read_text()
+
+
+def test_text_is_cleaned_and_bounded(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+        d = wr.save("caf\udce9 menu\x00 is\r\nvegan")
+        with pytest.raises(InputError, match="max_write_chars"):
+            wr.save("x" * (w["cfg"].notes.max_write_chars + 1))
+        with pytest.raises(InputError, match="empty"):
+            wr.save(" \n\x00 ")
+    raw = Path(d["source_path"]).read_bytes()
+    assert b"\x00" not in raw and b"\r" not in raw
+    assert "caf\ufffd menu is\nvegan" in raw.decode("utf-8")
+
+
+def test_concurrent_writers_make_every_entry_and_one_copy_of_a_duplicate(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    errors: list[BaseException] = []
+
+    def save(text: str) -> None:
+        try:
+            with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+                wr.save(text)
+        except BaseException as e:  # noqa: BLE001 - reported by the assert below
+            errors.append(e)
+
+    texts = [f"Fact number {i}: the {i}th server is named tree{i}." for i in range(6)]
+    texts += ["The shared fact every writer saves at once."] * 4
+    threads = [threading.Thread(target=save, args=(t,)) for t in texts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(entry_files(w)) == 7
+    assert not list(w["saved"].glob(".*.tmp"))  # no temporary file left behind
+
+
+# -- supersede ---------------------------------------------------------------------------------
+def test_supersede_over_mcp_keeps_marks_and_ranks_the_old_entry_below(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    old_text = "The staging database listens on port 5432 on host fern-db."
+    _, (saved,) = mcp_calls(w, [("notes_save", {"text": old_text})])
+    old = ok(saved)
+    _, (sup, listed) = mcp_calls(w, [
+        ("notes_supersede", {"id": old["path"], "text": "Staging moved: its database is on fern-db2."}),
+        ("notes_search", {"query": old_text})])
+    new = ok(sup)
+    assert new["action"] == "superseded" and new["supersedes"] == old["id"]
+    kept = entries.parse(Path(old["source_path"]).read_text())
+    assert kept is not None and kept.meta["superseded_by"] == new["id"]
+    assert kept.body.strip() == old_text  # the old entry is kept
+    # The query is the old entry's own words: it still never outranks its successor, over
+    # MCP (hybrid), and on the lexical and the hybrid paths of the service.
+    mcp_paths = [r["path"] for r in ok(listed)["results"]]
+    for paths in (mcp_paths, search(w, old_text, ("lexical",)), search(w, old_text),
+                  search(w, "staging database port 5432 fern-db", ("lexical",))):
+        assert old["path"] in paths and new["path"] in paths
+        assert paths.index(new["path"]) < paths.index(old["path"]), paths
+    _, (again,) = mcp_calls(w, [("notes_supersede", {"id": old["id"], "text": "other"})])
+    assert again.is_error and "superseded already" in again.content[0].text
+
+
+def _hit(path: str, score: float) -> Hit:
+    row = ChunkRow(1, path, "/nowhere/" + path, 1, 1, "text", "markdown", (), "")
+    return Hit(row, score, "personal", None, 0.0, {})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 10, allow_nan=False), min_size=3, max_size=12),
+       st.integers(2, 6))
+def test_a_superseded_entry_never_outranks_its_successor(scores: list[float], chain: int) -> None:
+    """However the layers scored them: a chain a <- b <- c ... comes out successor first."""
+    ids = [f"{i:012x}" for i in range(len(scores))]
+    paths = [f"saved/2026-01-01-x-{i}.md" for i in ids]
+    chain = min(chain, len(scores))
+    successor = {paths[i]: ids[i + 1] for i in range(chain - 1)}
+    hits = sorted((_hit(p, s) for p, s in zip(paths, scores)), key=lambda h: -h.score)
+    for out in (entries.demote_superseded(hits, successor),
+                entries.after_successors(hits, successor)):
+        order = [h.row.path for h in out]
+        assert sorted(order) == sorted(paths)
+        for i in range(chain - 1):
+            assert order.index(paths[i + 1]) < order.index(paths[i])
+
+
+# -- forget ------------------------------------------------------------------------------------
+def test_forget_over_mcp_leaves_no_source_that_finds_it(tmp_path: Path) -> None:
+    w = world(tmp_path, session_map=False)
+    note = "The quokka release train leaves every second Thursday from platform nine."
+    _, (saved,) = mcp_calls(w, [("notes_save", {"text": note})])
+    d = ok(saved)
+    # A recall answer that showed the note, and an unrelated mention of the word.
+    src = tmp_path / "s1.jsonl"
+    src.write_text("".join(json.dumps({"session": "s1", "seq": i, "role": role, "text": text,
+                                       "workspace": str(w["repo"])}) + "\n"
+                           for i, (role, text) in enumerate([
+                               ("user", "when does the release train leave?"),
+                               ("assistant", f"notes_search found {d['path']}: {note}"),
+                               ("user", "the quokka mascot needs a new hat")])))
+    history.import_paths([str(src)], fmt="generic", cfg=w["cfg"])
+    pad = "".join(f"build step {i} ok\n" for i in range(400))
+    with ObjectService(w["cfg"].objects, scrub=w["cfg"].scrub) as objs:
+        obj = objs.put(pad + f"$ cat {d['path']}\n{note}\n" + pad, session="s1", tool="bash")
+    assert obj.id
+
+    query = "quokka release train second Thursday"
+
+    def everywhere() -> dict[str, Any]:
+        _, (notes, hist, every) = mcp_calls(w, [
+            ("notes_search", {"query": query}),
+            ("history_search", {"query": query, "scope": "all", "detail": True}),
+            ("search_all", {"query": query})])
+        with ObjectService(w["cfg"].objects) as objs:
+            found = objs.search(query)["results"]
+        return {"notes": [r["path"] for r in ok(notes)["results"]],
+                "history": [h["snippet"] for h in ok(hist)["hits"]],
+                "all": [r["source"] for r in ok(every)["results"]
+                        if "platform nine" in r["excerpt"]],
+                "objects": [r["id"] for r in found]}
+
+    before = everywhere()
+    assert d["path"] in before["notes"] and before["objects"] == [obj.id]
+    assert any("platform nine" in s for s in before["history"])
+    assert {"notes", "history", "objects"} <= set(before["all"])
+
+    _, (gone,) = mcp_calls(w, [("notes_forget", {"id": d["id"]})])
+    g = ok(gone)
+    assert g["action"] == "forgotten" and g["file"] == "deleted"
+    assert "yours to keep or revert" in " ".join(g["notes"])
+    assert not Path(d["source_path"]).exists()
+    after = everywhere()
+    assert d["path"] not in after["notes"] and not after["objects"]
+    assert not any("platform nine" in s for s in after["history"])
+    assert any("mascot" in s for s in after["history"])  # what only shares a word stays
+    assert not after["all"]
+    data = federated.search_all("platform nine Thursday", cfg=w["cfg"], workspace=w["repo"])
+    assert all("platform nine" not in r["excerpt"] for r in data["results"])
+
+
+def test_forget_keeping_the_file_marks_it_and_it_stays_out_of_the_index(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+        d = wr.save("The greenhouse thermostat is set to nineteen degrees.")
+        g = wr.forget(d["id"], keep_file=True)
+        assert g["file"] == "kept"
+        with pytest.raises(InputError, match="no saved entry"):
+            wr.forget(d["id"])  # forgotten already: no entry to forget
+    e = entries.parse(Path(d["source_path"]).read_text())
+    assert e is not None and e.meta.get("forgotten")
+    svc = NotesService(w["cfg"], workspace=w["repo"])
+    try:
+        svc.index(accept_spec_change=True)  # a full re-index keeps it out too
+    finally:
+        svc.close()
+    assert d["path"] not in search(w, "greenhouse thermostat nineteen degrees")
+
+
+def test_a_channel_cannot_supersede_or_forget_what_it_may_not_see(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    _, (saved,) = mcp_calls(w, [("notes_save", {"text": "The owner's locker code is 4471."})])
+    d = ok(saved)
+    _, res = mcp_calls(w, [("notes_forget", {"id": d["id"]}),
+                           ("notes_supersede", {"id": d["id"], "text": "code changed"}),
+                           ("notes_forget", {"id": "0123456789ab"})], channel="guest:1")
+    assert all(r.is_error for r in res)
+    assert res[0].content[0].text == res[2].content[0].text.replace("0123456789ab", d["id"])
+    assert Path(d["source_path"]).exists()
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+def test_cli_save_supersede_forget(tmp_path: Path) -> None:
+    w = world(tmp_path, session_map=False)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[embedder]\nname = "fake"\n[notes]\nroots = ["{w["mem"]}"]\n'
+                   f'write_roots = {{"{w["saved"]}" = "personal"}}\n')
+    run = CliRunner().invoke
+
+    def call(*args: str) -> dict[str, Any]:
+        r = run(cli, ["--config", str(cfg), "notes", *args, "--json"], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)
+
+    saved = call("save", "The", "team", "lunch", "is", "on", "Wednesdays.", "--level", "public",
+                 "--source", "cli-session")
+    assert saved["level"] == "public" and saved["path"].endswith("/public.md")  # the user may
+    sup = call("supersede", saved["id"], "The team lunch moved to Thursdays.")
+    assert sup["supersedes"] == saved["id"] and sup["level"] == "personal"  # the root's default
+    gone = call("forget", sup["id"], "--keep-file")
+    assert gone["file"] == "kept"
+    r = run(cli, ["--config", str(cfg), "notes", "forget", "zz"])
+    assert r.exit_code != 0 and "no entry id" in r.output
