@@ -72,6 +72,7 @@ def run(cwd: Path, args: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
         ok_codes: tuple[int, ...] = (0,)) -> bytes:
     """git's stdout for `args` in `cwd`, at most `max_bytes` (more is a GitError), within
     `timeout_s` (then git is killed); GitError with git's first stderr line on failure."""
+    timeout_s = min(timeout_s, 3600.0)
     cmd = ["git", "--no-pager"]
     for kv in SAFE_CONFIG:
         cmd += ["-c", kv]
@@ -312,7 +313,7 @@ def _unquote(p: str) -> str:
 
 
 def _strip_prefix(p: str, prefix: str) -> str:
-    p = _unquote(p)
+    p = _unquote(p.rstrip("\t"))  # git ends a name holding a space with a TAB there
     return p[len(prefix):] if p.startswith(prefix) else p
 
 

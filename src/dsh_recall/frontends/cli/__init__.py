@@ -33,6 +33,8 @@ _COMMANDS = {
     "eval": ("eval", "eval_cmd"),
     "store": ("store", "store_group"),
     "daemon": ("daemon", "daemon"),
+    "why": ("lineage", "why"),
+    "lineage": ("lineage", "lineage"),
 }
 
 

@@ -38,6 +38,7 @@ from ...services.channel import Viewer, channel_key_from_env
 from ...services.code import CodeService
 from . import budget as budget_mod
 from . import compact as compact_mod
+from . import lineage as lineage_mod
 from . import memory as memory_mod
 from . import render as render_mod
 from .sources import SourceHandlers
@@ -111,7 +112,7 @@ class RecallApp:
         self.profile = tools
         # Every full-profile tool this build can answer; `specs` is what clients are offered.
         self.available: dict[str, ToolSpec] = {
-            spec.name: spec for spec in [*ALL_TOOLS, *memory_mod.offered(self.cfg)]
+            spec.name: spec for spec in [*ALL_TOOLS, *lineage_mod.TOOLS, *memory_mod.offered(self.cfg)]
             if service_available(spec.service)}
         self.specs: dict[str, ToolSpec] = (
             dict(self.available) if tools == "full" else {compact_mod.RECALL.name: compact_mod.RECALL})
@@ -208,7 +209,7 @@ class RecallApp:
                 c.close()
 
 
-class Client(SourceHandlers, memory_mod.MemoryHandlers):
+class Client(SourceHandlers, memory_mod.MemoryHandlers, lineage_mod.LineageHandlers):
     """One MCP session: its workspace, token budget and current history session."""
 
     def __init__(self, app: RecallApp):

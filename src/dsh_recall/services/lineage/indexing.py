@@ -60,7 +60,7 @@ def index_commits(store: LineageStore, repo: git.Repo, depth: int, budget_s: flo
         if time.monotonic() - start > budget_s:
             break
         batch = todo[i:i + BATCH]
-        commits = git.log_commits(repo, batch, timeout_s=max(timeout_s, budget_s))
+        commits = git.log_commits(repo, batch, timeout_s=max(timeout_s, min(budget_s, 600.0)))
         commit_rows, hunk_rows = [], []
         for c in commits:
             row, hunks = rows(c)
