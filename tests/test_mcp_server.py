@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def make_world(tmp: Path, sources: bool = True, many_files: int = 0) -> dict[str
     for i in range(many_files):
         body = "\n".join(f"    step_{j} = handler_{i}(request, {j})" for j in range(30))
         (repo / "pkg" / f"mod{i}.py").write_text(f"def request_handler_{i}(request):\n{body}\n")
+    _commit_all(repo)
     home = tmp / "home"
     env = {"DSH_RECALL_HOME": str(home), "DSH_RECALL_EMBEDDER__NAME": "fake",
            "PATH": os.environ.get("PATH", "")}
@@ -51,6 +53,14 @@ def make_world(tmp: Path, sources: bool = True, many_files: int = 0) -> dict[str
 
 
 FIXTURE = DSH_SESSIONS / "sess-005-compaction.session.v4.jsonl"
+
+
+def _commit_all(repo: Path) -> None:
+    """The repo as a git repository of one commit (code_why answers from it)."""
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@example.com",
+                                                 "commit", "-q", "-m", "Invoices with tax"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
 
 
 def _add_sources(world: dict[str, Any]) -> None:
@@ -102,6 +112,9 @@ def _add_sources(world: dict[str, Any]) -> None:
             ranged = [r.structured_content for a, r in answers["object_recall"] if "query" not in a]
             assert ranged[0]["text"].startswith("2024-05-01 12:00:00 INFO step 0")
             assert ranged[0]["next_start"] == len(ranged[0]["text"])
+        if "code_why" in answers:
+            why = answers["code_why"][0][1].structured_content
+            assert why["commit"]["summary"] == "Invoices with tax"
         if "notes_search" in answers:
             res = answers["notes_search"][0][1].structured_content["results"]
             assert res and res[0]["path"].endswith("deploy.md")
@@ -133,7 +146,8 @@ def call_plan(world: dict[str, Any], tools: set[str]) -> list[tuple[str, dict[st
             ("object_recall", {"id": world["object_id"]}),
             ("object_recall", {"id": world["object_id"], "start": 100, "count": 500}),
         ]
-    plan += [("notes_search", {"query": "how do we deploy staging"}),
+    plan += [("code_why", {"path": "pkg/billing.py", "line": 4}),
+             ("notes_search", {"query": "how do we deploy staging"}),
              ("search_all", {"query": "deploy staging invoice total"}),
              ("configure", {"session": "s-1"})]
     return [(n, a) for n, a in plan if n in tools] + world.get("extra_plan", [])

@@ -147,24 +147,24 @@ class Repo:
 def find_repo(path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> Repo:
     """The repository whose work tree holds `path` (a file or a folder); GitError when none."""
     folder = path if path.is_dir() else path.parent
+    args = ["rev-parse", "--show-toplevel", "--is-shallow-repository"]
     try:
-        out = run(folder, ["rev-parse", "--show-toplevel", "--is-shallow-repository"],
-                  timeout_s=timeout_s, max_bytes=1 << 16)
+        try:  # one call in the common case; a repository without commits has no HEAD
+            out, head = run(folder, [*args, "--verify", "HEAD^{commit}"], timeout_s=timeout_s,
+                            max_bytes=1 << 16), True
+        except GitError as e:
+            if "not a git repository" in str(e):
+                raise
+            out, head = run(folder, args, timeout_s=timeout_s, max_bytes=1 << 16), False
     except GitError as e:
         if "not a git repository" in str(e):
             raise GitError(f"{folder} is not inside a git repository") from None
         raise
     lines = out.decode("utf-8", "surrogateescape").splitlines()
-    if len(lines) < 2:
+    if len(lines) < 2 + head:
         raise GitError(f"{folder} is not inside a git work tree")
-    root, shallow = Path(lines[0]), lines[1].strip() == "true"
-    try:
-        head_out = run(root, ["rev-parse", "--verify", "-q", "HEAD^{commit}"], timeout_s=timeout_s,
-                       max_bytes=1 << 12, ok_codes=(0, 1))
-    except GitError:
-        head_out = b""
-    head = head_out.decode().strip() or None
-    return Repo(root=root, head=head, shallow=shallow)
+    return Repo(root=Path(lines[0]), head=lines[2].strip() if head else None,
+                shallow=lines[1].strip() == "true")
 
 
 def blob_at(repo: Repo, rev: str, rel: str, max_bytes: int,
