@@ -28,7 +28,7 @@ def _human_import(r: dict) -> str:
 
 @history.command("import")
 @click.argument("paths", nargs=-1)
-@click.option("--format", "fmt", type=click.Choice(["dsh", "claude-code", "codex", "generic"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(["dsh", "claude-code", "codex", "generic", "cursor", "gemini", "opencode", "aider", "cline", "roo-code", "goose"]), default=None,
               help="Transcript format (default: detect per file).")
 @click.option("--embed", is_flag=True, help="Embed every block now (default: as many as fit in embed_budget_s).")
 @click.option("--channel", default=None,

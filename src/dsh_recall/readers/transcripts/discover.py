@@ -9,7 +9,7 @@ from pathlib import Path
 from ...core.clean import clean_text, refuse_nul
 from ...core.errors import InputError
 from ..workspace import is_pseudo_fs, read_regular
-from . import claude_code, codex, dsh, generic
+from . import aider, claude_code, cline, codex, cursor, dsh, gemini, generic, goose, locations, opencode
 from .base import ReadContext, ReadResult, parse_record
 
 _SNIFF_BYTES = 1 << 20  # enough for the first few records of any format
@@ -21,7 +21,16 @@ READERS: dict[str, Reader] = {
     "claude-code": claude_code.read,
     "codex": codex.read,
     "generic": generic.read,
+    "cursor": cursor.read,
+    "gemini": gemini.read,
+    "opencode": opencode.read,
+    "aider": aider.read,
+    "cline": cline.reader("cline"),
+    "roo-code": cline.reader("roo-code"),
+    "goose": goose.read,
 }
+# Formats read whole (a rewritten JSON file, a database): imported per session, not by offset.
+DOCUMENTS = frozenset({"cursor", "gemini", "opencode", "aider", "cline", "roo-code", "goose"})
 
 
 def formats() -> list[str]:
@@ -52,6 +61,13 @@ def _globs(fmt: str) -> list[str]:
         "claude-code": ["*/*.jsonl"],
         "codex": ["**/rollout-*.jsonl", "**/rollout-*.jsonl.zst"],
         "generic": ["**/*.jsonl"],
+        "cursor": ["**/state.vscdb"],
+        "gemini": ["**/session-*.json", "**/session-*.jsonl", "**/chats/*/*.jsonl"],
+        "opencode": ["**/opencode*.db"],
+        "aider": ["**/.aider.chat.history.md"],
+        "cline": ["**/api_conversation_history.json"],
+        "roo-code": ["**/api_conversation_history.json"],
+        "goose": ["**/sessions.db", "**/*.jsonl"],
     }[fmt]
 
 
@@ -61,7 +77,7 @@ def discover_default() -> list[tuple[Path, str]]:
     for fmt, root in default_roots().items():
         if root.is_dir():
             out.extend(_under(root, fmt))
-    return out
+    return out + locations.defaults()
 
 
 def _under(root: Path, fmt: str) -> list[tuple[Path, str]]:
@@ -82,6 +98,8 @@ def sniff(path: Path) -> str:
         return "dsh"
     if name.startswith("rollout-"):
         return "codex"
+    if (known := locations.by_name(path)) is not None:
+        return known
     firsts = []
     try:
         head = read_regular(path, _SNIFF_BYTES, follow_symlinks=True)
@@ -96,6 +114,8 @@ def sniff(path: Path) -> str:
             if isinstance(obj, dict):
                 firsts.append(obj)
     for first in firsts:
+        if isinstance(first.get("sessionId"), str) and isinstance(first.get("projectHash"), str):
+            return "gemini"
         if first.get("type") == "session" and "version" in first:
             return "dsh"
         if first.get("type") in ("session_meta", "response_item") and "payload" in first:
@@ -136,5 +156,5 @@ def _files_under(root: Path) -> list[Path]:
     out: list[Path] = []
     for d, dirs, files in os.walk(root):
         dirs[:] = sorted(x for x in dirs if not is_pseudo_fs(os.path.join(d, x)))
-        out.extend(Path(d) / f for f in files if f.endswith(_SUFFIXES))
+        out.extend(Path(d) / f for f in files if f.endswith(_SUFFIXES) or locations.by_name(Path(d) / f))
     return sorted(p for p in out if p.is_file())

@@ -25,7 +25,7 @@ from ...policy.offload import NOTE_MARKER
 from ...policy.restore import restore_notes
 from ...policy.scrub import scrub_text
 from ...rank import history_query as hq
-from ...readers.transcripts import ReadContext, discover_default, expand, reader
+from ...readers.transcripts import DOCUMENTS, ReadContext, discover_default, expand, reader
 from ...readers.transcripts.base import MAX_SKIP_NOTES, Piece, SessionMeta, TranscriptEvent, opt_str
 from ...readers.workspace import read_regular
 from ...stores.sqlite.history import BlockIn, HistoryStore, dumps_flags
@@ -192,7 +192,12 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     run for that channel); None leaves a session the owner's (services/channel.py).
     Bad records are skipped and counted; a file that cannot be read or written gets
     `status: "error"` and a one-line note, and keeps its previous state. A big file is
-    read and written in bounded parts (MAX_READ_BYTES each), all in this one call."""
+    read and written in bounded parts (MAX_READ_BYTES each), all in this one call.
+    A document (a whole JSON file or a harness database) is imported per session instead:
+    services/history/documents.py."""
+    if fmt in DOCUMENTS:
+        from .documents import import_document
+        return import_document(store, path, fmt, cfg, channel)
     report, more = _import_part(store, path, fmt, cfg, channel)
     while more:
         part, more = _import_part(store, path, fmt, cfg, channel)

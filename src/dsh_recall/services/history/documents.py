@@ -1,0 +1,125 @@
+"""History import of documents: transcripts a harness rewrites whole or keeps in SQLite
+(Cursor, Gemini CLI, OpenCode, Aider, Cline / Roo Code, Goose: readers/transcripts/document.py).
+
+There is no byte offset to resume at, so a changed document is read whole; what is written
+is decided per session. Each session of a document has its own row in the files table,
+keyed `<document path>#<session id>`, holding how many events were written and a hash of
+them. A session whose events hash the same is skipped; one whose first N events are the
+ones written before (it grew) only adds the new ones; one that changed otherwise (a rewind,
+a restored checkpoint, an edit) is dropped and written again. The document's own row
+records its size and mtime (with an SQLite write-ahead log counted), so an unchanged
+document is not even opened. Events take the same path as every other importer's: the
+offloaded-output restore, the secret scrubber, the transcript chunker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from ...core.clean import clean_text
+from ...core.config import Config
+from ...core.errors import StoreError
+from ...readers.transcripts import ReadContext, reader
+from ...readers.transcripts.base import TranscriptEvent
+from ...readers.transcripts.document import FormatError, stamp
+from ...stores.sqlite.history import BlockIn, HistoryStore
+from .importer import (
+    _DATA_ERRORS,
+    _blocks,
+    _event_row,
+    _one_line,
+    _Originals,
+    _scrubbed,
+    _session_row,
+    _Skips,
+    _write_each,
+)
+
+
+def _digests(events: list[TranscriptEvent]) -> list[str]:
+    """The running hash after each event (element i covers events[:i + 1])."""
+    h = hashlib.sha256()
+    out = []
+    for ev in events:
+        h.update(repr((ev.seq, ev.role, ev.pieces, ev.time_ms, ev.time, ev.message_id, ev.call_id,
+                       ev.flags)).encode("utf-8", errors="replace"))
+        out.append(h.hexdigest())
+    return out
+
+
+def import_document(store: HistoryStore, path: Path, fmt: str, cfg: Config,
+                    channel: str | None = None) -> dict[str, Any]:
+    """Import what changed in one document (see the module docstring)."""
+    key = str(path.resolve())
+    report: dict[str, Any] = {"path": clean_text(str(path)), "format": fmt, "events": 0, "blocks": 0,
+                              "skipped": 0, "ignored": 0, "notes": []}
+    try:
+        size, mtime = stamp(path)
+        row = store.file(key)
+        if row is not None and row["size"] == size and row["mtime_ns"] == mtime:
+            report["status"] = "unchanged"
+            return report
+        res = reader(fmt)(path, 0, ReadContext())
+    except (OSError, FormatError) as e:
+        report["status"] = "error"
+        report["notes"].append(f"cannot read: {clean_text(str(e))}")
+        return report
+    notes = report["notes"] + res.notes
+    skips = _Skips(res.skipped, notes)
+    by_session: dict[str, list[TranscriptEvent]] = {sid: [] for sid in res.sessions}
+    for ev in res.events:
+        by_session.setdefault(ev.session, []).append(ev)
+    marks: dict[str, list] = {}
+    for m in res.marks:
+        marks.setdefault(m[0], []).append(m)
+    written = blocks = 0
+    touched: list[str] = []
+    originals = _Originals(channel)
+    try:
+        for sid, events in by_session.items():
+            if not events:
+                continue  # an empty chat: nothing to find
+            events.sort(key=lambda e: e.seq)
+            digests = _digests(events)
+            vkey = f"{key}#{sid}"
+            prev = store.file(vkey)
+            if prev is not None and len(events) == prev["line_no"] and digests[-1] == prev["head_hash"]:
+                continue  # this session did not change
+            if prev is not None and not (0 < prev["line_no"] <= len(events)
+                                         and digests[prev["line_no"] - 1] == prev["head_hash"]):
+                store.forget_file(vkey)  # changed before its end: write it again
+                prev = None
+            fresh = events[prev["line_no"]:] if prev is not None else events
+            rows: list[tuple[dict, list[BlockIn]]] = []
+            for ev in fresh:
+                try:
+                    ev = _scrubbed(originals.event(ev), cfg)
+                    rows.append((_event_row(ev), _blocks(ev, cfg.history.result_block_chars)))
+                except Exception as e:  # noqa: BLE001 - one event must never stop the document
+                    skips.add(f"event {ev.session[:60]}:{ev.seq}", e)
+            times = [ev.time_ms for ev in events if ev.time_ms]
+            meta = res.sessions.get(sid) or res.session(sid, fmt)
+            session = _session_row(meta, vkey, max(times) if times else None, channel, cfg)
+            file_row = {"path": vkey, "format": fmt, "size": 0, "mtime_ns": 0, "offset": 0,
+                        "line_no": len(events), "head_hash": digests[-1], "session": sid}
+            try:
+                blocks += store.write_batch([session], [r[0] for r in rows], [b for r in rows for b in r[1]],
+                                            marks.get(sid, []), file_row)
+                written += len(rows)
+            except _DATA_ERRORS:
+                added, ok = _write_each(store, [session], rows, marks.get(sid, []), file_row, skips)
+                blocks += added
+                written += ok
+            touched.append(sid)
+        store.write_batch([], [], [], [], {"path": key, "format": fmt, "size": size, "mtime_ns": mtime,
+                                           "offset": size, "line_no": 0, "head_hash": "", "session": None})
+    except StoreError as e:
+        report.update(status="error", notes=notes + [f"cannot write: {_one_line(e)}"])
+        return report
+    finally:
+        originals.close()
+    report.update(status="imported", events=written, blocks=blocks, skipped=res.skipped + skips.count,
+                  ignored=res.ignored, sessions=sorted(touched), notes=notes)
+    return report
