@@ -333,6 +333,22 @@ def eval_cases(cmd: str, w: dict) -> None:
     assert rows["code"][2] == "1.000" and rows["notes"][2] == "1.000"  # hit@1
 
 
+def why_line(cmd: str, w: dict) -> None:
+    # "the commit that last changed the line (message, author, date, hunk) ... offline from
+    # the local git repository"
+    import subprocess
+
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    for args in (["init", "-q"], ["add", "src/billing.py"],
+                 ["-c", "user.name=Ada", "-c", "user.email=ada@example.com", "commit", "-q",
+                  "-m", "Invoice totals include tax"]):
+        subprocess.run(["git", *args], cwd=w["proj"], env=env, check=True, capture_output=True)
+    out = run(cmd).output
+    assert "Invoice totals include tax" in out and "Ada" in out and "hunk @@ -0,0 +1,3 @@" in out
+    data = json.loads(run(cmd + " --json").output)
+    assert data["status"] == "committed" and data["commit"]["author"] == "Ada"
+
+
 CHECKS: dict[str, Callable[[str, dict], None]] = {
     'search "where is the occupancy state machine decided"': code_search,
     'history search "what did we decide about retries"': history_search,
@@ -353,6 +369,7 @@ CHECKS: dict[str, Callable[[str, dict], None]] = {
     "config show": config_show,
     "trust": trust,
     "daemon": daemon,
+    "why src/billing.py:3": why_line,
 }
 
 
