@@ -394,3 +394,63 @@ def test_cli_save_supersede_forget(tmp_path: Path) -> None:
     assert gone["file"] == "kept"
     r = run(cli, ["--config", str(cfg), "notes", "forget", "zz"])
     assert r.exit_code != 0 and "no entry id" in r.output
+
+
+# -- what the tools cost per request, and the compact profile's `remember` -------------------
+def listed(w: dict[str, Any], tools: str) -> tuple[list[str], int]:
+    """(tool names, tokens a harness adds per request: schemas + instructions, 4 chars a
+    token, as tests/test_mcp_compact.py counts them)."""
+    from dsh_standin import listed_chars
+
+    app = RecallApp(workspace=w["repo"], cfg=w["cfg"], tools=tools)
+
+    async def body() -> tuple[list[Any], str | None]:
+        async with Client(build_server(app)) as client:
+            return (await client.list_tools()).tools, client.instructions
+    try:
+        got, instructions = asyncio.run(body())
+    finally:
+        app.close()
+    return [t.name for t in got], -(-listed_chars(got, instructions) // 4)
+
+
+def test_the_write_tools_cost_nothing_until_enabled(tmp_path: Path) -> None:
+    off, on = world(tmp_path / "off", writable=False), world(tmp_path / "on")
+    cost = {}
+    for profile in ("full", "compact"):
+        names_off, cost_off = listed(off, profile)
+        names_on, cost_on = listed(on, profile)
+        added = set(names_on) - set(names_off)
+        assert added == (WRITE_TOOLS if profile == "full" else {"remember"})
+        cost[profile] = cost_on - cost_off
+        if profile == "compact":
+            assert cost_on <= 800  # the compact profile's budget (test_mcp_compact.py) holds
+    # Measured: the three full-profile tools add 483 tokens, `remember` 139 (298 -> 437).
+    assert cost["full"] <= 520 and cost["compact"] <= 160, cost
+
+
+def test_remember_in_the_compact_profile_saves_corrects_and_forgets(tmp_path: Path) -> None:
+    w = world(tmp_path, session_map=False)
+    app = RecallApp(workspace=w["repo"], cfg=w["cfg"], tools="compact")
+
+    async def body() -> list[Any]:
+        async with Client(build_server(app, one_client=True)) as client:
+            first = await client.call_tool("remember", {"text": "The cat is named Pixel."})
+            eid = first.structured_content["id"]
+            return [first,
+                    await client.call_tool("remember", {"id": eid, "text": "The cat is named Byte."}),
+                    await client.call_tool("recall", {"query": "what is the cat named",
+                                                      "source": "notes"}),
+                    await client.call_tool("remember", {"id": eid, "forget": True}),
+                    await client.call_tool("remember", {"id": eid, "forget": True, "text": "x"}),
+                    await client.call_tool("remember", {})]
+    try:
+        saved, fixed, found, gone, both, empty = asyncio.run(body())
+    finally:
+        app.close()
+    assert ok(saved)["action"] == "saved" and ok(fixed)["action"] == "superseded"
+    paths = [r["path"] for r in ok(found)["results"]]
+    assert paths.index(ok(fixed)["path"]) < paths.index(ok(saved)["path"])
+    assert ok(gone)["action"] == "forgotten" and "forgotten" in gone.content[0].text
+    assert both.is_error and "id alone" in both.content[0].text
+    assert empty.is_error and "needs text" in empty.content[0].text

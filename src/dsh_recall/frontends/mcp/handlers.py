@@ -115,7 +115,8 @@ class RecallApp:
             spec.name: spec for spec in [*ALL_TOOLS, *lineage_mod.TOOLS, *memory_mod.offered(self.cfg)]
             if service_available(spec.service)}
         self.specs: dict[str, ToolSpec] = (
-            dict(self.available) if tools == "full" else {compact_mod.RECALL.name: compact_mod.RECALL})
+            dict(self.available) if tools == "full" else {compact_mod.RECALL.name: compact_mod.RECALL,
+                                                          **{t.name: t for t in memory_mod.offered(self.cfg, tools)}})
         self.instructions = INSTRUCTIONS[tools]
         self.default = Client(self)
         self._clients: weakref.WeakKeyDictionary[Any, Client] = weakref.WeakKeyDictionary()
@@ -247,6 +248,8 @@ class Client(SourceHandlers, memory_mod.MemoryHandlers, lineage_mod.LineageHandl
                              or f"unknown tool '{name}'; tools: {', '.join(self.specs)}")
         if spec is compact_mod.RECALL:
             return compact_mod.call(self, args)
+        if spec is memory_mod.REMEMBER:
+            return memory_mod.call(self, args)
         return self.run(spec, args)
 
     def run(self, spec: ToolSpec, args: Any, render: Callable[[dict[str, Any]], str] | None = None

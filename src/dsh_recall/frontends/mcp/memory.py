@@ -79,12 +79,49 @@ NOTES_FORGET = ToolSpec(
 )
 
 TOOLS = [NOTES_SAVE, NOTES_SUPERSEDE, NOTES_FORGET]
-NAMES = frozenset(t.name for t in TOOLS)
+
+# The compact profile's one write tool (beside `recall`), answered by the three above.
+REMEMBER = ToolSpec(
+    name="remember",
+    title="Remember",
+    description=(
+        "Save a lasting fact, preference or decision to the user's notes (recall finds it "
+        "later); the same text merges. id + text: correct that entry (the old one ranks "
+        "below). id + forget=true: forget it. Only what the user wants kept."),
+    input_schema=obj({"text": S(), "id": S("Entry id (from a save or a notes hit)."),
+                      "forget": BOOL, "level": S(enum=["public", "personal"])}, required=[]),
+    output_schema={},
+    read_only=False,
+    service=SERVICE,
+)
+NAMES = frozenset([*(t.name for t in TOOLS), REMEMBER.name])
 
 
-def offered(cfg: Config) -> list[ToolSpec]:
-    """The write tools, when the user made a notes folder writable; else none."""
-    return list(TOOLS) if cfg.notes.write_roots else []
+def offered(cfg: Config, profile: str = "full") -> list[ToolSpec]:
+    """The write tools of a profile, when the user made a notes folder writable; else none."""
+    if not cfg.notes.write_roots:
+        return []
+    return list(TOOLS) if profile == "full" else [REMEMBER]
+
+
+def call(client: Any, args: Any) -> tuple[dict[str, Any], str]:
+    """Answer one `remember` call through the full profile's write tool it names."""
+    from ...core.errors import InputError
+    from .tools import validate_args
+
+    a = validate_args(REMEMBER, args)
+    text, eid, level = a.get("text"), a.get("id"), a.get("level")
+    if a.get("forget"):
+        if not eid or text:
+            raise InputError("forget=true takes id alone: the entry to forget")
+        tool, sent = NOTES_FORGET, {"id": eid}
+    elif not text:
+        raise InputError("remember needs text (to save), id + text (to correct an entry) or "
+                         "id + forget=true")
+    else:
+        tool = NOTES_SUPERSEDE if eid else NOTES_SAVE
+        sent = {"text": text, **({"id": eid} if eid else {}), **({"level": level} if level else {})}
+    return client.run(client.app.available[tool.name], sent)
 
 
 def not_offered(name: str) -> str | None:
