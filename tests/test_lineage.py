@@ -22,7 +22,7 @@ from dsh_recall.core.errors import InputError
 from dsh_recall.readers import git as gitr
 from dsh_recall.services.channel import Viewer
 from dsh_recall.services.lineage import LineageService, parse_target
-from dsh_recall.services.lineage.link import is_edit_tool, names_commit
+from dsh_recall.services.lineage.link import is_edit_call, is_edit_tool, names_commit
 from dsh_recall.services.lineage.why import head_line_of, split_lines
 from dsh_recall.stores.contracts import CommitRow, HunkRow
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
@@ -204,6 +204,19 @@ def test_indexing_is_incremental_bounded_and_fetches_older_on_demand(world, monk
         assert found["results"][0]["summary"] == "Retries come from the environment"
 
 
+def test_a_why_past_its_index_budget_answers_and_says_what_waits(world, monkeypatch):
+    repo = world["repo"]
+    monkeypatch.setenv("DSH_RECALL_LINEAGE__INDEX_BUDGET_S", "0.000001")
+    with LineageService(load_config(), repo) as svc:
+        r = svc.why("pkg/app.py", 5, cwd=repo)
+        assert r["commit"]["hash"] == world["c3"]  # read on demand all the same
+        assert any("3 recent commits are not indexed yet" in n for n in r["notes"])
+        found = svc.search("timeout")  # the one `why` read is not owed any more
+        assert found["backlog"][0]["what"] == "commits" and found["backlog"][0]["pending"] == 2
+        assert svc.index()["pending"] == 0  # no budget: the rest
+        assert not svc.why("pkg/app.py", 5, cwd=repo)["notes"]
+
+
 def test_a_shallow_clone_says_the_line_may_be_older(world, tmp_path):
     clone = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{world['repo']}", str(clone)],
@@ -369,6 +382,8 @@ def test_working_lines_map_to_head_lines():
 def test_edit_tools_and_hash_mentions():
     assert all(is_edit_tool(t) for t in ("Edit", "Write", "MultiEdit", "apply_patch", "edit_file"))
     assert not any(is_edit_tool(t) for t in ("Bash", "Read", "TodoWrite", "grep", None))
+    assert is_edit_call("shell", '{"command": ["apply_patch", "*** Begin Patch\\n*** Update File: a.py"]}')
+    assert not is_edit_call("shell", '{"command": ["rg", "apply"]}')
     sha = "a9bb076f2b70c2fb1a03997291639275116a3982"
     assert names_commit("[main a9bb076] msg", sha) and names_commit(f"commit {sha}", sha)
     assert not names_commit("a9bb0760 nope", sha) and not names_commit("xa9bb076f", sha[:7] + "0" * 33)

@@ -45,6 +45,15 @@ def is_edit_tool(name: str | None) -> bool:
     return low in EDIT_TOOLS or any(w in low for w in EDIT_WORDS)
 
 
+# A shell call that applies a patch (Codex writes files through `apply_patch` in a shell).
+_PATCH_MARKS = ("*** Update File: ", "*** Add File: ", "apply_patch")
+
+
+def is_edit_call(tool: str | None, text: str) -> bool:
+    """Whether a tool call writes a file: an edit tool, or a shell call applying a patch."""
+    return is_edit_tool(tool) or any(m in text for m in _PATCH_MARKS)
+
+
 def holds_line(text: str, line: str) -> bool:
     """Whether a tool call's text holds the line, as written or JSON-escaped (a tool input
     is stored as its JSON)."""
@@ -119,7 +128,7 @@ def find_sessions(store: HistoryStore, commit: CommitRow, rel: str, line_text: s
             except StoreError:
                 continue
             edits = [b for b in store.blocks([i for i, _ in hits]).values()
-                     if b.kind == "tool_call" and is_edit_tool(b.tool) and needle in b.text
+                     if b.kind == "tool_call" and is_edit_call(b.tool, b.text) and needle in b.text
                      and (not need_line or holds_line(b.text, line))]
             by_session: dict[str, list[int]] = {}
             for b in edits:

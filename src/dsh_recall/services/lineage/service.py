@@ -139,8 +139,8 @@ class LineageService:
         store = self.store_for(loc.repo)
         pending = self._refresh(store, loc.repo)
         if pending:
-            notes.append(f"{pending} newer commits are not indexed yet; `{INDEX_COMMAND}` "
-                         "indexes them")
+            notes.append(f"{pending} recent commits are not indexed yet (lineage.index_budget_s "
+                         f"ran out); `{INDEX_COMMAND}` indexes them")
         commit = store.commit(blame.commit)
         if commit is None and indexing.fetch_commit(store, loc.repo, blame.commit, lc.git_timeout_s):
             commit = store.commit(blame.commit)
