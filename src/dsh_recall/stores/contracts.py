@@ -4,8 +4,8 @@ A chunk store keeps files, their chunks, a lexical index over the chunks and vec
 by the hash of the text that was embedded (each chunk notes the sequence number of the write
 that gave it a vector). The history store keeps sessions, events and their blocks, three
 lexical layers and vectors the same way. The object store (SQLite only) keeps offloaded tool
-results. The lineage store keeps one git repository's commits and their hunks. Stores know SQL, not ranking policy; services call these protocols and never probe
-a store with hasattr. The row types and constants both backends share live here, so neither
+results. The lineage store keeps one git repository's commits and their hunks. Stores know
+SQL, not ranking policy; services call these protocols and never probe a store with hasattr. The row types and constants both backends share live here, so neither
 backend imports the other (tests/test_store_layout.py checks it).
 """
 
