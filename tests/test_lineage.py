@@ -440,3 +440,15 @@ def test_lineage_store_contract(store):
     store.set_meta("head", "b" * 40)
     assert store.get_meta("head") == "b" * 40 and store.get_meta("nope") is None
     assert store.stats() == {"commits": 2, "hunks": 3}
+
+
+def test_why_and_search_with_the_postgresql_store(world, pg_url):
+    repo = world["repo"]
+    cfg = load_config(overrides={"store": pg_url})
+    with LineageService(cfg, repo) as svc:
+        r = svc.why("pkg/app.py", 4, cwd=repo)
+        assert r["commit"]["hash"] == world["c2"] and "RETRIES = int" in r["hunk"]["excerpt"]
+        st = svc.status()
+        assert st["commits"] == 3 and "#lineage/repo-" in st["db"]  # a namespace, no local file
+        assert not (Path(os.environ["DSH_RECALL_HOME"]) / "lineage").exists()
+        assert svc.search("longer timeout")["results"][0]["hash"] == world["c3"]
