@@ -27,8 +27,7 @@ from dsh_recall.frontends.mcp.server import build_server
 from dsh_recall.rank.notes_rank import Hit
 from dsh_recall.services import federated, history
 from dsh_recall.services.channel import Viewer
-from dsh_recall.services.notes import NotesService
-from dsh_recall.services.notes import entries
+from dsh_recall.services.notes import NotesService, entries
 from dsh_recall.services.notes.write import NotesWriter
 from dsh_recall.services.objects import ObjectService
 from dsh_recall.stores.contracts import ChunkRow
@@ -370,6 +369,16 @@ def test_a_channel_cannot_supersede_or_forget_what_it_may_not_see(tmp_path: Path
     assert all(r.is_error for r in res)
     assert res[0].content[0].text == res[2].content[0].text.replace("0123456789ab", d["id"])
     assert Path(d["source_path"]).exists()
+    # A public entry the user saved: the guest sees it, but changes only what it saved.
+    with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+        theirs = wr.save("The team lunch is on Wednesdays.", level="public")
+    _, res = mcp_calls(w, [("notes_forget", {"id": theirs["id"]}),
+                           ("notes_save", {"text": "Guests bring snacks.", "level": "public"})],
+                       channel="guest:1")
+    assert res[0].is_error and Path(theirs["source_path"]).exists()
+    own = ok(res[1])
+    _, (gone,) = mcp_calls(w, [("notes_forget", {"id": own["id"]})], channel="guest:1")
+    assert ok(gone)["file"] == "deleted"
 
 
 # -- the CLI -----------------------------------------------------------------------------------

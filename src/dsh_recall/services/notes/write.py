@@ -21,6 +21,7 @@ check, the write and the re-index, so two saves of the same text make one entry.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -235,10 +236,17 @@ class NotesWriter:
             return None
         return entries.parse(clean_text(data))
 
+    def _by(self) -> str:
+        """Who saved an entry, as a hash of the channel key (never the key itself)."""
+        key = self.viewer.key
+        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16] if key else ""
+
     def find(self, value: str) -> Found:
-        """The entry with this id (or path) that this caller may see, else an InputError
-        that reads the same whether it exists or is hidden."""
+        """The entry with this id (or path) that this caller may change, else an InputError
+        that reads the same whether it exists or is hidden. A channel that does not see
+        everything (group, guest) may change only the entries it saved itself."""
         eid = parse_id(value)
+        mine_only = not (self.user or self.viewer.sees_everything)
         for t in self.targets:
             for p in [*t.folder.glob(f"*{eid}.md"), *t.folder.glob(f"*{eid}/public.md")]:
                 e = self._read(p)
@@ -248,10 +256,12 @@ class NotesWriter:
                 level = self.svc.levels_of([shown]).get(shown, access.PERSONAL)
                 if self.svc.store.file(shown) is None:  # not indexed yet: by its name
                     level = self.svc.level(shown)
+                if mine_only and (not self._by() or e.meta.get("by") != self._by()):
+                    continue
                 if access.may_see(level, self.viewer.channel.allowed):
                     return Found(t, p, e)
         raise InputError(f"no saved entry {eid} in the write roots (or not one this channel "
-                         "may see)")
+                         "may change)")
 
     # -- the index ---------------------------------------------------------------------------
     def _reindex(self, out: dict[str, Any]) -> dict[str, Any]:
@@ -320,6 +330,7 @@ class NotesWriter:
             self._check_name(t, path, lv)
             e = Entry({"id": eid, "level": lv, "created": stamp, "updated": stamp,
                        "source": source or "", "channel": self.viewer.channel.kind,
+                       "by": self._by(),
                        "supersedes": supersedes or ""}, body)
             _atomic_write(path, e.render())
             out = self._answer("saved", t, path, e, "created")
