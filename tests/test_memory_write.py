@@ -310,14 +310,15 @@ def test_forget_over_mcp_leaves_no_source_that_finds_it(tmp_path: Path) -> None:
     query = "quokka release train second Thursday"
 
     def everywhere() -> dict[str, Any]:
-        _, (notes, hist, every) = mcp_calls(w, [
+        _, (notes, hist, coarse, every) = mcp_calls(w, [
             ("notes_search", {"query": query}),
             ("history_search", {"query": query, "scope": "all", "detail": True}),
+            ("history_search", {"query": query, "scope": "all"}),
             ("search_all", {"query": query})])
         with ObjectService(w["cfg"].objects) as objs:
             found = objs.search(query)["results"]
         return {"notes": [r["path"] for r in ok(notes)["results"]],
-                "history": [h["snippet"] for h in ok(hist)["hits"]],
+                "history": [h["snippet"] for h in ok(hist)["hits"] + ok(coarse)["hits"]],
                 "all": [r["source"] for r in ok(every)["results"]
                         if "platform nine" in r["excerpt"]],
                 "objects": [r["id"] for r in found]}
