@@ -1,11 +1,11 @@
 """Goose sessions: `~/.local/share/goose/sessions/sessions.db`, or older `<name>.jsonl` files.
 
-From v1.10 on (crates/goose/src/session/session_manager.rs, session_storage.rs) sessions live
-in SQLite: `sessions(id, name, description, working_dir, created_at, ...)` and
-`messages(id, session_id, role, content_json, created_timestamp, metadata_json, ...)`,
-migrated by `schema_version` (migrations.rs; v13 when this reader was written). Earlier
-releases wrote one JSONL file per session (legacy.rs): a metadata line `{working_dir,
-description, ...}` and then one message `{role, created, content}` a line. Either way a
+Current releases (crates/goose/src/session/session_storage.rs) keep sessions in SQLite:
+`sessions(id, name, description, working_dir, created_at, ...)` and `messages(id,
+session_id, role, content_json, created_timestamp, metadata_json, ...)`, migrated by
+`schema_version` (migrations.rs; v13 when this reader was written). Earlier releases wrote
+one JSONL file per session, which goose still reads to migrate them (legacy.rs): a metadata
+line `{working_dir, description, ...}` and then one message `{role, created, content}` a line. Either way a
 message's content is a list of `MessageContent` tagged by `type` (conversation/message.rs):
 `text`, `thinking`, `toolRequest {id, toolCall: {status, value: {name, arguments}}}`,
 `toolResponse {id, toolResult: {status, value | error}}` (the value is a CallToolResult
