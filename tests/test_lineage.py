@@ -185,6 +185,20 @@ def test_the_repository_config_runs_nothing(world):
     assert any(m.exists() for m in marks[:3]), "plain git blame should have run one of them"
 
 
+def test_git_runs_are_bounded_and_ignore_redirections(world, tmp_path, monkeypatch):
+    repo = world["repo"]
+    with pytest.raises(gitr.GitError, match="over 100 bytes"):
+        gitr.run(repo, ["log", "-p"], max_bytes=100)
+    with pytest.raises(gitr.GitError, match="took over"):
+        gitr.run(repo, ["log", "-p"], timeout_s=1e-6)
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))  # a caller's environment: not the file's repo
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    assert gitr.find_repo(repo / "pkg" / "app.py") == gitr.Repo(repo, world["c3"], False)
+
+
 def test_indexing_is_incremental_bounded_and_fetches_older_on_demand(world, monkeypatch):
     repo = world["repo"]
     monkeypatch.setenv("DSH_RECALL_LINEAGE__MAX_COMMITS", "1")

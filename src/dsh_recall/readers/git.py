@@ -100,38 +100,55 @@ def run(cwd: Path, args: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
     return out
 
 
+MAX_STDERR = 1 << 16
+
+
 def _bounded(proc: subprocess.Popen, stdin: bytes | None, timeout_s: float,
              max_bytes: int) -> tuple[bytes, bytes]:
-    """communicate() that stops reading (and kills git) past `max_bytes`."""
+    """communicate() that stops reading (and kills git) past `max_bytes` of stdout, keeps
+    at most MAX_STDERR of stderr, and raises TimeoutExpired at the deadline."""
     assert proc.stdout is not None and proc.stderr is not None
     if stdin is not None and proc.stdin is not None:
-        proc.stdin.write(stdin)
-        proc.stdin.close()
+        try:  # git reads its whole stdin (a list of hashes) before it writes
+            proc.stdin.write(stdin)
+        except BrokenPipeError:
+            pass  # git ended early: its exit code and stderr say why
+        finally:
+            try:
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
     deadline = time.monotonic() + timeout_s
-    chunks, n = [], 0
-    fd = proc.stdout.fileno()
+    out: list[bytes] = []
+    err: list[bytes] = []
+    sizes = {"out": 0, "err": 0}
     sel = selectors.DefaultSelector()
-    sel.register(fd, selectors.EVENT_READ)
+    sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
+    sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
     try:
-        while True:
+        while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(proc.args, timeout_s)
-            if not sel.select(left):
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            n += len(chunk)
-            if n > max_bytes:
-                proc.kill()
-                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                sizes[key.data] += len(chunk)
+                if key.data == "err":
+                    if sizes["err"] <= MAX_STDERR:
+                        err.append(chunk)
+                    continue
+                out.append(chunk)
+                if sizes["out"] > max_bytes:
+                    proc.kill()
+                    proc.wait()
+                    return b"".join(out), b"".join(err)
     finally:
         sel.close()
-    err = proc.stderr.read(1 << 16)
     proc.wait(max(0.1, deadline - time.monotonic()))
-    return b"".join(chunks), err
+    return b"".join(out), b"".join(err)
 
 
 @dataclass(frozen=True)
