@@ -340,6 +340,11 @@ def test_forget_over_mcp_leaves_no_source_that_finds_it(tmp_path: Path) -> None:
     assert not after["all"]
     data = federated.search_all("platform nine Thursday", cfg=w["cfg"], workspace=w["repo"])
     assert all("platform nine" not in r["excerpt"] for r in data["results"])
+    # Read back by its place, the event shows the rest of what it said, not the note.
+    _, (shown,) = mcp_calls(w, [("history_detail", {"session": "s1", "around": 1, "window": 1})])
+    evs = {e["seq"]: e for e in ok(shown)["events"]}
+    assert "platform nine" not in evs[1]["text"] and "forgotten" in evs[1]["flags"]
+    assert evs[0]["text"] == "when does the release train leave?" and "mascot" in evs[2]["text"]
 
 
 def test_forget_keeping_the_file_marks_it_and_it_stays_out_of_the_index(tmp_path: Path) -> None:

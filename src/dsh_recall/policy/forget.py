@@ -105,3 +105,18 @@ def shares_any(text: str, fps: Iterable[Fingerprint]) -> bool:
     joined = f" {' '.join(ws)} "
     return any((fp.grams & grams) if fp.grams else (fp.short and f" {fp.short} " in joined)
                for fp in fps)
+
+
+WITHHELD = "[a note the user forgot was quoted here; withheld]"
+
+
+def redact(text: str, fps: Iterable[Fingerprint], mark: str = WITHHELD) -> str:
+    """`text` with the lines that quote a forgotten note replaced by `mark` (the whole text
+    when the quote cannot be told apart by line); `text` itself when it quotes none."""
+    fps = list(fps)
+    if not quotes_any(text, fps):
+        return text
+    lines = text.split("\n")
+    out = [mark if shares_any(line, fps) else line for line in lines]
+    kept = "\n".join(out)
+    return kept if not quotes_any(kept, fps) else mark

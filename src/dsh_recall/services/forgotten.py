@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..core.paths import ensure_dir, recall_home
-from ..policy.forget import Fingerprint, fingerprint, quotes_any, shares_any
+from ..policy.forget import Fingerprint, fingerprint, quotes_any, redact, shares_any
 
 FILE = "forgotten.jsonl"
 MAX_BYTES = 64 << 20  # thousands of forgotten notes; past this the oldest stay filtered
@@ -97,3 +97,19 @@ def drop_quoting(items: Sequence[T], text_of: Callable[[T], str],
         return list(items)
     return [it for it in items
             if not (shares_any(text_of(it), fps) and quotes_any(whole_of(it), fps))]
+
+
+def redact_events(events: list[dict[str, object]], home: Path | None = None) -> None:
+    """Shown events (history detail) with each line quoting a forgotten note withheld, in
+    place; such an event is flagged `forgotten`."""
+    fps = load(home)
+    if not fps:
+        return
+    for ev in events:
+        text = ev.get("text")
+        if isinstance(text, str):
+            new = redact(text, fps)
+            if new != text:
+                ev["text"] = new
+                flags = ev.get("flags")
+                ev["flags"] = [*(flags if isinstance(flags, list) else []), "forgotten"]

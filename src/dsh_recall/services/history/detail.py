@@ -12,6 +12,7 @@ from ...core.text import fts_quote
 from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ...rank import history_query as hq
 from ...stores.sqlite.history import HistoryStore, loads_flags
+from .. import forgotten
 from ..channel import Viewer
 from .common import _iso, open_store
 
@@ -88,6 +89,7 @@ def show(session: str, around: int | None = None, window: int = 3, page: int | N
             evs = store.events(session, offset=first, limit=page_size)
             out.update(page=first // page_size + 1, pages=pages)
         out["events"] = [_event_out(e, max_chars) for e in evs]
+        forgotten.redact_events(out["events"])  # a forgotten note is not shown back in a quote
         end = first + len(evs)
         out.update(offset=first, has_more=end < total, next_offset=end if end < total else None)
         return out
