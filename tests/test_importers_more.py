@@ -281,3 +281,48 @@ def test_default_locations_are_discovered(cfg, tmp_path, monkeypatch):
     assert not any("elsewhere" in f["path"] for f in rep["files"])
     for sid in (GEMINI_SID, "cline:1718000000000", COMPOSER, "ses_01JA", "goose:20251108_1"):
         assert svc.require_session(sid)["events"] > 0
+
+
+def test_sqlite_rows_in_the_write_ahead_log_count_as_a_change(cfg, tmp_path):
+    db = _goose_db(tmp_path)
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")  # new rows stay in sessions.db-wal, as while goose runs
+    svc.import_paths([str(db)], cfg=cfg)
+    writer.execute("INSERT INTO messages (session_id, role, content_json, created_timestamp) VALUES "
+                   "('20251108_1', 'user', '[{\"type\":\"text\",\"text\":\"and the toast tables?\"}]', 1762592500)")
+    writer.commit()
+    try:
+        rep = svc.import_paths([str(db)], cfg=cfg)["files"][0]
+        assert rep["status"] == "imported" and rep["events"] == 1
+        _found("toast", cfg, "goose:20251108_1", "user")
+    finally:
+        writer.close()
+
+
+def test_a_database_of_another_application_is_a_clear_error(cfg, tmp_path):
+    vscode = tmp_path / "Code" / "User" / "globalStorage" / "state.vscdb"  # VS Code's: no cursorDiskKV
+    vscode.parent.mkdir(parents=True)
+    conn = sqlite3.connect(vscode)
+    conn.execute("CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB)")
+    conn.commit()
+    conn.close()
+    junk = tmp_path / "opencode" / "opencode.db"
+    junk.parent.mkdir()
+    junk.write_bytes(b"not a database at all\n" * 100)
+    rep = svc.import_paths([str(vscode), str(junk)], cfg=cfg)
+    notes = {f["format"]: (f["status"], f["notes"]) for f in rep["files"]}
+    assert notes["cursor"][0] == "error" and "no table cursorDiskKV" in notes["cursor"][1][0]
+    assert notes["opencode"][0] == "error" and "not a readable SQLite database" in notes["opencode"][1][0]
+
+
+def test_cli_import_takes_the_new_formats(monkeypatch):
+    from click.testing import CliRunner
+
+    from dsh_recall.frontends.cli import cli
+
+    monkeypatch.setenv("DSH_RECALL_EMBEDDER__NAME", "fake")
+    r = CliRunner().invoke(cli, ["history", "import", str(CLINE), "--format", "cline", "--json"])
+    assert r.exit_code == 0, r.output
+    files = json.loads(r.output)["files"]
+    assert files[0]["format"] == "cline" and files[0]["events"] == 4
