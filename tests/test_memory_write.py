@@ -469,3 +469,69 @@ def test_remember_in_the_compact_profile_saves_corrects_and_forgets(tmp_path: Pa
     assert ok(gone)["action"] == "forgotten" and "forgotten" in gone.content[0].text
     assert both.is_error and "id alone" in both.content[0].text
     assert empty.is_error and "needs text" in empty.content[0].text
+
+
+# -- hostile input and the pure parts --------------------------------------------------------
+def test_each_bad_argument_of_a_write_tool_is_an_error_naming_it(tmp_path: Path) -> None:
+    from dsh_recall.frontends.mcp.memory import TOOLS
+
+    w = world(tmp_path, session_map=False)
+    app = RecallApp(workspace=w["repo"], cfg=w["cfg"])
+    try:
+        for spec in TOOLS:
+            base = {k: ("0123456789ab" if k == "id" else "a fact") for k in spec.input_schema["required"]}
+            bad = [({**base, "folder": "/etc"}, "folder"), ({**base, "level": "galaxy"}, "level")]
+            bad += [({**base, k: 42}, k) for k in base] + [({**base, k: "a\x00b"}, k) for k in base]
+            if "level" not in spec.input_schema["properties"]:
+                bad = [b for b in bad if b[1] != "level"]
+            for args, name in bad:
+                with pytest.raises(InputError) as e:
+                    app.call(spec.name, args)
+                assert name in str(e.value) and "\n" not in str(e.value), (spec.name, args)
+    finally:
+        app.close()
+    assert not entry_files(w)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.text(min_size=1, max_size=400) | st.sampled_from(
+    ["\ud800 lone", "---\nid: 0123456789ab\nforgotten: now\n---\n", "# h\n\n- a\n- b", "\r\r\n"]))
+def test_any_text_saves_as_a_valid_entry_or_is_a_one_line_error(tmp_path_factory: Any, text: str) -> None:
+    w = world(tmp_path_factory.mktemp("any"), session_map=False)
+    app = RecallApp(workspace=w["repo"], cfg=w["cfg"])
+    try:
+        data, rendered = app.call("notes_save", {"text": text})
+    except InputError as e:
+        assert "\n" not in str(e)
+        return
+    finally:
+        app.close()
+    raw = Path(data["source_path"]).read_bytes().decode("utf-8")  # valid UTF-8
+    e = entries.parse(raw)
+    assert e is not None and e.id == data["id"] and not e.meta.get("forgotten")
+    assert data["indexed"] and rendered.encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60), st.text(min_size=1, max_size=300))
+def test_the_front_matter_round_trips_any_source_and_body(source: str, body: str) -> None:
+    body = body.strip("\n") or "x"  # a saved body never starts or ends with a blank line
+    e = entries.Entry({"id": "0123456789ab", "level": "personal", "source": source}, body)
+    back = entries.parse(e.render())
+    assert back is not None and back.id == "0123456789ab" and back.meta["level"] == "personal"
+    assert back.meta.get("source", "") == entries.one_line(source)
+    assert back.body.rstrip("\n") == body
+
+
+def test_a_quote_is_recognised_and_a_shared_word_is_not() -> None:
+    from dsh_recall.policy.forget import fingerprint, quotes_any, redact
+
+    note = "The quokka release train leaves every second Thursday from platform nine."
+    fps = [fingerprint("a" * 12, note), fingerprint("b" * 12, "use vim")]
+    assert quotes_any(f"> **{note.upper()}**", fps)  # case and markdown marks do not hide it
+    assert quotes_any("it leaves every second Thursday from platform nine, they said", fps)
+    assert quotes_any("I said: use  vim!", fps)  # a short note: its words in order
+    assert not quotes_any("the quokka mascot leaves on Thursday", fps)
+    assert not quotes_any("vim is what I use", fps)
+    text = f"intro line\n{note}\noutro line"
+    assert redact(text, fps).split("\n")[::2] == ["intro line", "outro line"]
