@@ -125,7 +125,7 @@ def test_sessions_carry_workspace_title_and_time(cfg, tmp_path):
 def test_gemini_replays_updates_and_rewinds(cfg):
     rep = svc.import_paths([str(GEMINI_JSONL)], cfg=cfg)
     (f,) = rep["files"]
-    assert f["skipped"] == 1 and any("not JSON" in n for n in f["notes"])
+    assert f["skipped"] == 1 and f["notes"] == ["line 6: not JSON; skipped"]
     assert not _hits("first draft take back", cfg)  # rewound away
     events = svc.show(GEMINI_SID, page=1)["events"]
     # user, the updated model turn (once, with its tool call), its tool result, the last turn
@@ -159,6 +159,8 @@ def test_malformed_records_are_skipped_and_counted(cfg, tmp_path):
     rep = svc.import_paths([str(CLINE), str(_opencode_db(tmp_path)), str(_goose_db(tmp_path))], cfg=cfg)
     by = {f["format"]: f for f in rep["files"]}
     assert by["cline"]["skipped"] == 1 and by["cline"]["status"] == "imported"
+    assert by["cline"]["notes"] == ["message 4: not an object; skipped"]
+    assert by["opencode"]["notes"][0].startswith("message msg_03:")
     assert by["opencode"]["skipped"] == 1
     assert by["goose"]["skipped"] == 1
 

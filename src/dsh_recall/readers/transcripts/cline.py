@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, opt_ms, opt_str
-from .document import FormatError, Numberer, add, each_item, read_document
+from .document import FormatError, Numberer, add, each_item, read_document, skip
 
 _ENV = re.compile(r"<environment_details>.*?(?:</environment_details>|\Z)", re.S)
 _CWD = re.compile(r"# Current (?:Workspace|Working) Directory \((.+?)\) Files")
@@ -57,7 +57,7 @@ def _strip(text: str, res: ReadResult, sid: str) -> str:
 
 def _message(sid: str, i: int, msg: Any, numbers: Numberer, calls: dict[str, str], res: ReadResult) -> None:
     if not isinstance(msg, dict):
-        res.skip(i, "message is not an object")
+        skip(res, f"message {i + 1}", "not an object")
         return
     if msg.get("isTruncationMarker"):
         res.ignored += 1
@@ -75,12 +75,12 @@ def _message(sid: str, i: int, msg: Any, numbers: Numberer, calls: dict[str, str
         role = "assistant"
     else:
         if role not in ("user", "assistant"):
-            res.skip(i, "needs role user or assistant")
+            skip(res, f"message {i + 1}", "needs role user or assistant")
             return
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         if not isinstance(content, list):
-            res.skip(i, "content is not text or a list of blocks")
+            skip(res, f"message {i + 1}", "content is not text or a list of blocks")
             return
         pieces = _pieces(content, calls, res, sid)
         reasoning = opt_str(msg.get("reasoning_content"))

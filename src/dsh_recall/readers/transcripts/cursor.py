@@ -5,7 +5,7 @@ their own databases (docs/history.md cites them). The database is VS Code's key-
 store: tables `ItemTable` and `cursorDiskKV`, both `(key TEXT UNIQUE, value BLOB)` holding
 JSON. A chat is `composerData:<composerId>` in `cursorDiskKV`: `{_v, composerId, name?,
 createdAt (epoch ms), lastUpdatedAt?, ...}` with its messages ("bubbles") either inline in
-`conversation: [bubble]` (older versions) or, from about `_v` 3 on, listed in
+`conversation: [bubble]` (older versions) or, in newer ones, listed in
 `fullConversationHeadersOnly: [{bubbleId, type}]` and stored one per key as
 `bubbleId:<composerId>:<bubbleId>`. A bubble is `{type: 1 (user) | 2 (assistant), text,
 thinking?: {text}, createdAt?}`. A composer in neither layout is counted as skipped with
@@ -18,8 +18,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, iso_to_ms, opt_ms, opt_str, record_guard
-from .document import Numberer, add, json_value, open_sqlite, require, tables
+from .base import Piece, ReadContext, ReadResult, TranscriptEvent, iso_to_ms, opt_ms, opt_str
+from .document import Numberer, add, guard, json_value, open_sqlite, require, skip, tables
 
 SOURCE = "cursor"
 _ROLES = {1: "user", 2: "assistant"}
@@ -33,17 +33,17 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
         numbers = Numberer()
         try:
             rows = conn.execute("SELECT key, value FROM cursorDiskKV WHERE key LIKE 'composerData:%' ORDER BY key")
-            for n, (key, value) in enumerate(rows.fetchall()):
-                with record_guard(res, n):
-                    _composer(conn, res, n, str(key), json_value(value), numbers)
+            for key, value in rows.fetchall():
+                with guard(res, str(key)[:80]):
+                    _composer(conn, res, str(key), json_value(value), numbers)
         except sqlite3.DatabaseError as e:
             raise OSError(f"Cursor state.vscdb: {e}") from None
     return res
 
 
-def _composer(conn: sqlite3.Connection, res: ReadResult, n: int, key: str, data: Any, numbers: Numberer) -> None:
+def _composer(conn: sqlite3.Connection, res: ReadResult, key: str, data: Any, numbers: Numberer) -> None:
     if not isinstance(data, dict):
-        res.skip(n, f"{key[:60]} is not an object")
+        skip(res, key[:80], "not an object")
         return
     cid = opt_str(data.get("composerId")) or key.split(":", 1)[1]
     headers = data.get("fullConversationHeadersOnly")
@@ -56,7 +56,7 @@ def _composer(conn: sqlite3.Connection, res: ReadResult, n: int, key: str, data:
         res.ignored += 1  # an opened chat nobody wrote in
         return
     else:
-        res.skip(n, f"composer {cid[:40]} in an unknown layout (_v {opt_str(data.get('_v'))})")
+        skip(res, key[:80], f"unknown layout (_v {opt_str(data.get('_v'))})")
         return
     meta = res.session(cid, SOURCE)
     meta.title = (opt_str(data.get("name")) or "").strip()[:200] or None

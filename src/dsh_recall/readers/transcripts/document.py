@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from ...core.clean import clean_text
 from ..workspace import open_regular, read_fd, read_regular
-from .base import MAX_READ_BYTES, ReadResult, TranscriptEvent, parse_record, record_guard
+from .base import MAX_READ_BYTES, ReadResult, TranscriptEvent, parse_record
 
 # A small file beside a document (Gemini's .project_root, a Cline task's metadata).
 SIDE_FILE_BYTES = 64 << 10
@@ -146,11 +146,25 @@ class Numberer:
         return n
 
 
+def skip(res: ReadResult, where: str, reason: str) -> None:
+    """Count one skipped record of a document; `where` names it (a message, a row, a key)."""
+    res.skip(None, f"{where}: {reason}")
+
+
+@contextmanager
+def guard(res: ReadResult, where: str) -> Iterator[None]:
+    """Handle one record of a document; an exception skips and counts that record only."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - one record must never stop the document
+        skip(res, where, f"{type(e).__name__}: {clean_text(str(e))[:120]}")
+
+
 def each_item(items: list[Any], res: ReadResult, handle: Callable[[int, Any], None]) -> None:
     """Hand every item of a document to `handle(index, item)`; one that raises is skipped and
-    counted (its index stands for the line in the note), never the document."""
+    counted, never the document."""
     for i, item in enumerate(items):
-        with record_guard(res, i):
+        with guard(res, f"message {i + 1}"):
             handle(i, item)
 
 

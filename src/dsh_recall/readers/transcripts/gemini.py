@@ -28,9 +28,8 @@ from .base import (
     opt_str,
     parse_record,
     read_lines,
-    record_guard,
 )
-from .document import FormatError, Numberer, add, read_document, side_text
+from .document import FormatError, Numberer, add, guard, read_document, side_text, skip
 
 SOURCE = "gemini"
 
@@ -48,7 +47,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
             if isinstance(m, dict) and isinstance(m.get("id"), str):
                 messages[m["id"]] = m
             else:
-                res.skip(i, "message without an id")
+                skip(res, f"message {i + 1}", "no id")
     else:
         meta, messages = _replay(path, res)
     sid = opt_str(meta.get("sessionId")) or path.stem
@@ -59,8 +58,8 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
         session.title = summary.strip()[:200]
     session.workspace = _workspace(path)
     numbers = Numberer()
-    for n, msg in enumerate(messages.values()):
-        with record_guard(res, n):
+    for mid, msg in messages.items():
+        with guard(res, f"message {mid[:60]}"):
             _message(sid, msg, numbers, res)
     return res
 
@@ -73,6 +72,7 @@ def _replay(path: Path, res: ReadResult) -> tuple[dict[str, Any], dict[str, dict
     while True:  # the whole file, in the bounded parts read_lines gives
         raw = read_lines(path, offset, line_no)
         res.skipped += raw.skipped
+        res.notes += raw.notes
         for n, line in raw.lines:
             if not line.strip():
                 continue

@@ -29,9 +29,8 @@ from .base import (
     iso_to_ms,
     opt_str,
     read_lines,
-    record_guard,
 )
-from .document import Numberer, add, json_value, obj, open_sqlite, require, tables
+from .document import Numberer, add, guard, json_value, obj, open_sqlite, require, skip, tables
 
 SOURCE = "goose"
 KNOWN_SCHEMA = 13
@@ -69,17 +68,12 @@ def _read_db(path: Path) -> ReadResult:
             rows = conn.execute("SELECT session_id, role, content_json, created_timestamp FROM messages "
                                 "ORDER BY session_id, created_timestamp, id")
             for n, (sid, role, content, created) in enumerate(rows):
-                items = {"session": f"goose:{sid}", "role": role, "content": content, "created": created}
-                each_record_row(res, n, items, numbers)
+                with guard(res, f"messages row {n + 1} (session {str(sid)[:40]})"):
+                    _message(res, f"messages row {n + 1}", f"goose:{sid}", role, json_value(content), created,
+                             numbers)
         except sqlite3.DatabaseError as e:
             raise OSError(f"goose sessions.db: {e}") from None
     return res
-
-
-def each_record_row(res: ReadResult, n: int, row: dict[str, Any], numbers: Numberer) -> None:
-    with record_guard(res, n):
-        content = json_value(row["content"])
-        _message(res, n, str(row["session"]), row["role"], content, row["created"], numbers)
 
 
 def _read_jsonl(path: Path) -> ReadResult:
@@ -91,13 +85,14 @@ def _read_jsonl(path: Path) -> ReadResult:
     while True:
         raw = read_lines(path, offset, line_no)
         res.skipped += raw.skipped
+        res.notes += raw.notes
 
         def handle(n: int, obj: dict) -> None:
             if "role" not in obj and "content" not in obj:  # the metadata line
                 meta.workspace = opt_str(obj.get("working_dir")) or meta.workspace
                 meta.title = (opt_str(obj.get("description")) or "").strip()[:200] or meta.title
                 return
-            _message(res, n, sid, obj.get("role"), obj.get("content"), obj.get("created"), numbers)
+            _message(res, f"line {n + 1}", sid, obj.get("role"), obj.get("content"), obj.get("created"), numbers)
         each_record(raw, res, handle)
         if not raw.more:
             break
@@ -105,12 +100,12 @@ def _read_jsonl(path: Path) -> ReadResult:
     return res
 
 
-def _message(res: ReadResult, n: int, sid: str, role: Any, content: Any, created: Any, numbers: Numberer) -> None:
+def _message(res: ReadResult, where: str, sid: str, role: Any, content: Any, created: Any, numbers: Numberer) -> None:
     if role not in ("user", "assistant"):
-        res.skip(n, "needs role user or assistant")
+        skip(res, where, "needs role user or assistant")
         return
     if not isinstance(content, list):
-        res.skip(n, "content is not a list")
+        skip(res, where, "content is not a list")
         return
     if sid not in res.sessions:
         res.session(sid, SOURCE)

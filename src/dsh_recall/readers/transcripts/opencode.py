@@ -20,8 +20,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, opt_ms, opt_str, record_guard
-from .document import Numberer, add, json_value, obj, open_sqlite, require, tables
+from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, opt_ms, opt_str
+from .document import Numberer, add, guard, json_value, obj, open_sqlite, require, skip, tables
 
 SOURCE = "opencode"
 _NEEDED = {"session": {"id", "directory", "title", "time_created"},
@@ -47,19 +47,19 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
             numbers = Numberer()
             rows = conn.execute("SELECT id, session_id, time_created, data FROM message "
                                 "ORDER BY session_id, time_created, id")
-            for n, (mid, sid, created, data) in enumerate(rows):
-                with record_guard(res, n):
-                    _message(res, n, str(sid), str(mid), opt_ms(created), json_value(data),
+            for mid, sid, created, data in rows:
+                with guard(res, f"message {str(mid)[:60]}"):
+                    _message(res, str(sid), str(mid), opt_ms(created), json_value(data),
                              parts.get(str(mid), []), numbers)
         except sqlite3.DatabaseError as e:
             raise OSError(f"OpenCode database: {e}") from None
     return res
 
 
-def _message(res: ReadResult, n: int, sid: str, mid: str, created: int | None, info: Any,
+def _message(res: ReadResult, sid: str, mid: str, created: int | None, info: Any,
              raw_parts: list[Any], numbers: Numberer) -> None:
     if not isinstance(info, dict) or info.get("role") not in ("user", "assistant"):
-        res.skip(n, "message data needs role user or assistant")
+        skip(res, f"message {mid[:60]}", "data needs role user or assistant")
         return
     if sid not in res.sessions:
         res.session(sid, SOURCE)
@@ -73,7 +73,7 @@ def _message(res: ReadResult, n: int, sid: str, mid: str, created: int | None, i
         try:
             part = json_value(raw)
         except (ValueError, RecursionError):
-            res.skip(n, "a part is not JSON")
+            skip(res, f"message {mid[:60]}", "a part is not JSON")
             continue
         if not isinstance(part, dict):
             continue
