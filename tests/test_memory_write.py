@@ -239,6 +239,31 @@ def test_concurrent_writers_make_every_entry_and_one_copy_of_a_duplicate(tmp_pat
     assert not list(w["saved"].glob(".*.tmp"))  # no temporary file left behind
 
 
+def test_concurrent_supersedes_of_one_entry_make_one_successor(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+        old = wr.save("The build cache lives in /var/cache/fern.")
+    outcomes: list[str] = []
+
+    def supersede(i: int) -> None:
+        with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+            try:
+                outcomes.append(wr.supersede(old["id"], f"The build cache moved to /srv/c{i}.")["id"])
+            except InputError as e:
+                outcomes.append(f"refused: {e}")
+
+    threads = [threading.Thread(target=supersede, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [o for o in outcomes if not o.startswith("refused")]
+    assert len(winners) == 1 and len(outcomes) == 4, outcomes
+    kept = entries.parse(Path(old["source_path"]).read_text())
+    assert kept is not None and kept.meta["superseded_by"] == winners[0]
+    assert len(entry_files(w)) == 2
+
+
 # -- supersede ---------------------------------------------------------------------------------
 def test_supersede_over_mcp_keeps_marks_and_ranks_the_old_entry_below(tmp_path: Path) -> None:
     w = world(tmp_path)

@@ -299,66 +299,74 @@ class NotesWriter:
 
     # -- the three writes --------------------------------------------------------------------
     def save(self, text: str, *, level: str | None = None, source: str | None = None,
-             root: str | None = None, supersedes: str | None = None) -> dict[str, Any]:
+             root: str | None = None) -> dict[str, Any]:
         """Save `text` as an entry; one the same or near-same (entries.same) at the same
         level in that root is merged into instead of a second copy."""
         t = self._target(root)
         lv = self._level(t, level)
         body = clean_body(text, self.cfg)
-        day, stamp = _now()
         with self._lock() as got:
             if not got:
                 raise RecallError("another writer holds these notes; try again")
-            if supersedes is None:
-                for p in self._files(t):
-                    old = self._read(p)
-                    if (old is None or old.meta.get("level") != lv or old.meta.get("forgotten")
-                            or old.meta.get("superseded_by") or not entries.same(old.body, body)):
-                        continue
-                    merged = entries.merged_body(old.body, body)
-                    if len(merged) > self.cfg.notes.max_write_chars:
-                        merged = old.body
-                    old.meta["updated"] = stamp
-                    old.meta["merged"] = str(int(old.meta.get("merged", "0") or 0) + 1)
-                    old.body = merged
-                    _atomic_write(p, old.render())
-                    out = self._answer("merged", t, p, old, "updated")
-                    out["notes"].append(f"the same as entry {old.id}: merged into it, no copy made")
-                    return self._reindex(out)
-            eid = secrets.token_hex(entries.ID_CHARS // 2)
-            path = t.folder / entries.file_name(day, body, eid, lv)
-            self._check_name(t, path, lv)
-            e = Entry({"id": eid, "level": lv, "created": stamp, "updated": stamp,
-                       "source": source or "", "channel": self.viewer.channel.kind,
-                       "by": self._by(),
-                       "supersedes": supersedes or ""}, body)
-            _atomic_write(path, e.render())
-            out = self._answer("saved", t, path, e, "created")
-            if supersedes is not None:
-                return out  # the caller marks the old entry and re-indexes
+            out = self._merge(t, lv, body) or self._create(t, lv, body, source, None)
             return self._reindex(out)
+
+    def _merge(self, t: Target, lv: str, body: str) -> dict[str, Any] | None:
+        """Merge `body` into the live entry of level `lv` in `t` it is the same as, if any
+        (the caller holds the write lock)."""
+        for p in self._files(t):
+            old = self._read(p)
+            if (old is None or old.meta.get("level") != lv or old.meta.get("forgotten")
+                    or old.meta.get("superseded_by") or not entries.same(old.body, body)):
+                continue
+            merged = entries.merged_body(old.body, body)
+            old.meta["updated"] = _now()[1]
+            old.meta["merged"] = str(int(old.meta.get("merged", "0") or 0) + 1)
+            old.body = merged if len(merged) <= self.cfg.notes.max_write_chars else old.body
+            _atomic_write(p, old.render())
+            out = self._answer("merged", t, p, old, "updated")
+            out["notes"].append(f"the same as entry {old.id}: merged into it, no copy made")
+            return out
+        return None
+
+    def _create(self, t: Target, lv: str, body: str, source: str | None,
+                supersedes: str | None) -> dict[str, Any]:
+        """Write a new entry (the caller holds the write lock)."""
+        day, stamp = _now()
+        eid = secrets.token_hex(entries.ID_CHARS // 2)
+        path = t.folder / entries.file_name(day, body, eid, lv)
+        self._check_name(t, path, lv)
+        e = Entry({"id": eid, "level": lv, "created": stamp, "updated": stamp,
+                   "source": source or "", "channel": self.viewer.channel.kind,
+                   "by": self._by(), "supersedes": supersedes or ""}, body)
+        _atomic_write(path, e.render())
+        return self._answer("saved", t, path, e, "created")
 
     def supersede(self, old_id: str, text: str, *, level: str | None = None,
                   source: str | None = None) -> dict[str, Any]:
         """Save `text` as the successor of entry `old_id`, which is kept, marked
         `superseded_by`, and ranked below its successor from then on."""
         found = self.find(old_id)
-        if found.entry.meta.get("superseded_by"):
-            raise InputError(f"entry {found.entry.id} is superseded already, by "
-                             f"{found.entry.meta['superseded_by']}: supersede that one")
         t = found.target
-        out = self.save(text, level=level, source=source, root=str(t.folder),
-                        supersedes=found.entry.id)
+        lv = self._level(t, level)
+        body = clean_body(text, self.cfg)
         with self._lock() as got:
             if not got:
                 raise RecallError("another writer holds these notes; try again")
-            old = self._read(found.path) or found.entry
+            old = self._read(found.path)  # again, under the lock: one successor only
+            if old is None or old.id != found.entry.id or old.meta.get("forgotten"):
+                raise InputError(f"entry {found.entry.id} changed or went away meanwhile; "
+                                 "search again")
+            if old.meta.get("superseded_by"):
+                raise InputError(f"entry {old.id} is superseded already, by "
+                                 f"{old.meta['superseded_by']}: supersede that one")
+            out = self._create(t, lv, body, source, old.id)
             old.meta["superseded_by"] = out["id"]
             old.meta["superseded"] = _now()[1]
             _atomic_write(found.path, old.render())
-        out["action"] = "superseded"
-        out["notes"].append(f"entry {found.entry.id} is kept, marked superseded_by {out['id']}")
-        return self._reindex(out)
+            out["action"] = "superseded"
+            out["notes"].append(f"entry {old.id} is kept, marked superseded_by {out['id']}")
+            return self._reindex(out)
 
     def forget(self, value: str, *, keep_file: bool = False) -> dict[str, Any]:
         """Take an entry out of every index: its passages and vectors from the notes index,
@@ -369,6 +377,10 @@ class NotesWriter:
         with self._lock() as got:
             if not got:
                 raise RecallError("another writer holds these notes; try again")
+            now = self._read(found.path)  # again, under the lock
+            if now is None or now.id != e.id or now.meta.get("forgotten"):
+                raise InputError(f"entry {e.id} was forgotten or changed meanwhile")
+            e = now
             forgotten.record(e.id, e.body, self.svc.home)
             if keep_file:
                 e.meta["forgotten"] = _now()[1]
