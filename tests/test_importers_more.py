@@ -83,6 +83,9 @@ CASES = [
     ("opencode", _opencode_db, "autocomplete p95", "ses_01JA", "user"),
     ("opencode", _opencode_db, "GROUP BY query", "ses_01JA", "assistant"),
     ("opencode", _opencode_db, "prefixes db.execute", "ses_01JA", "tool"),
+    ("opencode", _opencode_db, "trigram index downtime", "ses_02V2", "user"),
+    ("opencode", _opencode_db, "CONCURRENTLY swap", "ses_02V2", "assistant"),
+    ("opencode", _opencode_db, "shadow trigram rename", "ses_02V2", "summary"),
     ("cursor", _cursor_db, "websocket reconnect", COMPOSER, "user"),
     ("cursor", _cursor_db, "heartbeat fake clock", COMPOSER, "assistant"),
     ("cursor", _cursor_db, "gradle version catalog", "0ld0ld00-aaaa-4bbb-8ccc-dddd00000001", "user"),
@@ -117,6 +120,8 @@ def test_sessions_carry_workspace_title_and_time(cfg, tmp_path):
     assert roo["workspace"] == "/home/dev/src/billing"
     assert roo["title"] == "Why is the nightly export missing the invoices table?"
     assert svc.require_session("ses_01JA")["workspace"] == "/home/dev/src/search-api"
+    assert svc.require_session("ses_01JA")["events"] == 3  # not doubled by its session_message copy
+    assert [e["role"] for e in svc.show("ses_02V2", page=1)["events"]] == ["user", "assistant", "tool", "summary"]
     assert svc.require_session("goose:20251108_1")["title"] == "Postgres vacuum"
     ws = svc.search("overdraft", workspace="ledger-app", detail=True, cfg=cfg)
     assert ws["hits"] and {h["session"] for h in ws["hits"]} == {GEMINI_SID}

@@ -11,7 +11,9 @@ summary); parts are `text {text, synthetic?, ignored?}`, `reasoning {text}`, `to
 tool, state: {status, input, output | error}}`, and `file`, `step-start`, `step-finish`,
 `snapshot`, `patch`, `agent`, `retry`, `compaction`, `subtask` (not indexed). The JSON files
 of older releases (`storage/session|message|part/...`) are moved into this database by
-OpenCode itself on its first start (storage/json-migration.ts).
+OpenCode itself on its first start (storage/json-migration.ts). Newer releases also keep a
+`session_message(id, session_id, type, seq, data)` log; a session found only there is read
+from it (`_read_v2`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, opt_
 from .document import Numberer, add, guard, json_value, obj, open_sqlite, require, skip, tables
 
 SOURCE = "opencode"
+_V2 = {"id", "session_id", "type", "seq", "data"}
 _NEEDED = {"session": {"id", "directory", "title", "time_created"},
            "message": {"id", "session_id", "time_created", "data"},
            "part": {"id", "message_id", "data"}}
@@ -33,7 +36,8 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     """Read every session of an OpenCode database, whole."""
     res = ReadResult()
     with open_sqlite(path) as conn:
-        require(tables(conn), _NEEDED, "OpenCode database")
+        found = tables(conn)
+        require(found, _NEEDED, "OpenCode database")
         try:
             for sid, directory, title, created in conn.execute(
                     "SELECT id, directory, title, time_created FROM session"):
@@ -51,6 +55,8 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
                 with guard(res, f"message {str(mid)[:60]}"):
                     _message(res, str(sid), str(mid), opt_ms(created), json_value(data),
                              parts.get(str(mid), []), numbers)
+            if _V2 <= found.get("session_message", set()):
+                _read_v2(conn, res, numbers)
         except sqlite3.DatabaseError as e:
             raise OSError(f"OpenCode database: {e}") from None
     return res
@@ -102,3 +108,68 @@ def _message(res: ReadResult, sid: str, mid: str, created: int | None, info: Any
     for ev in results:
         add(res, TranscriptEvent(ev.session, numbers.take(sid), ev.role, ev.pieces, time_ms=ev.time_ms,
                                  call_id=ev.call_id, flags=ev.flags))
+
+
+def _read_v2(conn: sqlite3.Connection, res: ReadResult, numbers: Numberer) -> None:
+    """Sessions kept only in the newer `session_message` log (packages/core/src/session/
+    message.ts): `type` user {text}, assistant {content: [text | reasoning | tool {name, id,
+    state: {status, input, content, error}}]}, compaction {summary}, shell {command, output};
+    synthetic, system and agent / model switches are the harness's own. A session that has
+    `message` rows is read from those only, never twice."""
+    done = set(numbers.next)
+    rows = conn.execute("SELECT id, session_id, type, seq, time_created, data FROM session_message "
+                        "ORDER BY session_id, seq")
+    for mid, sid, mtype, _seq, created, data in rows:
+        sid = str(sid)
+        if sid in done:
+            continue
+        with guard(res, f"session_message {str(mid)[:60]}"):
+            _message_v2(res, sid, str(mid), str(mtype), opt_ms(created), json_value(data), numbers)
+
+
+def _message_v2(res: ReadResult, sid: str, mid: str, mtype: str, created: int | None, data: Any,
+                numbers: Numberer) -> None:
+    if not isinstance(data, dict):
+        skip(res, f"session_message {mid[:60]}", "data is not an object")
+        return
+    if sid not in res.sessions:
+        res.session(sid, SOURCE)
+    time_ms = opt_ms(obj(data.get("time")).get("created")) or created
+    if mtype == "user" and isinstance(data.get("text"), str) and data["text"].strip():
+        add(res, TranscriptEvent(sid, numbers.take(sid), "user", (Piece("text", data["text"]),), time_ms=time_ms,
+                                 message_id=mid))
+    elif mtype == "compaction" and isinstance(data.get("summary"), str) and data["summary"].strip():
+        add(res, TranscriptEvent(sid, numbers.take(sid), "summary", (Piece("summary", data["summary"]),),
+                                 time_ms=time_ms, message_id=mid))
+    elif mtype == "shell":
+        text = f"{opt_str(data.get('command')) or ''}\n{opt_str(data.get('output')) or ''}".strip()
+        if text:
+            add(res, TranscriptEvent(sid, numbers.take(sid), "tool", (Piece("tool_result", text, tool="shell"),),
+                                     time_ms=time_ms, message_id=mid))
+    elif mtype == "assistant":
+        pieces: list[Piece] = []
+        results: list[tuple[Piece, str | None, bool]] = []
+        for item in data.get("content") or []:
+            c = obj(item)
+            body = c.get("text")
+            if c.get("type") == "text" and isinstance(body, str) and body.strip() and not c.get("synthetic") \
+                    and not c.get("ignored"):
+                pieces.append(Piece("text", body))
+            elif c.get("type") == "reasoning" and isinstance(body, str) and body.strip():
+                pieces.append(Piece("reasoning", body))
+            elif c.get("type") == "tool":
+                name = opt_str(c.get("name")) or "tool"
+                state = obj(c.get("state"))
+                pieces.append(Piece("tool_call", f"{name} {as_text(state.get('input', {}))}", tool=name))
+                error = state.get("status") == "error"
+                out = as_text(state.get("content") or "") or (as_text(state.get("error")) if error else "")
+                if out.strip():
+                    results.append((Piece("tool_result", out, tool=name), opt_str(c.get("id")), error))
+        if pieces:
+            add(res, TranscriptEvent(sid, numbers.take(sid), "assistant", tuple(pieces), time_ms=time_ms,
+                                     message_id=mid))
+        for piece, cid, error in results:
+            add(res, TranscriptEvent(sid, numbers.take(sid), "tool", (piece,), time_ms=time_ms, call_id=cid,
+                                     flags=("error",) if error else ()))
+    else:
+        res.ignored += 1
