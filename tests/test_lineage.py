@@ -23,7 +23,7 @@ from dsh_recall.readers import git as gitr
 from dsh_recall.services.channel import Viewer
 from dsh_recall.services.lineage import LineageService, parse_target
 from dsh_recall.services.lineage.link import is_edit_call, is_edit_tool, names_commit
-from dsh_recall.services.lineage.why import head_line_of, split_lines
+from dsh_recall.services.lineage.why import head_line_of, map_line, split_lines
 from dsh_recall.stores.contracts import CommitRow, HunkRow
 from pg_fixture import pg_namespace, pg_server, pg_url  # noqa: F401  (fixtures)
 
@@ -391,6 +391,12 @@ def test_working_lines_map_to_head_lines():
     work = ["new", "a", "b", "X", "d"]
     assert [head_line_of(work, head, n) for n in range(1, 6)] == [None, 1, 2, None, 4]
     assert split_lines(b"a\r\nb\nc") == ["a", "b", "c"] and split_lines(b"") == []
+    # git's own diff: an insertion, a change, a deletion.
+    old, new = b"a\nb\nc\nd\ne\n", b"new\na\nb\nX\nd\n"
+    hunks = gitr.diff_hunks(old, new)
+    assert [gitr.old_line(hunks, n) for n in range(1, 6)] == [None, 1, 2, None, 4]
+    assert gitr.old_line(gitr.diff_hunks(b"a\nb\nc\n", b"a\nc\n"), 2) == 3
+    assert map_line(b"a\nb\n", b"a\r\nb\r\n", 2, 10.0) == 2  # a CRLF checkout is no change
 
 
 def test_edit_tools_and_hash_mentions():

@@ -69,7 +69,7 @@ def _env() -> dict[str, str]:
 
 def run(cwd: Path, args: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
         max_bytes: int = DEFAULT_MAX_BYTES, stdin: bytes | None = None,
-        ok_codes: tuple[int, ...] = (0,)) -> bytes:
+        ok_codes: tuple[int, ...] = (0,), env_extra: dict[str, str] | None = None) -> bytes:
     """git's stdout for `args` in `cwd`, at most `max_bytes` (more is a GitError), within
     `timeout_s` (then git is killed); GitError with git's first stderr line on failure."""
     timeout_s = min(timeout_s, 3600.0)
@@ -78,7 +78,8 @@ def run(cwd: Path, args: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
         cmd += ["-c", kv]
     cmd += list(args)
     try:
-        proc = subprocess.Popen(cmd, cwd=str(cwd), env=_env(), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(cmd, cwd=str(cwd), env={**_env(), **(env_extra or {})},
+                                stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE,
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 start_new_session=True)
@@ -204,6 +205,44 @@ def rev_list(repo: Repo, limit: int, rev: str = "HEAD",
     out = run(repo.root, ["rev-list", f"--max-count={max(1, limit)}", rev, "--"],
               timeout_s=timeout_s, max_bytes=max(1 << 16, 66 * limit))
     return [h for h in out.decode().split() if HASH.fullmatch(h)]
+
+
+def diff_hunks(old: bytes, new: bytes, timeout_s: float = DEFAULT_TIMEOUT_S
+               ) -> list[tuple[int, int, int, int]]:
+    """(old_start, old_lines, new_start, new_lines) of git's own diff of two texts (the
+    one `git blame` makes of a working file against HEAD), run on private copies in a
+    folder of their own: no repository, so no repository's attributes or config."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dsh-recall-diff-") as folder:
+        a, b = Path(folder) / "a", Path(folder) / "b"
+        a.write_bytes(old)
+        b.write_bytes(new)
+        out = run(Path(folder), ["diff", "--no-index", "--no-color", "--no-ext-diff",
+                                 "--no-textconv", "-U0", "--", "a", "b"],
+                  timeout_s=timeout_s, ok_codes=(0, 1), env_extra={
+                      "GIT_CEILING_DIRECTORIES": str(Path(folder).parent)})
+    hunks = []
+    for line in out.decode("utf-8", "replace").splitlines():
+        m = _HUNK.match(line)
+        if m:
+            hunks.append((int(m.group(1)), int(m.group(2) or 1), int(m.group(3)),
+                          int(m.group(4) or 1)))
+    return hunks
+
+
+def old_line(hunks: Sequence[tuple[int, int, int, int]], line: int) -> int | None:
+    """Where line `line` of the new text was in the old one, per a diff's hunks; None when
+    a hunk added or changed it (pure)."""
+    shift = 0
+    for _old_start, old_lines, new_start, new_lines in hunks:
+        if new_lines and new_start <= line < new_start + new_lines:
+            return None
+        before = (new_start + new_lines - 1 < line) if new_lines else new_start < line
+        if not before:
+            break
+        shift += old_lines - new_lines
+    return line + shift
 
 
 # -- blame -----------------------------------------------------------------------------------

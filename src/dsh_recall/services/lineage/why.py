@@ -77,7 +77,7 @@ def split_lines(data: bytes) -> list[str]:
 
 def head_line_of(work: list[str], head: list[str], line: int) -> int | None:
     """The number in HEAD's lines of working line `line` (1-based), None when HEAD does not
-    have it: the working copy changed it (pure)."""
+    have it: the working copy changed it (pure; difflib, for when git's diff cannot run)."""
     if work == head:
         return line
     sm = difflib.SequenceMatcher(None, head, work, autojunk=False)
@@ -106,5 +106,21 @@ def locate(path: str, line: int, *, cwd: Path, roots: Sequence[Path] | None,
     blob = git.blob_at(repo, "HEAD", rel, MAX_FILE_BYTES, timeout_s) if repo.head else None
     if blob is None:
         return Located(repo, rel, line, work[line - 1], None, len(work), tracked=False)
-    return Located(repo, rel, line, work[line - 1], head_line_of(work, split_lines(blob), line),
+    return Located(repo, rel, line, work[line - 1], map_line(blob, data, line, timeout_s),
                    len(work), tracked=True)
+
+
+def map_line(head: bytes, work: bytes, line: int, timeout_s: float) -> int | None:
+    """HEAD's number of working line `line`, None when the working copy changed it: git's
+    own diff of the two texts (what `git blame` of the working tree compares), difflib
+    when git's diff cannot run."""
+    if head == work:
+        return line
+    if b"\r\n" in work and b"\r\n" not in head:  # a checkout's CRLF (core.autocrlf)
+        work = work.replace(b"\r\n", b"\n")
+        if head == work:
+            return line
+    try:
+        return git.old_line(git.diff_hunks(head, work, timeout_s), line)
+    except git.GitError:
+        return head_line_of(split_lines(work), split_lines(head), line)
