@@ -231,6 +231,27 @@ def test_a_why_past_its_index_budget_answers_and_says_what_waits(world, monkeypa
         assert not svc.why("pkg/app.py", 5, cwd=repo)["notes"]
 
 
+def test_a_commit_too_big_for_its_patch_is_indexed_without_hunks(world, monkeypatch):
+    from dsh_recall.services.lineage import indexing
+
+    repo = world["repo"]
+    real = gitr.log_commits
+
+    def refusing(r, hashes, *, patch=True, **kw):  # c2's patch is "too big" for git's bounds
+        if patch and world["c2"] in hashes:
+            raise gitr.GitError("git log wrote over 67,108,864 bytes; stopped reading")
+        return real(r, hashes, patch=patch, **kw)
+
+    monkeypatch.setattr(indexing.git, "log_commits", refusing)
+    with LineageService(load_config(), repo) as svc:
+        rep = svc.index()
+        assert rep["added"] == 3 and rep["pending"] == 0
+        assert any("without its hunks" in n for n in rep["notes"])
+        r = svc.why("pkg/app.py", 4, cwd=repo)  # a line of c2: the message, no hunk
+        assert r["commit"]["summary"] == "Retries come from the environment" and "hunk" not in r
+        assert svc.why("pkg/app.py", 5, cwd=repo)["hunk"]["new_start"] == 4  # c3 has its hunks
+
+
 def test_a_shallow_clone_says_the_line_may_be_older(world, tmp_path):
     clone = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{world['repo']}", str(clone)],

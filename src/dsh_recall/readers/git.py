@@ -469,11 +469,18 @@ def _lines(text: str) -> Iterator[str]:
 
 
 def log_commits(repo: Repo, hashes: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                max_bytes: int = 64 << 20) -> list[Commit]:
-    """The commits named (message, author, dates, hunks against the first parent)."""
+                max_bytes: int = 64 << 20, patch: bool = True) -> list[Commit]:
+    """The commits named (message, author, dates, and with `patch` the hunks against the
+    first parent; without it no hunks, and each commit is marked truncated)."""
     if not hashes:
         return []
     stdin = ("\n".join(hashes) + "\n").encode()
-    out = run(repo.root, ["log", "--no-walk=unsorted", "--stdin", *LOG_ARGS], stdin=stdin,
+    args = LOG_ARGS if patch else ("--no-show-signature", f"--format={LOG_FORMAT}")
+    out = run(repo.root, ["log", "--no-walk=unsorted", "--stdin", *args], stdin=stdin,
               timeout_s=timeout_s, max_bytes=max_bytes)
-    return parse_log(out)
+    commits = parse_log(out)
+    if not patch:
+        from dataclasses import replace
+
+        commits = [replace(c, truncated=True) for c in commits]
+    return commits

@@ -60,7 +60,7 @@ def index_commits(store: LineageStore, repo: git.Repo, depth: int, budget_s: flo
         if time.monotonic() - start > budget_s:
             break
         batch = todo[i:i + BATCH]
-        commits = git.log_commits(repo, batch, timeout_s=max(timeout_s, min(budget_s, 600.0)))
+        commits = read_commits(repo, batch, max(timeout_s, min(budget_s, 600.0)), report.skipped)
         commit_rows, hunk_rows = [], []
         for c in commits:
             row, hunks = rows(c)
@@ -77,13 +77,27 @@ def index_commits(store: LineageStore, repo: git.Repo, depth: int, budget_s: flo
     return report
 
 
+def read_commits(repo: git.Repo, hashes: list[str], timeout_s: float,
+                 notes: list[str]) -> list[git.Commit]:
+    """The commits with their hunks; when git cannot give a batch's patch within its bounds
+    (a vendored import of a million lines), each commit alone, and one still too big
+    without its hunks (marked truncated), so one commit never stops the index."""
+    try:
+        return git.log_commits(repo, hashes, timeout_s=timeout_s)
+    except git.GitError as e:
+        if len(hashes) > 1:
+            return [c for h in hashes for c in read_commits(repo, [h], timeout_s, notes)]
+        notes.append(f"{hashes[0][:10]}: indexed without its hunks ({e})")
+        return git.log_commits(repo, hashes, timeout_s=timeout_s, patch=False)
+
+
 def fetch_commit(store: LineageStore, repo: git.Repo, sha: str,
                  timeout_s: float = git.DEFAULT_TIMEOUT_S) -> bool:
     """Index one commit on demand (one older than the window a `why` found); whether it is
     in the store now."""
     if store.known([sha]):
         return True
-    commits = git.log_commits(repo, [sha], timeout_s=timeout_s)
+    commits = read_commits(repo, [sha], timeout_s, [])
     for c in commits:
         row, hunks = rows(c)
         store.put_commits([row], hunks)

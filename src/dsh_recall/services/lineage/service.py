@@ -142,8 +142,12 @@ class LineageService:
             notes.append(f"{pending} recent commits are not indexed yet (lineage.index_budget_s "
                          f"ran out); `{INDEX_COMMAND}` indexes them")
         commit = store.commit(blame.commit)
-        if commit is None and indexing.fetch_commit(store, loc.repo, blame.commit, lc.git_timeout_s):
-            commit = store.commit(blame.commit)
+        if commit is None:
+            try:
+                if indexing.fetch_commit(store, loc.repo, blame.commit, lc.git_timeout_s):
+                    commit = store.commit(blame.commit)
+            except InputError as e:  # git could not read it: what blame said stands
+                notes.append(f"the commit could not be indexed ({e}); from git blame only")
         out["status"] = "committed"
         out["commit"] = commit_out(commit) if commit else blame_commit(blame)
         out["commit"]["orig_path"] = blame.filename
