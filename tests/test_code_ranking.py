@@ -13,7 +13,7 @@ from dsh_recall.rank.fuse import intent_terms, is_config_path, names_file, path_
 from dsh_recall.services.code import CodeService
 
 OFF = {"long_query_words": 0, "config_weight": 1.0, "file_decay": 0.0, "test_transfer": 0.0,
-       "path_boost": 1.0}
+       "path_boost": 1.0, "query_focus": False, "title_weight": 0.0}
 
 
 def service(ws: Path, **over) -> CodeService:
@@ -281,3 +281,67 @@ def test_file_rules_stay_inside_a_path_scope(tmp_path):
     assert scoped and all(r["path"].startswith("app/") for r in scoped)
     scoped = svc.search("roundtrip unicode surrogates", files=True, path="app")["results"]
     assert all(r["path"].startswith("app/") for r in scoped)
+
+
+# -- a long query's title and prose before its pasted environment listing ------------------
+
+from dsh_recall.rank import lexical as lex  # noqa: E402
+
+PACKAGES = [f"pkg{chr(97 + i // 26)}{chr(97 + i % 26)}lib" for i in range(60)]
+FREEZE_ISSUE = ("Dynamically adding xfail marker no longer ignores failure\n\n"
+                "After the upgrade a marker added while the item runs is not honoured.\n"
+                "```\n" + "\n".join(f"{p}=={i}.0.1" for i, p in enumerate(PACKAGES)) + "\n```\n"
+                "platform linux -- Python 3.8.5, pytest-6.0.0rc2, pluggy-0.13.1\n")
+
+
+def test_focus_tiers_pure():
+    tiers = lex.focus_tiers(FREEZE_ISSUE)
+    assert tiers["xfail"] == 0 and tiers["dynamically"] == 0  # the title
+    assert tiers["upgrade"] == 1 and tiers["honoured"] == 1  # prose
+    assert tiers["pkgaalib"] == 2 and tiers["pluggy"] == 2  # lines listing versions
+    assert all(t != "0" for t in tiers)  # query_terms dropped the lone digits
+    assert lex.focus_tiers("one line about xfail") == {}
+    # an identifier written in a listing line still counts as written
+    assert lex.focus_tiers("title\n\nthe fix is in parse_header\nparse_header==1.0\n")["parse_header"] == 1
+
+
+def test_select_terms_takes_tiers_before_rarity():
+    terms = ["common", "title"] + [f"rare{i}" for i in range(60)]
+    df = {"common": 5, "title": 9, **{f"rare{i}": 1 for i in range(60)}}
+
+    def freqs(ts):
+        return {t: df[t] for t in ts}
+
+    plain = lex.select_terms(terms, freqs, 100)
+    assert "title" not in plain and len(plain) == lex.MAX_TERMS
+    tiered = lex.select_terms(terms, freqs, 100, tiers={"title": 0, "common": 1})
+    assert tiered[:2] == ["title", "common"] and len(tiered) == lex.MAX_TERMS
+
+
+def test_pasted_listing_does_not_crowd_out_the_title(tmp_path):
+    marker = ("def add_marker(item, name):\n    '''Dynamically adding an xfail marker while the item"
+              " runs: a failure it ignores.'''\n    item.own_markers.append(name)\n")
+    files = {"pkg/skipping.py": marker + function("evaluate_xfail", "xfail marker failure ignores"),
+             "pkg/mark.py": function("marker_names", "xfail marker dynamically adding"),
+             "pkg/runner.py": function("call_item", "failure ignores marker"),
+             # the environment's packages each written once somewhere in the tree
+             "pkg/compat.py": "".join(function(f"shim_{p}", p, 6) for p in PACKAGES)}
+    ws = write(tmp_path / "ws", files)
+    off = files_for(service(ws, query_focus=False, title_weight=0.0), FREEZE_ISSUE)
+    on = files_for(service(ws), FREEZE_ISSUE)
+    assert off[0] == "pkg/compat.py"  # 48 rarest terms: the listing's package names
+    assert on[0] == "pkg/skipping.py"
+
+
+def test_title_ranking_stands_in_only_when_no_vector_layer_answers(tmp_path):
+    ws = write(tmp_path / "ws", {"pkg/skipping.py": function("evaluate_xfail", "xfail marker"),
+                                 "pkg/runner.py": function("call_item", "failure runs item")})
+    svc = service(ws)
+    layers_seen = {}
+    for layers in (("lexical",), ("lexical", "vector")):
+        out = svc.search(FREEZE_ISSUE, files=True, limit=5, layers=layers, explain=True)
+        layers_seen[layers] = {k for r in out["results"] for k in r["ranks"]}
+    assert "title" in layers_seen[("lexical",)]
+    assert "title" not in layers_seen[("lexical", "vector")] and "vector" in layers_seen[("lexical", "vector")]
+    one_line = svc.search("xfail marker", files=True, limit=5, layers=("lexical",), explain=True)
+    assert all("title" not in r["ranks"] for r in one_line["results"])  # no title to tell apart

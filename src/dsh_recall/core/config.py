@@ -238,6 +238,12 @@ class Config(Section):
     test_weight: float = Field(0.5, ge=0, le=1)
     doc_weight: float = Field(0.7, ge=0, le=1)  # prose docs (.md, .rst, docs/) likewise
     identifier_boost: bool = True  # identifiers written in the query count twice in BM25
+    # A long query (an issue, a pasted log) keeps at most 48 terms: its title's and its prose's
+    # before a pasted log's (rank/lexical.focus_tiers); off = rarest first wherever written.
+    query_focus: bool = True
+    # A long query's title alone, a second lexical ranking when no vector layer answers (it
+    # reads a query's head, the title, itself); 0 = off.
+    title_weight: float = Field(1.0, ge=0, le=10)
     symbol_boost: float = Field(1.5, ge=1)  # a chunk declaring a name the query writes
     # Ranking rules measured in docs/code-ranking.md. A query of more than long_query_words
     # words (a pasted issue, a log) never lifts the test / doc / config priors by saying

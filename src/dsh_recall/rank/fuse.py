@@ -172,12 +172,15 @@ NATURAL_LEXICAL_SHARE = 0.25
 
 
 def fuse_layers(rankings: Mapping[str, Sequence[int]], query: str, lexical_weight: float,
-                vector_weight: float, k: int) -> tuple[list[tuple[int, float, dict[str, int]]], float]:
+                vector_weight: float, k: int,
+                title_weight: float = 0.0) -> tuple[list[tuple[int, float, dict[str, int]]], float]:
     """The hybrid step code and notes share: the layers' rankings fused by RRF, weighted by
-    the query's shape (layer_weights). Returns (fused best first, norm): `score * norm` puts
-    a chunk ranked first by every layer that answered at 1.0."""
+    the query's shape (layer_weights); a "title" ranking (a long query's title alone) counts
+    `title_weight` times the lexical layer. Returns (fused best first, norm): `score * norm`
+    puts a chunk ranked first by every layer that answered at 1.0."""
     if not rankings:
         return [], 1.0
     weights = layer_weights(query, lexical_weight, vector_weight)
+    weights["title"] = weights["lexical"] * title_weight
     fused = rrf(rankings, k=k, weights=weights)
     return fused, (k + 1) / max(1e-9, sum(weights[n] for n in rankings))

@@ -8,6 +8,7 @@ document frequency in the index, so one call stays fast and focused.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 from ..core.text import code_identifiers, fts_quote
@@ -39,8 +40,13 @@ def select_terms(
     doc_freq: Callable[[Sequence[str]], Mapping[str, int]],
     total_docs: int,
     max_terms: int = MAX_TERMS,
+    tiers: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """Keep terms the index knows, rarest first when there are too many."""
+    """Keep terms the index knows, rarest first when there are too many.
+
+    `tiers` (focus_tiers): when there are too many, a term of a lower tier goes before any
+    of a higher one (the title's words before the prose's before a pasted log's), rarest
+    first within a tier; a term without a tier goes last."""
     if not terms:
         return []
     df = doc_freq(terms)
@@ -48,10 +54,45 @@ def select_terms(
     if len(known) <= max_terms:
         return known
     # Prefer rare terms, but drop those in more than half the corpus: they rank nothing.
-    ranked = sorted(known, key=lambda t: (df[t], terms.index(t)))
+    last = max(tiers.values(), default=0) + 1 if tiers else 0
+    order = {t: i for i, t in enumerate(terms)}
+    ranked = sorted(known, key=lambda t: ((tiers.get(t, last) if tiers else 0), df[t], order[t]))
     limit = max(1, total_docs // 2)
     chosen = [t for t in ranked if df[t] <= limit][:max_terms]
     return chosen or ranked[:max_terms]
+
+
+# A line of a pasted environment: `name==1.2.3`, `pytest-7.2.0`, `Python 3.11.1`, `six 1.16`.
+_PINNED = re.compile(r"[A-Za-z][\w.-]*(?:==|[ \t:=-]+v?)\d+\.\d+")
+
+
+def focus_tiers(text: str) -> dict[str, int]:
+    """Where a long query's terms come from, for select_terms: 0 = its first line when that
+    reads as a title (a bug report's, an issue's), 1 = the rest of what it writes, and 2 =
+    words only found in lines that list versions (`pip freeze`, a test run's platform line,
+    a tox log: they say what is installed, not where the problem is) and terms starting
+    with a digit (a version, a count, a time). Identifiers written anywhere are 1 at least.
+    Empty for a query of one or two lines (nothing to tell apart)."""
+    text = text[:MAX_QUERY_CHARS]
+    lines = text.splitlines()
+    if len(lines) < 3:
+        return {}
+    out: dict[str, int] = {}
+
+    def put(words: Sequence[str], tier: int) -> None:
+        for t in words:
+            at = 2 if t[:1].isdigit() else tier
+            if out.get(t, 3) > at:
+                out[t] = at
+
+    first = next((ln for ln in lines if ln.strip()), "")
+    if len(first.split()) <= 25:
+        put(query_terms(first), 0)
+    for ln in lines:
+        put(query_terms(ln), 2 if _PINNED.search(ln) else 1)
+    put([t for ident in code_identifiers(text) for t in query_terms(ident)
+         if not _PINNED.search(ident)], 1)
+    return out
 
 
 def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = frozenset()) -> str:

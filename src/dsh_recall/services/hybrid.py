@@ -103,10 +103,14 @@ def fill_before_ranking(store: ChunkStore, emb: Embedder, budget_s: float, deadl
 
 def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | None,
          vector: Callable[[], VectorWait | None] | None, deadline: float, notes: list[str],
-         lexical_weight: float, vector_weight: float, rrf_k: int) -> Ranked:
+         lexical_weight: float, vector_weight: float, rrf_k: int,
+         title: Callable[[], Scored] | None = None, title_weight: float = 0.0) -> Ranked:
     """Run the layers asked for and fuse them. `lexical`: the lexical query (None when the
     query has no usable terms: the layer answers, empty); `vector`: starts the vector layer
-    (start_vector) or gives None when it is unavailable (it left a note)."""
+    (start_vector) or gives None when it is unavailable (it left a note). `title`: a second
+    lexical query of a long query's title alone, fused with `title_weight` times the lexical
+    layer's weight when the vector layer did not answer (not asked for, vectors pending,
+    late or failed): the vector layer reads a long query's head, its title, already."""
     rankings: dict[str, list[int]] = {}
     used: list[str] = []
     wait = None
@@ -126,5 +130,7 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
             rankings["vector"] = [i for i, _ in vec]
             vec_scores = dict(vec)
             used.append("vector")
-    fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k)
+    if title is not None and title_weight > 0 and "lexical" in used and "vector" not in used:
+        rankings["title"] = [i for i, _ in title()]
+    fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k, title_weight)
     return Ranked(fused, norm, used, lex_scores, vec_scores)

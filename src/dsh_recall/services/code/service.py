@@ -244,7 +244,9 @@ class CodeService:
         scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
                           prefix, focus or path, origin)
         terms = lex.query_terms(query)
-        chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count())
+        tiers = lex.focus_tiers(query) if cfg.query_focus else None
+        chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count(),
+                                  tiers=tiers)
         # The optional rerank stage reorders the fused head: fetch at least its top_n.
         reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
         want = limit
@@ -324,11 +326,19 @@ class CodeService:
                                                 else frozenset())
             return self.store.lexical(lex.match_expression(chosen, boost), pool, prefix)
 
+        # A long query's title alone, as a second lexical ranking (title_weight; 0 = off).
+        tiers = lex.focus_tiers(query) if cfg.title_weight > 0 else {}
+        heading = [t for t in chosen if tiers.get(t) == 0]
+
+        def title() -> list[tuple[int, float]]:
+            return self.store.lexical(lex.match_expression(heading), pool, prefix)
+
         ranked = hybrid.rank(query, layers, lexical=lexical if chosen else None,
                              vector=lambda: self._start_vector_ranking(query, pool, prefix, notes,
                                                                        deadline),
                              deadline=deadline, notes=notes, lexical_weight=cfg.lexical_weight,
-                             vector_weight=cfg.vector_weight, rrf_k=cfg.rrf_k)
+                             vector_weight=cfg.vector_weight, rrf_k=cfg.rrf_k,
+                             title=title if heading else None, title_weight=cfg.title_weight)
         intent = intent_terms(query, terms, cfg.long_query_words)
         fused, rows = priors.apply_priors(self.store, cfg, query, intent, ranked.fused[: pool * 2],
                                           None if files else limit)
