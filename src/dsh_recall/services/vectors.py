@@ -21,7 +21,7 @@ from ..core.process import long_lived
 from ..embedders import Embedder
 from ..embedders import create as create_embedder
 from ..rank.vector import int8_scores, top_k, top_of
-from ..stores.contracts import ChunkRow, ChunkStore, VectorTable
+from ..stores.contracts import ChunkRow, ChunkStore, EmbedCacheStore, VectorTable
 from ..stores.sqlite.embed_cache import EmbedCache
 from ..stores.sqlite.vector_file import FileState, MappedVectors, append_file, remove_stale, write_file
 
@@ -154,22 +154,24 @@ def remember_rate(store: VectorStore, emb: Embedder, n: int, seconds: float) -> 
         pass
 
 
-def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path,
+def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path | EmbedCacheStore,
                   text_of: Callable[[ChunkRow], str], budget_s: float | None = None,
                   progress: Progress | None = None) -> int:
     """Give every chunk without a vector one, until done or the budget runs out.
 
-    Vectors already in the user's embedding cache (same fingerprint, same text) are reused.
-    Each batch is written in one transaction: a kill loses at most that batch. The caller
-    holds the index lock; the memory-mapped vector file is brought up to date as it goes.
+    Vectors already in the embedding cache (same fingerprint, same text) are reused:
+    `cache_path` is the user's SQLite cache file, or an open cache (a shared PostgreSQL
+    store's: stores.registry.embed_cache), closed here either way. Each batch is written in
+    one transaction: a kill loses at most that batch. The caller holds the index lock; the
+    memory-mapped vector file is brought up to date as it goes.
     """
-    sync_fingerprint(store, emb)
-    cache = EmbedCache(cache_path)
+    cache: EmbedCacheStore = EmbedCache(cache_path) if isinstance(cache_path, Path) else cache_path
     started = time.monotonic()
     deadline = None if budget_s is None else started + budget_s
     done = since_sync = 0
-    total = store.pending_count()
     try:
+        sync_fingerprint(store, emb)
+        total = store.pending_count()
         while deadline is None or time.monotonic() < deadline:
             batch = store.pending(FULL_BATCH if deadline is None else BUDGET_BATCH)
             if not batch:
@@ -177,7 +179,8 @@ def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path,
             cached = cache.get(emb.fingerprint, [h for h, _ in batch])
             if cached:
                 store.put_vectors(list(cached.items()))
-            missing = [(h, cid) for h, cid in batch if h not in cached]
+            # One text per hash: duplicated chunks (copies, renames) are embedded once.
+            missing = list({h: cid for h, cid in batch if h not in cached}.items())
             if missing:
                 rows = store.chunks_by_id([cid for _, cid in missing])
                 vecs = emb.embed([text_of(rows[cid]) for _, cid in missing])

@@ -227,6 +227,18 @@ class ChunkStore(VectorTable, Protocol):
 RankingStore = ChunkStore  # the name for a store with ranks_vectors set, before VectorTable
 
 
+class EmbedCacheStore(Protocol):
+    """Vectors keyed by (embedder fingerprint, hash of the text embedded), shared by every
+    index that may reuse them: one user's recall home (stores/sqlite/embed_cache.py) or a
+    whole PostgreSQL store (stores/postgres/embed_cache.py, every user of it). It holds
+    vectors and hashes, never text. `put` of a hash already cached may keep either vector
+    (the same text under the same fingerprint embeds the same)."""
+
+    def get(self, fp: str, hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def put(self, fp: str, items: Sequence[tuple[str, np.ndarray]]) -> None: ...
+    def close(self) -> None: ...
+
+
 class HistoryStore(VectorTable, Protocol):
     """Imported sessions: how far each transcript was read, events (the original text),
     blocks (the indexable pieces of events) in three lexical layers ("literal", "trigram",

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.errors import StoreError
 from ..core.types import Chunk
-from .contracts import BlockIn, FileRow, IndexedChunk
+from .contracts import BlockIn, EmbedCacheStore, FileRow, IndexedChunk
 
 # Meta that describes the SQLite file itself (its vector file, write counters), not the index.
 LOCAL_META = {"vec_seq", "vec_epoch", "vector_file", "generation", "schema"}
@@ -35,11 +35,17 @@ def _ro(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def copy_chunk_store(src: Path, dst, replace: bool = False, progress: Progress | None = None) -> dict:
-    """Copy one SQLite chunk store into the (PostgreSQL) store `dst`; returns counts."""
+def copy_chunk_store(src: Path, dst, replace: bool = False, progress: Progress | None = None,
+                     cache: EmbedCacheStore | None = None) -> dict:
+    """Copy one SQLite chunk store into the (PostgreSQL) store `dst`; returns counts. Its
+    vectors also go into `cache` (the store's shared embedding cache) under the index's
+    embedder fingerprint, so a teammate's index of the same code embeds none of them."""
     t0 = time.monotonic()
     conn = _ro(src)
+    cached = 0
     try:
+        fp_row = conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+        fp = fp_row[0] if fp_row else None
         if dst.file_count() and not replace:
             raise StoreError(f"{dst.path} already holds {dst.file_count()} files; "
                              "pass --replace to overwrite it")
@@ -53,7 +59,11 @@ def copy_chunk_store(src: Path, dst, replace: bool = False, progress: Progress |
         nvec = 0
         rows = conn.execute("SELECT hash, vec FROM vectors")
         while batch := rows.fetchmany(2000):
-            dst.put_vectors([(h, np.frombuffer(v, dtype=np.float32)) for h, v in batch])
+            vecs = [(h, np.frombuffer(v, dtype=np.float32)) for h, v in batch]
+            dst.put_vectors(vecs)
+            if cache is not None and fp:
+                cache.put(fp, vecs)
+                cached += len(vecs)
             nvec += len(batch)
         files = conn.execute("SELECT id, path, abs_path, root, hash, size, mtime_ns, chars "
                              "FROM files ORDER BY path").fetchall()
@@ -74,7 +84,7 @@ def copy_chunk_store(src: Path, dst, replace: bool = False, progress: Progress |
         if dst.vector_count():
             dst.maybe_build_ann()
         return {"source": str(src), "target": dst.path, "files": len(files), "chunks": nchunks,
-                "vectors": nvec, "pending": dst.pending_count(),
+                "vectors": nvec, "cached": cached, "pending": dst.pending_count(),
                 "seconds": round(time.monotonic() - t0, 2)}
     finally:
         conn.close()

@@ -110,3 +110,26 @@ def lineage_store(store: str | None, namespace: str, sqlite_path: Path):
     """The commits of one repository: SQLite at `sqlite_path`, or namespace `namespace` of
     the PostgreSQL database `store`."""
     return LINEAGE_STORES[backend(store)](store, namespace, Path(sqlite_path))
+
+
+def _pg_embed_cache(url: str, home: Path):
+    from .postgres.embed_cache import PgEmbedCache
+
+    return PgEmbedCache(url)
+
+
+def _sqlite_embed_cache(url: str | None, home: Path):
+    from .sqlite.embed_cache import EmbedCache
+
+    return EmbedCache(home / "embed-cache.sqlite")
+
+
+EMBED_CACHES: dict[str, Callable[[Any, Path], Any]] = {
+    "sqlite": _sqlite_embed_cache, "postgresql": _pg_embed_cache}
+
+
+def embed_cache(store: str | None, home: Path):
+    """The embedding cache an index's embed step reuses vectors from
+    (stores.contracts.EmbedCacheStore): the recall home's `embed-cache.sqlite` (one user), or
+    the one table of the PostgreSQL database `store` (every user of it)."""
+    return EMBED_CACHES[backend(store)](store, Path(home))

@@ -70,11 +70,16 @@ def migrate(ctx: click.Context, url: str | None, workspaces: tuple[str, ...], no
     for kind, name, path in jobs:
         ns = registry.code_namespace(name) if kind == "code" else registry.notes_namespace(name)
         dst = registry.chunk_store(url, ns, path)
+        # Code vectors also fill the database's shared embedding cache (notes indexes keep
+        # using the recall home's cache).
+        cache = registry.embed_cache(url, home) if kind == "code" else None
         try:
             reports.append({"kind": kind, "namespace": ns,
-                            **mig.copy_chunk_store(path, dst, replace, progress)})
+                            **mig.copy_chunk_store(path, dst, replace, progress, cache)})
         finally:
             dst.close()
+            if cache is not None:
+                cache.close()
         if not as_json:
             print(file=sys.stderr)
     if history and (home / "history.sqlite").is_file():

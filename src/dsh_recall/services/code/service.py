@@ -118,7 +118,9 @@ class CodeService:
         emb = self.embedder()
         if emb is None:
             return 0
-        return embed_pending(store or self.store, emb, self.home / "embed-cache.sqlite",
+        # The cache lives with the store: the user's recall home on SQLite, the database on
+        # PostgreSQL (every user of it reuses what anyone embedded: stores.registry.embed_cache).
+        return embed_pending(store or self.store, emb, registry.embed_cache(self.cfg.store, self.home),
                              lambda r: embed_text(r.path, r.symbols, r.text), budget_s, progress)
 
     def index(self, *, embed: bool = True, progress: Progress | None = None,

@@ -175,3 +175,12 @@ CREATE INDEX hunks_commit ON {s}.hunks(commit_id, path);
 CREATE INDEX hunks_path ON {s}.hunks(path, commit_id)
 """),
 ]
+
+# -- the shared embedding cache (one per database: stores/postgres/embed_cache.py) -----------
+
+EMBED_CACHE: Migrations = [
+    (1, """
+CREATE TABLE {s}.cache (
+  fp TEXT NOT NULL, hash TEXT NOT NULL, vec BYTEA NOT NULL, PRIMARY KEY (fp, hash))
+"""),
+]
