@@ -89,14 +89,16 @@ def bm25_files(ws: Path, svc: CodeService, query: str, k: int = 10) -> list[str]
 # The file-ranking rules (docs/code-ranking.md), each a config key, added one at a time: the
 # first row has them all off (the ranking before them), the last is the default.
 RULES_OFF = {"long_query_words": 0, "config_weight": 1.0, "file_decay": 0.0, "test_transfer": 0.0,
-             "path_boost": 1.0}
+             "path_boost": 1.0, "query_focus": False, "title_weight": 0.0}
 LADDER = [
     ("before: none of the rules below", {}),
     ("+ a long paste never asks for tests / docs (long_query_words)", {"long_query_words": None}),
     ("+ build / config files 0.5x (config_weight)", {"config_weight": None}),
     ("+ per-file evidence, 3 chunks, decay 0.2 (file_decay, file_chunks)", {"file_decay": None}),
     ("+ a test passes evidence to the file it tests (test_transfer)", {"test_transfer": None}),
-    ("+ a path the query writes 1.5x (path_boost) = default", {"path_boost": None}),
+    ("+ a path the query writes 1.5x (path_boost)", {"path_boost": None}),
+    ("+ a long query's title and prose before its version listings (query_focus)", {"query_focus": None}),
+    ("+ the title alone when no vector layer answers (title_weight) = default", {"title_weight": None}),
 ]
 
 

@@ -7,6 +7,7 @@ document frequency in the index, so one call stays fast and focused.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -63,35 +64,36 @@ def select_terms(
 
 
 # A line of a pasted environment: `name==1.2.3`, `pytest-7.2.0`, `Python 3.11.1`, `six 1.16`.
+_DOTTED_NUMBER = re.compile(r"\d\.\d")  # what every such line holds: a cheap first test
 _PINNED = re.compile(r"[A-Za-z][\w.-]*(?:==|[ \t:=-]+v?)\d+\.\d+")
 
 
+@functools.lru_cache(maxsize=8)
 def focus_tiers(text: str) -> dict[str, int]:
     """Where a long query's terms come from, for select_terms: 0 = its first line when that
     reads as a title (a bug report's, an issue's), 1 = the rest of what it writes, and 2 =
     words only found in lines that list versions (`pip freeze`, a test run's platform line,
     a tox log: they say what is installed, not where the problem is) and terms starting
-    with a digit (a version, a count, a time). Identifiers written anywhere are 1 at least.
-    Empty for a query of one or two lines (nothing to tell apart)."""
+    with a digit (a version, a count, a time). Identifiers count as written anywhere (1 at
+    least). Empty for a query of one or two lines (nothing to tell apart). Cached for the
+    last few queries (a search asks twice); callers must not change the answer."""
     text = text[:MAX_QUERY_CHARS]
     lines = text.splitlines()
     if len(lines) < 3:
         return {}
-    out: dict[str, int] = {}
-
-    def put(words: Sequence[str], tier: int) -> None:
-        for t in words:
-            at = 2 if t[:1].isdigit() else tier
-            if out.get(t, 3) > at:
-                out[t] = at
-
     first = next((ln for ln in lines if ln.strip()), "")
-    if len(first.split()) <= 25:
-        put(query_terms(first), 0)
+    title = first if len(first.split()) <= 25 else ""
+    pinned: list[str] = []
+    rest: list[str] = []
     for ln in lines:
-        put(query_terms(ln), 2 if _PINNED.search(ln) else 1)
-    put([t for ident in code_identifiers(text) for t in query_terms(ident)
-         if not _PINNED.search(ident)], 1)
+        (pinned if _DOTTED_NUMBER.search(ln) and _PINNED.search(ln) else rest).append(ln)
+    idents = " ".join(i for i in code_identifiers("\n".join(pinned))
+                      if not _DOTTED_NUMBER.search(i)) if pinned else ""
+    out: dict[str, int] = {}
+    # lowest tier first: a term keeps the first tier it is seen in
+    for tier, part in ((0, title), (1, "\n".join(rest)), (1, idents), (2, "\n".join(pinned))):
+        for t in query_terms(part):
+            out.setdefault(t, 2 if t[:1].isdigit() else tier)
     return out
 
 
