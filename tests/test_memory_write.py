@@ -281,6 +281,7 @@ def test_supersede_over_mcp_keeps_marks_and_ranks_the_old_entry_below(tmp_path: 
     # The query is the old entry's own words: it still never outranks its successor, over
     # MCP (hybrid), and on the lexical and the hybrid paths of the service.
     mcp_paths = [r["path"] for r in ok(listed)["results"]]
+    assert f"{old['path']} is superseded by entry {new['id']}: rely on its successor" in ok(listed)["notes"]
     for paths in (mcp_paths, search(w, old_text, ("lexical",)), search(w, old_text),
                   search(w, "staging database port 5432 fern-db", ("lexical",))):
         assert old["path"] in paths and new["path"] in paths

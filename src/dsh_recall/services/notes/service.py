@@ -298,6 +298,8 @@ class NotesService:
             if rerank.is_problem(reranked):
                 notes.append(rerank.note(reranked))
             hits = hits[offset:limit]
+            notes.extend(f"{p} is superseded by entry {succ}: rely on its successor"
+                         for p, succ in entries.successors(hits).items())
         results = [h.as_result(self._is_stale(h.row), explain) for h in hits]
         last = json.loads(self.store.get_meta("last_index") or "{}")
         spec = self.spec_state()
