@@ -230,11 +230,15 @@ class NotesWriter:
                 yield p / "public.md"
 
     def _read(self, path: Path) -> Entry | None:
+        """The entry in a file, whole; None for a file that is not one (a symlink, no front
+        matter with an id) or is larger than a note may be (rewriting a cut copy of it
+        would lose what was cut)."""
+        bound = self.cfg.notes.max_note_bytes
         try:
-            data = read_regular(str(path), self.cfg.notes.max_write_chars * 4 + entries.HEAD_BYTES)
+            data = read_regular(str(path), bound + 1)
         except OSError:
             return None
-        return entries.parse(clean_text(data))
+        return None if len(data) > bound else entries.parse(clean_text(data))
 
     def _by(self) -> str:
         """Who saved an entry, as a hash of the channel key (never the key itself)."""
