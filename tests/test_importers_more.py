@@ -23,6 +23,7 @@ GEMINI_CHATS = FIX / "gemini" / "tmp" / "ledger-app" / "chats"
 GEMINI_JSONL = GEMINI_CHATS / "session-2026-04-20T10-00-5e1f0a2b.jsonl"
 GEMINI_SID = "5e1f0a2b-7c4d-4e8f-9a10-b2c3d4e5f601"
 CLINE = FIX / "cline" / "tasks" / "1718000000000" / "api_conversation_history.json"
+CLINE_SDK = FIX / "cline" / "sessions" / "1760000000000_ab12c" / "1760000000000_ab12c.messages.json"
 ROO = (FIX / "roo-code" / "rooveterinaryinc.roo-cline" / "tasks" / "7f3c2a10-5b7e-4d1a-9c33-2a1b0c9d8e7f"
        / "api_conversation_history.json")
 GOOSE_JSONL = FIX / "goose" / "sessions" / "20250301_1.jsonl"
@@ -74,6 +75,8 @@ CASES = [
      "0b7d9c3e-1111-4222-8333-944455556666", "assistant"),
     ("cline", lambda t: CLINE, "jitter webhook", "cline:1718000000000", "user"),
     ("cline", lambda t: CLINE, "sendWebhook fetch", "cline:1718000000000", "tool"),
+    ("cline", lambda t: CLINE_SDK, "soft bounces", "cline:1760000000000_ab12c", "user"),
+    ("cline", lambda t: CLINE_SDK, "startsWith record", "cline:1760000000000_ab12c", "tool"),
     ("roo-code", lambda t: ROO, "invoices table singular", "roo-code:7f3c2a10-5b7e-4d1a-9c33-2a1b0c9d8e7f",
      "summary"),
     ("goose", lambda t: GOOSE_JSONL, "state lock", "goose:20250301_1", "user"),
@@ -123,6 +126,8 @@ def test_sessions_carry_workspace_title_and_time(cfg, tmp_path):
     assert svc.require_session("ses_01JA")["events"] == 3  # not doubled by its session_message copy
     assert [e["role"] for e in svc.show("ses_02V2", page=1)["events"]] == ["user", "assistant", "tool", "summary"]
     assert svc.require_session("goose:20251108_1")["title"] == "Postgres vacuum"
+    svc.import_paths([str(CLINE_SDK)], cfg=cfg)
+    assert svc.require_session("cline:1760000000000_ab12c")["workspace"] == "/home/dev/src/mailer"  # manifest cwd
     ws = svc.search("overdraft", workspace="ledger-app", detail=True, cfg=cfg)
     assert ws["hits"] and {h["session"] for h in ws["hits"]} == {GEMINI_SID}
 
@@ -267,6 +272,7 @@ def test_default_locations_are_discovered(cfg, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     shutil.copytree(FIX / "gemini" / "tmp", home / ".gemini" / "tmp")
     shutil.copytree(CLINE.parent, home / ".cline" / "data" / "tasks" / CLINE.parent.name)
+    shutil.copytree(CLINE_SDK.parent, home / ".cline" / "data" / "sessions" / CLINE_SDK.parent.name)
     roo = home / ".config" / "Code" / "User" / "globalStorage" / "rooveterinaryinc.roo-cline" / "tasks"
     shutil.copytree(ROO.parent, roo / ROO.parent.name)
     _cursor_db(home / ".config")
@@ -282,7 +288,7 @@ def test_default_locations_are_discovered(cfg, tmp_path, monkeypatch):
     shutil.copy(AIDER, tmp_path / "elsewhere")  # not a default location: never read
     rep = svc.import_paths(cfg=cfg)
     formats = sorted(f["format"] for f in rep["files"])
-    assert formats == sorted(["gemini", "gemini", "cline", "roo-code", "cursor", "opencode", "goose", "goose",
+    assert formats == sorted(["gemini", "gemini", "cline", "cline", "roo-code", "cursor", "opencode", "goose", "goose",
                               "aider"]), rep["files"]
     assert all(f["status"] == "imported" for f in rep["files"])
     assert not any("elsewhere" in f["path"] for f in rep["files"])

@@ -7,22 +7,27 @@ disk.ts, the legacy layout the SDK still reads in apps/vscode/src/sdk/legacy-sta
 Roo Code: src/core/task-persistence/apiMessages.ts). Roo Code adds per message `ts` (epoch
 ms), `isSummary` (a condensed summary), `condenseParent` / `truncationParent` (the message
 is hidden behind a summary or a truncation marker but kept), `isTruncationMarker`, and
-`type: "reasoning"` items. The harness injects `<environment_details>` into user turns; that
+`type: "reasoning"` items. The Cline SDK (the CLI and newer extensions) keeps the same
+messages, with `ts` and `id`, in `<data>/sessions/<id>/<id>.messages.json` (an array or
+`{messages: [...]}`; sdk/packages/shared/src/llms/messages.ts, runtime-host-support.ts,
+services/session-artifacts.ts) beside a manifest `<id>.json` whose `cwd` is the workspace. The harness injects `<environment_details>` into user turns; that
 block is dropped (Roo Code's names the workspace: `# Current Workspace Directory (/p) Files`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, opt_ms, opt_str
-from .document import FormatError, Numberer, add, each_item, read_document, skip
+from .document import FormatError, Numberer, add, each_item, obj, read_document, side_text, skip
 
 _ENV = re.compile(r"<environment_details>.*?(?:</environment_details>|\Z)", re.S)
 _CWD = re.compile(r"# Current (?:Workspace|Working) Directory \((.+?)\) Files")
 _TASK = re.compile(r"<task>\s*(.*?)\s*</task>", re.S)
+SDK_SUFFIX = ".messages.json"
 
 
 def reader(source: str):  # noqa: ANN201 - a Reader (discover.Reader), typed there
@@ -33,14 +38,24 @@ def reader(source: str):  # noqa: ANN201 - a Reader (discover.Reader), typed the
 
 
 def _read(path: Path, source: str) -> ReadResult:
-    doc = read_document(path, f"{source} api_conversation_history.json")
+    doc = read_document(path, f"{source} {path.name}")
+    sdk = path.name.endswith(SDK_SUFFIX)
     if doc is None:
         doc = []
+    if sdk and isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        doc = doc["messages"]  # the SDK's reader takes either shape (runtime-host-support.ts)
     if not isinstance(doc, list):
         raise FormatError(f"{source} conversation is not a JSON array of messages; not imported")
     res = ReadResult()
-    sid = f"{source}:{path.parent.name}"
-    res.session(sid, source)
+    sid = f"{source}:{path.name[:-len(SDK_SUFFIX)] if sdk else path.parent.name}"
+    meta = res.session(sid, source)
+    if sdk:  # the session's manifest <id>.json beside it names the working directory
+        manifest = side_text(path.parent / f"{path.parent.name}.json")
+        try:
+            cwd = obj(json.loads(manifest)).get("cwd") if manifest else None
+        except ValueError:
+            cwd = None
+        meta.workspace = opt_str(cwd)
     numbers = Numberer()
     calls: dict[str, str] = {}
     each_item(doc, res, lambda i, m: _message(sid, i, m, numbers, calls, res))

@@ -65,7 +65,7 @@ def _globs(fmt: str) -> list[str]:
         "gemini": ["**/session-*.json", "**/session-*.jsonl", "**/chats/*/*.jsonl"],
         "opencode": ["**/opencode*.db"],
         "aider": ["**/.aider.chat.history.md"],
-        "cline": ["**/api_conversation_history.json"],
+        "cline": ["**/api_conversation_history.json", "**/*.messages.json"],
         "roo-code": ["**/api_conversation_history.json"],
         "goose": ["**/sessions.db", "**/*.jsonl"],
     }[fmt]

@@ -53,10 +53,13 @@ def _opencode() -> list[Path]:
 def _tasks(fmt: str) -> list[Path]:
     roots = [d / editor / "User" / "globalStorage" / _EXTENSIONS[fmt] / "tasks"
              for d in _user_dirs() for editor in _EDITORS]
+    found: list[Path] = []
     if fmt == "cline":  # the Cline CLI and the SDK-era extension: CLINE_DATA_DIR > CLINE_DIR/data > ~/.cline/data
         data = _env_path("CLINE_DATA_DIR") or (_env_path("CLINE_DIR") or Path.home() / ".cline") / "data"
         roots.append(data / "tasks")
-    found: list[Path] = []
+        sessions = _env_path("CLINE_SESSION_DATA_DIR") or data / "sessions"
+        if sessions.is_dir():
+            found += sessions.glob("*/*.messages.json")
     for root in roots:
         if root.is_dir():
             found += root.glob(f"*/{TASK_FILE}")
@@ -114,6 +117,8 @@ def by_name(path: Path) -> str | None:
         return "aider"
     if name == TASK_FILE:
         return "roo-code" if _EXTENSIONS["roo-code"] in parts else "cline"
+    if name.endswith(".messages.json") and len(parts) >= 3 and parts[-3] == "sessions":
+        return "cline"  # the Cline SDK: sessions/<id>/<id>.messages.json
     if name == "state.vscdb":
         return "cursor"
     if name == "sessions.db" and "goose" in parts:
