@@ -6,10 +6,10 @@ not rewritten (history is the transcript as it was); instead every search over t
 what quotes a forgotten note (services/forgotten.py keeps the fingerprints).
 
 A fingerprint is the note's normalized words (case folded, punctuation and markdown
-marks dropped) as hashed word 4-grams. A text quotes the note when it holds at least
-half of the note's 4-grams, or QUOTE_SHINGLES of them (about 15 words verbatim, for a
-long note an excerpt shows only part of); a note of fewer than 4 words is quoted when its
-normalized words appear in that order in the text.
+marks dropped) as hashed word 4-grams (a note of fewer words: one hashed gram of all of
+them), never the text. A text quotes the note when it holds at least half of the note's
+grams, or QUOTE_SHINGLES of them (about 15 words verbatim, for a long note an excerpt shows
+only part of).
 """
 
 from __future__ import annotations
@@ -35,77 +35,75 @@ def _hash(gram: Iterable[str]) -> int:
                                           digest_size=8).digest(), "big")
 
 
-def shingles(ws: list[str]) -> set[int]:
-    return {_hash(ws[i:i + SHINGLE]) for i in range(max(0, len(ws) - SHINGLE + 1))}
+def shingles(ws: list[str], n: int = SHINGLE) -> set[int]:
+    """The hashes of the word n-grams of `ws`."""
+    return {_hash(ws[i:i + n]) for i in range(max(0, len(ws) - n + 1))}
 
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What recognises a quote of one note: its 4-gram hashes, or its few words."""
+    """What recognises a quote of one note: the hashes of its word n-grams (n = SHINGLE,
+    or all its words when it has fewer)."""
 
     note_id: str
     grams: frozenset[int]
-    short: str = ""  # the normalized words of a note too short for 4-grams
+    n: int = SHINGLE
 
     def to_dict(self) -> dict[str, object]:
-        return {"id": self.note_id, "grams": sorted(self.grams), "short": self.short}
+        return {"id": self.note_id, "grams": sorted(self.grams), "n": self.n}
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Fingerprint | None:
-        grams = d.get("grams")
-        if not isinstance(grams, list) or not isinstance(d.get("id"), str):
+        grams, n = d.get("grams"), d.get("n", SHINGLE)
+        if not isinstance(grams, list) or not isinstance(d.get("id"), str) \
+                or not isinstance(n, int) or not 1 <= n <= SHINGLE:
             return None
-        short = d.get("short")
-        return cls(str(d["id"]), frozenset(g for g in grams if isinstance(g, int)),
-                   short if isinstance(short, str) else "")
+        return cls(str(d["id"]), frozenset(g for g in grams if isinstance(g, int)), n)
 
 
 def fingerprint(note_id: str, text: str) -> Fingerprint:
     ws = words(text)
-    if len(ws) < SHINGLE:
-        return Fingerprint(note_id, frozenset(), " ".join(ws))
-    grams = sorted(shingles(ws))[:MAX_SHINGLES]  # a stable subset of a very long note
-    return Fingerprint(note_id, frozenset(grams))
+    n = max(1, min(SHINGLE, len(ws)))
+    grams = sorted(shingles(ws, n))[:MAX_SHINGLES]  # a stable subset of a very long note
+    return Fingerprint(note_id, frozenset(grams), n)
 
 
-def quotes(text: str, fp: Fingerprint, text_grams: set[int] | None = None) -> bool:
-    """Whether `text` quotes the note `fp` recognises (`text_grams`: its 4-grams, when the
-    caller checks one text against many fingerprints)."""
-    if not fp.grams:
-        if not fp.short:
-            return False
-        return f" {fp.short} " in f" {' '.join(words(text))} "
-    have = text_grams if text_grams is not None else shingles(words(text))
-    found = len(fp.grams & have)
+class _Text:
+    """One text's n-gram hashes, computed once per n it is checked at."""
+
+    def __init__(self, text: str):
+        self.words = words(text)
+        self._grams: dict[int, set[int]] = {}
+
+    def grams(self, n: int) -> set[int]:
+        if n not in self._grams:
+            self._grams[n] = shingles(self.words, n)
+        return self._grams[n]
+
+
+def _quoted(t: _Text, fp: Fingerprint) -> bool:
+    found = len(fp.grams & t.grams(fp.n))
     return found > 0 and (found * 2 >= len(fp.grams) or found >= QUOTE_SHINGLES)
+
+
+def quotes(text: str, fp: Fingerprint) -> bool:
+    """Whether `text` quotes the note `fp` recognises."""
+    return _quoted(_Text(text), fp)
 
 
 def quotes_any(text: str, fps: Iterable[Fingerprint]) -> bool:
     """Whether `text` quotes any of these forgotten notes."""
-    fps = list(fps)
-    if not fps or not text:
+    if not text:
         return False
-    ws = words(text)
-    grams = shingles(ws)
-    joined = f" {' '.join(ws)} "
-    for fp in fps:
-        if fp.grams:
-            if quotes(text, fp, grams):
-                return True
-        elif fp.short and f" {fp.short} " in joined:
-            return True
-    return False
+    t = _Text(text)
+    return any(_quoted(t, fp) for fp in fps if fp.grams)
 
 
 def shares_any(text: str, fps: Iterable[Fingerprint]) -> bool:
-    """Whether `text` holds any 4-gram (or the few words) of a forgotten note: a cheap
-    first look before reading a longer text around it."""
-    ws = words(text)
-    grams = shingles(ws)
-    joined = f" {' '.join(ws)} "
-    return any((fp.grams & grams) if fp.grams else (fp.short and f" {fp.short} " in joined)
-               for fp in fps)
-
+    """Whether `text` holds any gram of a forgotten note: a cheap first look before
+    reading a longer text around it."""
+    t = _Text(text)
+    return any(fp.grams & t.grams(fp.n) for fp in fps)
 
 WITHHELD = "[a note the user forgot was quoted here; withheld]"
 
