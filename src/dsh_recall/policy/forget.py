@@ -14,8 +14,8 @@ only part of).
 
 from __future__ import annotations
 
-import hashlib
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,14 +30,26 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
-def _hash(gram: Iterable[str]) -> int:
-    return int.from_bytes(hashlib.blake2b(" ".join(gram).encode("utf-8", "surrogatepass"),
-                                          digest_size=8).digest(), "big")
+_MUL = 1_000_003
 
 
 def shingles(ws: list[str], n: int = SHINGLE) -> set[int]:
-    """The hashes of the word n-grams of `ws`."""
-    return {_hash(ws[i:i + n]) for i in range(max(0, len(ws) - n + 1))}
+    """The 64-bit hashes of the word n-grams of `ws`: each word's CRC-32 once, combined per
+    gram with wrapping integer arithmetic (stable across processes, unlike hash()), all
+    grams at once in numpy (imported here: a hook storing an object never pays for it
+    unless a note was forgotten)."""
+    m = len(ws) - n + 1
+    if m <= 0:
+        return set()
+    import numpy as np
+
+    hs = np.fromiter((zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in ws),
+                     dtype=np.uint64, count=len(ws))
+    h = np.full(m, n, dtype=np.uint64)
+    mul = np.uint64(_MUL)
+    for k in range(n):
+        h = h * mul + hs[k:k + m]  # uint64 wraps: the hash is taken modulo 2**64
+    return set(h.tolist())
 
 
 @dataclass(frozen=True)
@@ -91,30 +103,55 @@ def quotes(text: str, fp: Fingerprint) -> bool:
     return _quoted(_Text(text), fp)
 
 
+class Matcher:
+    """Many fingerprints checked at once: a text whose grams meet none of theirs (the
+    common case) costs one set intersection per gram size, not one per note."""
+
+    def __init__(self, fps: Iterable[Fingerprint]):
+        by_n: dict[int, list[Fingerprint]] = {}
+        for fp in fps:
+            if fp.grams:
+                by_n.setdefault(fp.n, []).append(fp)
+        self.by_n = {n: (frozenset().union(*(f.grams for f in group)), group)
+                     for n, group in by_n.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self.by_n)
+
+    def quotes(self, text: str) -> bool:
+        """Whether `text` quotes any of the notes."""
+        if not text or not self.by_n:
+            return False
+        t = _Text(text)
+        for n, (union, group) in self.by_n.items():
+            if union & t.grams(n) and any(_quoted(t, fp) for fp in group):
+                return True
+        return False
+
+    def shares(self, text: str) -> bool:
+        """Whether `text` holds any gram of any of the notes."""
+        t = _Text(text)
+        return any(union & t.grams(n) for n, (union, _) in self.by_n.items())
+
+
 def quotes_any(text: str, fps: Iterable[Fingerprint]) -> bool:
     """Whether `text` quotes any of these forgotten notes."""
-    if not text:
-        return False
-    t = _Text(text)
-    return any(_quoted(t, fp) for fp in fps if fp.grams)
+    return Matcher(fps).quotes(text)
 
 
 def shares_any(text: str, fps: Iterable[Fingerprint]) -> bool:
     """Whether `text` holds any gram of a forgotten note: a cheap first look before
     reading a longer text around it."""
-    t = _Text(text)
-    return any(fp.grams & t.grams(fp.n) for fp in fps)
+    return Matcher(fps).shares(text)
 
 WITHHELD = "[a note the user forgot was quoted here; withheld]"
 
 
-def redact(text: str, fps: Iterable[Fingerprint], mark: str = WITHHELD) -> str:
+def redact(text: str, fps: Iterable[Fingerprint] | Matcher, mark: str = WITHHELD) -> str:
     """`text` with the lines that quote a forgotten note replaced by `mark` (the whole text
     when the quote cannot be told apart by line); `text` itself when it quotes none."""
-    fps = list(fps)
-    if not quotes_any(text, fps):
+    m = fps if isinstance(fps, Matcher) else Matcher(fps)
+    if not m.quotes(text):
         return text
-    lines = text.split("\n")
-    out = [mark if shares_any(line, fps) else line for line in lines]
-    kept = "\n".join(out)
-    return kept if not quotes_any(kept, fps) else mark
+    kept = "\n".join(mark if m.shares(line) else line for line in text.split("\n"))
+    return kept if not m.quotes(kept) else mark

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..core.paths import ensure_dir, recall_home
-from ..policy.forget import Fingerprint, fingerprint, quotes_any, redact, shares_any
+from ..policy.forget import Fingerprint, Matcher, fingerprint, redact
 
 FILE = "forgotten.jsonl"
 MAX_BYTES = 64 << 20  # thousands of forgotten notes; past this the oldest stay filtered
 T = TypeVar("T")
 
-_cache: dict[str, tuple[tuple[int, int], list[Fingerprint]]] = {}
+_cache: dict[str, tuple[tuple[int, int], Matcher]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -46,25 +46,25 @@ def record(note_id: str, text: str, home: Path | None = None) -> None:
         os.close(fd)
 
 
-def load(home: Path | None = None) -> list[Fingerprint]:
-    """Every forgotten note's fingerprint ([] when none was ever forgotten)."""
+def load(home: Path | None = None) -> Matcher:
+    """A matcher over every forgotten note's fingerprint (false when none was forgotten)."""
     p = path(home)
     try:
         st = os.stat(p)
     except OSError:
-        return []
+        return Matcher(())
     stamp = (st.st_size, st.st_mtime_ns)
     key = str(p)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-    out: list[Fingerprint] = []
+    fps: list[Fingerprint] = []
     try:
         with open(p, "rb") as f:
             data = f.read(MAX_BYTES)
     except OSError:
-        return []
+        return Matcher(())
     for raw in data.splitlines():
         try:
             d = json.loads(raw)
@@ -72,43 +72,43 @@ def load(home: Path | None = None) -> list[Fingerprint]:
             continue  # a torn last line of a killed writer
         fp = Fingerprint.from_dict(d) if isinstance(d, dict) else None
         if fp is not None:
-            out.append(fp)
+            fps.append(fp)
+    m = Matcher(fps)
     with _cache_lock:
-        _cache[key] = (stamp, out)
-    return out
+        _cache[key] = (stamp, m)
+    return m
 
 
 def drop_quotes(items: Sequence[T], text_of: Callable[[T], str],
                 home: Path | None = None) -> list[T]:
     """`items` without those whose text quotes a forgotten note (all of them, in order,
     when nothing was forgotten)."""
-    fps = load(home)
-    if not fps:
+    m = load(home)
+    if not m:
         return list(items)
-    return [it for it in items if not quotes_any(text_of(it), fps)]
+    return [it for it in items if not m.quotes(text_of(it))]
 
 
 def drop_quoting(items: Sequence[T], text_of: Callable[[T], str],
                  whole_of: Callable[[T], str], home: Path | None = None) -> list[T]:
     """As `drop_quotes` for items shown by a part (an object's matching lines): an item
     whose part shares words with a forgotten note is judged on its whole text."""
-    fps = load(home)
-    if not fps:
+    m = load(home)
+    if not m:
         return list(items)
-    return [it for it in items
-            if not (shares_any(text_of(it), fps) and quotes_any(whole_of(it), fps))]
+    return [it for it in items if not (m.shares(text_of(it)) and m.quotes(whole_of(it)))]
 
 
 def redact_events(events: list[dict[str, object]], home: Path | None = None) -> None:
     """Shown events (history detail) with each line quoting a forgotten note withheld, in
     place; such an event is flagged `forgotten`."""
-    fps = load(home)
-    if not fps:
+    m = load(home)
+    if not m:
         return
     for ev in events:
         text = ev.get("text")
         if isinstance(text, str):
-            new = redact(text, fps)
+            new = redact(text, m)
             if new != text:
                 ev["text"] = new
                 flags = ev.get("flags")
