@@ -391,7 +391,10 @@ def cli_ms(argv: list[str], env: dict[str, str], runs: int,
     for _ in range(runs):
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(argv, env=env, capture_output=True, check=check)
+        done = subprocess.run(argv, env=env, capture_output=True)
+        if check and done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv[-4:])}: exit {done.returncode}: "
+                             f"{done.stderr.decode(errors='replace')[-2000:]}")
         wall = (time.perf_counter() - t0) * 1000
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000
