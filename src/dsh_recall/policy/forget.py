@@ -31,6 +31,13 @@ def words(text: str) -> list[str]:
 
 
 _MUL = 1_000_003
+_CRC: dict[str, int] = {}  # word -> its CRC-32 (+1, never 0): words repeat across texts
+_CRC_MAX = 200_000
+
+
+def _crc(word: str) -> int:
+    c = _CRC[word] = zlib.crc32(word.encode("utf-8", "surrogatepass")) + 1
+    return c
 
 
 def shingles(ws: list[str], n: int = SHINGLE) -> set[int]:
@@ -43,8 +50,9 @@ def shingles(ws: list[str], n: int = SHINGLE) -> set[int]:
         return set()
     import numpy as np
 
-    hs = np.fromiter((zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in ws),
-                     dtype=np.uint64, count=len(ws))
+    if len(_CRC) > _CRC_MAX:
+        _CRC.clear()
+    hs = np.fromiter((_CRC.get(w) or _crc(w) for w in ws), dtype=np.uint64, count=len(ws))
     h = np.full(m, n, dtype=np.uint64)
     mul = np.uint64(_MUL)
     for k in range(n):
