@@ -42,6 +42,10 @@ def tree_for(rev: str) -> Path:
         subprocess.run(["git", "checkout", "-q", rev], cwd=tree, check=True)
         subprocess.run([sys.executable, "-m", "venv", ".venv"], cwd=tree, check=True)
         subprocess.run([".venv/bin/pip", "install", "-q", "-e", ".[test]"], cwd=tree, check=True)
+    # The benches read their data beside the tree (../shared), as they do beside this one.
+    shared = WORK / "shared"
+    if not shared.exists() and (ROOT.parent / "shared").is_dir():
+        shared.symlink_to(ROOT.parent / "shared")
     return tree
 
 

@@ -15,12 +15,19 @@ from ...core.paths import ensure_dir, private_file
 def private_db(path: Path) -> None:
     """Make a SQLite file we own private before SQLite opens it: its folder 0700, the file
     created 0600 (SQLite gives its -wal and -shm the database file's mode) and an older
-    database, -wal or -shm chmodded to 0600."""
+    database, -wal or -shm chmodded to 0600.
+
+    An existing file is never opened here: POSIX drops every lock a process holds on a file
+    when it closes any descriptor of it, so opening and closing the database behind the back
+    of a connection this process already has (a second store on the same file) would leave
+    that connection unlocked, and another process, taking itself for the last user, would
+    checkpoint and remove the write-ahead log under it."""
     ensure_dir(path.parent)
     try:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                         0o600))
     except OSError:
-        pass  # sqlite3.connect says what is wrong with the path
+        pass  # there already (or sqlite3.connect says what is wrong with the path)
     for suffix in ("", "-wal", "-shm", "-journal"):
         private_file(Path(str(path) + suffix))
 
