@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import random
 import string
 import uuid
@@ -175,7 +176,9 @@ def _home_bytes() -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize("n", [200])
+# 200 transcripts in the suite; the full corpus is 1,000:
+# RECALL_TEST_SEEDED_TRANSCRIPTS=1000 pytest tests/test_scrub.py -k seeded
+@pytest.mark.parametrize("n", [int(os.environ.get("RECALL_TEST_SEEDED_TRANSCRIPTS", "200"))])
 def test_seeded_corpus_leaves_no_planted_secret_on_disk(tmp_path, n):
     rng = random.Random(2026)
     cfg = load_config(overrides={"embedder": {"name": "fake"}})
