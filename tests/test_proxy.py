@@ -25,11 +25,16 @@ SERVER = textwrap.dedent('''
             types.Tool(name="big", description="a big log", input_schema=schema),
             types.Tool(name="small", description="a short answer", input_schema=schema),
             types.Tool(name="pic", description="an image", input_schema=schema),
+            types.Tool(name="keys", description="a log with credentials", input_schema=schema),
         ])
 
     async def call_tool(ctx, params):
         if params.name == "big":
             return types.CallToolResult(content=[types.TextContent(type="text", text=BIG)])
+        if params.name == "keys":
+            text = BIG.replace("FATAL: disk quota exceeded", "db password=hunter2hunter2 then FATAL: "
+                               "key AKIAIOSFODNN7EXAMPLQ rejected")
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
         if params.name == "pic":
             return types.CallToolResult(content=[
                 types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/png")])
@@ -61,7 +66,7 @@ def test_proxy_forwards_offloads_and_recalls(tmp_path, _isolated_home):
     async def run() -> None:
         async with Client(params) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
-            assert tools == {"big", "small", "pic", "recall"}
+            assert tools == {"big", "small", "pic", "keys", "recall"}
 
             small = await client.call_tool("small", {})
             assert _text(small) == "tiny"
@@ -88,5 +93,28 @@ def test_proxy_forwards_offloads_and_recalls(tmp_path, _isolated_home):
 
             missing = await client.call_tool("recall", {"id": "00000000"})
             assert missing.is_error
+
+    anyio.run(run)
+
+
+def test_proxy_scrubs_what_it_stores_and_honours_the_users_keep_list(tmp_path, _isolated_home):
+    server_py = tmp_path / "tiny_server.py"
+    server_py.write_text(SERVER)
+    (_isolated_home / "config.toml").write_text("[scrub]\nkeep = ['password']\n")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", "from dsh_recall.frontends.cli import main; main()",
+              "proxy", "--session", "px", "--", sys.executable, str(server_py)],
+        env={"DSH_RECALL_HOME": str(_isolated_home)},
+    )
+
+    async def run() -> None:
+        async with Client(params) as client:
+            inline = _text(await client.call_tool("keys", {}))
+            obj_id = inline.split("moved to object ")[1][:8]
+            got = _text(await client.call_tool("recall", {"id": obj_id, "query": "rejected"}))
+            assert "[secret:aws-access-key]" in got and "AKIAIOSFODNN7EXAMPLQ" not in got
+            got = _text(await client.call_tool("recall", {"id": obj_id, "query": "hunter2hunter2"}))
+            assert "password=hunter2hunter2" in got  # the user keeps this kind
 
     anyio.run(run)

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from ...core.config import ObjectsConfig
+from ...core.config import ObjectsConfig, ScrubConfig
 from ...core.errors import RecallError
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService
@@ -66,7 +66,7 @@ def recall_answer(service: ObjectService, args: dict[str, Any], viewer: Viewer) 
 
 
 async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None = None,
-                      viewer: Viewer | None = None) -> None:
+                      viewer: Viewer | None = None, scrub: ScrubConfig | None = None) -> None:
     """Run the proxy on this process's stdio until the client goes away. `viewer`: the
     channel it answers for (None: the user, unfiltered)."""
     import mcp_types as types
@@ -75,7 +75,7 @@ async def serve_proxy(argv: list[str], cfg: ObjectsConfig, session: str | None =
     from mcp.server.stdio import stdio_server
     from mcp.shared.exceptions import MCPError
 
-    service = ObjectService(cfg)
+    service = ObjectService(cfg, scrub=scrub)  # the user's [scrub] keep list holds here too
     viewer = viewer or Viewer.user()
     channel = viewer.key
     # A pointer the client could not follow would only lose it the output: a channel that
@@ -165,4 +165,4 @@ def proxy(ctx: click.Context, session: str | None, channel: str | None,
         click.echo(f"dsh-recall: {e}", err=True)
         sys.exit(1)
     viewer = Viewer(cfg, channel or channel_key_from_env())
-    anyio.run(serve_proxy, list(command), cfg.objects, session, viewer)
+    anyio.run(serve_proxy, list(command), cfg.objects, session, viewer, cfg.scrub)
