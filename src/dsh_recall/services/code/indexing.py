@@ -25,6 +25,10 @@ from . import prepare as code_prepare
 # the run's time, at most WARM_MAX_S (see warm_common).
 WARM_SHARE = 0.1
 WARM_MAX_S = 10.0
+# A first index of at least this many files is a bulk load (stores/*/bulk.py: indexes and
+# counters built once at the end), written BULK_BATCH_CHUNKS chunks per transaction.
+BULK_MIN_FILES = 200
+BULK_BATCH_CHUNKS = 4000
 
 
 @dataclass
@@ -99,6 +103,9 @@ def sync(store: ChunkStore, cfg: Config, walked: WalkReport, skips: SkipMemory,
         sk = before.get(sf.path)
         return sk[2] if sk and sk[0] == sf.size and sk[1] == sf.mtime_ns else None
 
+    if store.bulk_interrupted():  # a first index killed mid-load: its rows are partial
+        store.bulk_discard()
+        notes.append("the last first index stopped before it ended: indexing from the start")
     todo = filesync.plan(store, walked.files, _stat_same, remembered)
     kept: dict[str, list] = {}
     for sf, reason in todo.remembered:  # skipped before, unchanged
@@ -114,8 +121,12 @@ def sync(store: ChunkStore, cfg: Config, walked: WalkReport, skips: SkipMemory,
         store.suspend_term_df()
     else:
         store.ensure_term_df()
+    first = len(jobs) >= BULK_MIN_FILES and store.bulk_begin()
     prepared = code_prepare.prepare_many(jobs, cfg.max_file_bytes, cfg.excerpt_lines, workers)
-    res = filesync.apply(store, todo, prepared, progress)
+    res = filesync.apply(store, todo, prepared, progress,
+                         **({"batch_chunks": BULK_BATCH_CHUNKS} if first else {}))
+    if first:  # an exception before this leaves the mark: the next run starts again
+        store.bulk_end()
     for sf, reason in res.skipped:
         skipped[reason] = skipped.get(reason, 0) + 1
         kept[sf.path] = [sf.size, sf.mtime_ns, reason]

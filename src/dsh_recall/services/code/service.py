@@ -243,6 +243,10 @@ class CodeService:
                                  "process is indexing: a removed root's hits are left out, an "
                                  "added one is not searched yet")
                     backlog.append(self._files_backlog())
+        if self.store.bulk_interrupted():  # a first index still loading, or killed mid-load
+            notes.append("a first index is loading or was stopped before it ended: answering "
+                         "from the part written so far")
+            backlog.append(self._files_backlog())
         scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
                           prefix, focus or path, origin)
         terms = lex.query_terms(query)

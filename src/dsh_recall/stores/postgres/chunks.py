@@ -21,6 +21,7 @@ import numpy as np
 from ..contracts import BM25_WEIGHTS, ChunkRow, FileRow, IndexedChunk, prefix_bounds
 from . import migrations
 from . import util as pg_util
+from .bulk import PgBulkLoad
 from .vectors import PgVectorTable
 
 SCHEMA_VERSION = migrations.latest(migrations.CHUNKS)  # stores/postgres/migrations.py
@@ -34,7 +35,7 @@ def chunk_terms(ic: IndexedChunk) -> tuple[list[str], list[str], int]:
                              (BM25_WEIGHTS[2], tok(ic.path_lexical, True))])
 
 
-class PgChunkStore(PgVectorTable):
+class PgChunkStore(PgVectorTable, PgBulkLoad):
     """Chunk store in one namespace of a PostgreSQL database (see stores.contracts.ChunkStore)."""
 
     _VEC_ITEMS = "chunks"
@@ -138,7 +139,10 @@ class PgChunkStore(PgVectorTable):
 
     def replace_files(self, batch: Sequence[tuple[FileRow, Sequence[IndexedChunk]]]) -> None:
         """One transaction per file: each takes its own path lock, so several indexers
-        writing one namespace never hold many paths at once."""
+        writing one namespace never hold many paths at once; a bulk load (stores/postgres/bulk.py)
+        writes new files a batch per transaction, chunks by COPY."""
+        if self._bulk is not None:
+            return self._bulk_write(batch)
         for row, chunks in batch:
             self.replace_file(row, chunks)
 

@@ -22,6 +22,7 @@ from .. import fts5
 from ..contracts import BM25_WEIGHTS, ChunkRow, FileRow, IndexedChunk, prefix_bounds
 from . import impacts as impacts_mod
 from . import migrations
+from .bulk import SqliteBulkLoad
 from .embed_cache import EmbedCache as EmbedCache  # re-exported: services/vectors.py
 from .terms import ONE_TOKEN as _ONE_TOKEN
 from .terms import TermCounts
@@ -122,7 +123,7 @@ def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, in
     return pick(set(rare)), pick(set(common)), (None if long else sum(ceiling[k] for k in common))
 
 
-class SqliteChunkStore(TermCounts, SqliteVectorTable):
+class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
     """Chunk store over one SQLite file (see stores.contracts.ChunkStore)."""
 
     keeps_term_df = True  # term_df: suspended by a bulk write, filled by ensure_term_df
@@ -241,7 +242,8 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable):
 
     def _replace_in(self, conn: sqlite3.Connection, row: FileRow, chunks: Sequence[IndexedChunk],
                     df_gen: int | None) -> None:
-        self._delete_file_rows(conn, row.path, df_gen)
+        if not self._bulk:  # a bulk load (stores/sqlite/bulk.py) writes only new files
+            self._delete_file_rows(conn, row.path, df_gen)
         cur = conn.execute(
             "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
             "VALUES(?,?,?,?,?,?,?)",
@@ -264,8 +266,9 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable):
             conn.executemany("INSERT INTO chunk_log(gen, id, inserted) VALUES(?, ?, 1)",
                              [(df_gen, first + n) for n in range(len(chunks))])
         # Chunks whose text was embedded before carry its vector at once.
-        if chunks and conn.execute("SELECT 1 FROM chunks c JOIN vectors v ON v.hash = "
-                                   "c.embed_hash WHERE c.file_id = ? LIMIT 1", (file_id,)).fetchone():
+        if chunks and not self._bulk and conn.execute(
+                "SELECT 1 FROM chunks c JOIN vectors v ON v.hash = c.embed_hash "
+                "WHERE c.file_id = ? LIMIT 1", (file_id,)).fetchone():
             conn.execute("UPDATE chunks SET vec_seq = ? WHERE file_id = ? AND embed_hash IN "
                          "(SELECT hash FROM vectors)", (self._next_vec_seq(conn), file_id))
 
