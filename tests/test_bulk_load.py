@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services.code import CodeService
-from dsh_recall.services.code import indexing
+from dsh_recall.services.code import CodeService, indexing
 from pg_fixture import pg_server, pg_url  # noqa: F401  (fixtures)
 
 WORDS = ["session", "retry", "adapter", "fixture", "cookie", "parse", "config", "token", "cache",
