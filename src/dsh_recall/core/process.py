@@ -24,3 +24,30 @@ def set_long_lived(value: bool = True) -> None:
 def long_lived() -> bool:
     """Whether this process serves many requests (a daemon), not one call."""
     return _LONG_LIVED
+
+
+class InFlight:
+    """Calls still running on an object, so that closing it waits for them: a search whose
+    caller gave up at a deadline (search_all's late source) keeps running in its thread, and
+    closing the store under it would crash the process, not fail the call."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._cond = threading.Condition()
+        self._n = 0
+
+    def __enter__(self) -> InFlight:
+        with self._cond:
+            self._n += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._n -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no call runs (at most `timeout` seconds); whether none does."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._n == 0, timeout)

@@ -15,6 +15,7 @@ from ...core.clean import as_limit, as_offset, as_path, as_query, cleaned
 from ...core.config import Config
 from ...core.errors import InputError, RecallError
 from ...core.paths import ensure_dir, recall_home, workspace_dir
+from ...core.process import InFlight
 from ...embedders import Embedder
 from ...rank import excerpt as excerpt_mod
 from ...rank import lexical as lex
@@ -65,6 +66,7 @@ class CodeService:
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
         self._vectors = VectorIndex()
+        self._inflight = InFlight()
         self._bulk_run = False  # the last index_lexical wrote many files (see indexing.warm_common)
         self._jobs = JobFile(self.dir, self._index_lock)
         self._skips = indexing.SkipMemory(self.dir, cfg)
@@ -206,107 +208,108 @@ class CodeService:
 
         A focus scope (--focus, or the project around the cwd) that finds nothing falls back
         to the whole workspace and says so; --path stays a strict filter."""
-        del viewer  # no access levels in code
-        t0 = time.monotonic()
-        cfg = self.cfg
-        offset = max(0, int(offset))
-        limit = (limit or cfg.limit) + offset
-        deadline = t0 + cfg.search_deadline_s
-        notes: list[str] = []
-        backlog: list[Backlog] = []
-        hidden: list[str] = []  # labels of source roots removed since the last index
-        prefix, focus_label, origin = scope.resolve_scope(self.workspace, cfg, path, focus, cwd)
-        if self.store.get_meta("last_index") is None:
-            # Cold start: the lexical index is fast; build it before answering.
-            with self._index_lock(cfg.search_deadline_s) as got:
-                if got:
-                    rep = self.index_lexical()
-                    notes.extend(rep.notes or [])
+        with self._inflight:  # close() waits for a search a late caller left running
+            del viewer  # no access levels in code
+            t0 = time.monotonic()
+            cfg = self.cfg
+            offset = max(0, int(offset))
+            limit = (limit or cfg.limit) + offset
+            deadline = t0 + cfg.search_deadline_s
+            notes: list[str] = []
+            backlog: list[Backlog] = []
+            hidden: list[str] = []  # labels of source roots removed since the last index
+            prefix, focus_label, origin = scope.resolve_scope(self.workspace, cfg, path, focus, cwd)
+            if self.store.get_meta("last_index") is None:
+                # Cold start: the lexical index is fast; build it before answering.
+                with self._index_lock(cfg.search_deadline_s) as got:
+                    if got:
+                        rep = self.index_lexical()
+                        notes.extend(rep.notes or [])
+                    else:
+                        notes.append("another process is indexing; answering from what is indexed")
+                        backlog.append(self._files_backlog())
+            elif (changed := indexing.roots_changed(self.store, cfg, self.workspace)) is not None:
+                # The config's source roots changed since the last index: bring the index to
+                # them first (only the changed roots' files are read), or say what is missing.
+                added, removed = changed
+                what = "; ".join(x for x in (f"added {', '.join(added)}" if added else "",
+                                             f"removed {', '.join(removed)}" if removed else "") if x)
+                with self._index_lock(cfg.search_deadline_s) as got:
+                    if got:
+                        rep = self.index_lexical()
+                        notes.extend(rep.notes or [])
+                        notes.append(f"source roots changed since the last index ({what}): indexed "
+                                     "before answering")
+                    else:
+                        hidden = removed
+                        notes.append(f"source roots changed since the last index ({what}); another "
+                                     "process is indexing: a removed root's hits are left out, an "
+                                     "added one is not searched yet")
+                        backlog.append(self._files_backlog())
+            if self.store.bulk_interrupted():  # a first index still loading, or killed mid-load
+                notes.append("a first index is loading or was stopped before it ended: answering "
+                             "from the part written so far")
+                backlog.append(self._files_backlog())
+            scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
+                              prefix, focus or path, origin)
+            terms = lex.query_terms(query)
+            tiers = lex.focus_tiers(query) if cfg.query_focus else None
+            chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count(),
+                                      tiers=tiers)
+            # The optional rerank stage reorders the fused head: fetch at least its top_n.
+            reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
+            want = limit
+            limit = max(limit, cfg.rerank.top_n) if reranking else limit
+            results, used = self._rank(query, terms, chosen, prefix, limit, files, explain, layers,
+                                       deadline, notes)
+            if focus_label not in (None, ".") and (not results or self._weak(results[0], terms)):
+                where = (f"focus scope '{focus_label}'" if origin == "focus"
+                         else f"'{focus_label}' (the project around the current directory)")
+                # Nothing in the scope, or only weak matches in a scope the user never named:
+                # the whole workspace answers instead, and the note says so.
+                wide: list[dict[str, Any]] = []
+                if results and origin == "focus":
+                    notes.append(f"weak match inside {where}; omit --focus to search the whole "
+                                 "workspace")
                 else:
-                    notes.append("another process is indexing; answering from what is indexed")
-                    backlog.append(self._files_backlog())
-        elif (changed := indexing.roots_changed(self.store, cfg, self.workspace)) is not None:
-            # The config's source roots changed since the last index: bring the index to
-            # them first (only the changed roots' files are read), or say what is missing.
-            added, removed = changed
-            what = "; ".join(x for x in (f"added {', '.join(added)}" if added else "",
-                                         f"removed {', '.join(removed)}" if removed else "") if x)
-            with self._index_lock(cfg.search_deadline_s) as got:
-                if got:
-                    rep = self.index_lexical()
-                    notes.extend(rep.notes or [])
-                    notes.append(f"source roots changed since the last index ({what}): indexed "
-                                 "before answering")
-                else:
-                    hidden = removed
-                    notes.append(f"source roots changed since the last index ({what}); another "
-                                 "process is indexing: a removed root's hits are left out, an "
-                                 "added one is not searched yet")
-                    backlog.append(self._files_backlog())
-        if self.store.bulk_interrupted():  # a first index still loading, or killed mid-load
-            notes.append("a first index is loading or was stopped before it ended: answering "
-                         "from the part written so far")
-            backlog.append(self._files_backlog())
-        scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
-                          prefix, focus or path, origin)
-        terms = lex.query_terms(query)
-        tiers = lex.focus_tiers(query) if cfg.query_focus else None
-        chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count(),
-                                  tiers=tiers)
-        # The optional rerank stage reorders the fused head: fetch at least its top_n.
-        reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
-        want = limit
-        limit = max(limit, cfg.rerank.top_n) if reranking else limit
-        results, used = self._rank(query, terms, chosen, prefix, limit, files, explain, layers,
-                                   deadline, notes)
-        if focus_label not in (None, ".") and (not results or self._weak(results[0], terms)):
-            where = (f"focus scope '{focus_label}'" if origin == "focus"
-                     else f"'{focus_label}' (the project around the current directory)")
-            # Nothing in the scope, or only weak matches in a scope the user never named:
-            # the whole workspace answers instead, and the note says so.
-            wide: list[dict[str, Any]] = []
-            if results and origin == "focus":
-                notes.append(f"weak match inside {where}; omit --focus to search the whole "
-                             "workspace")
-            else:
-                wide, wide_used = self._rank(query, terms, chosen, None, limit, files, explain,
-                                             layers, deadline, notes)
-            if wide and (not results or not self._weak(wide[0], terms)):
-                found = "nothing found" if not results else "only weak matches"
-                notes.append(f"{found} in {where}; answered from the whole workspace")
-                results, used, prefix, focus_label = wide, wide_used, None, None
-            elif results and origin == "cwd":
-                notes.append(f"weak match inside {where}; `--focus .` searches the whole "
-                             "workspace")
-        results, reranked = rerank.apply(cfg, "code", query, results,
-                                         lambda r: f"{r['path']}\n{r['excerpt']}")
-        if hidden:
-            results = [r for r in results if not any(r["path"].startswith(f"{h}/") for h in hidden)]
-        results = results[offset:want]
-        if rerank.is_problem(reranked):
-            notes.append(rerank.note(reranked))
-        returned = sum(len(r["excerpt"]) for r in results)
-        source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
-        last = json.loads(self.store.get_meta("last_index") or "{}")
-        problems = last.get("problems") or []
-        pending = self.store.pending_count()
-        if pending and "vector" in layers and self._embedder_error is None:
-            notes.append(f"{pending} chunks wait for vectors (found by words only meanwhile); "
-                         f"{EMBED_HINT}")
-            backlog.append(backlog_item("code", "vectors", pending, INDEX_COMMAND, "code.embed",
-                                        hint=EMBED_HINT))
-        # An Answer, with code's own keys beside the common ones (pending, scope, the sizes).
-        out: dict[str, Any] = {
-            "query": query[:200], "results": results, "pending": pending,
-            "layers": used, "returned_chars": returned, "source_chars": source,
-            "scope": focus_label or prefix or ".", "notes": list(dict.fromkeys(notes + problems)),
-            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1), "rerank": reranked,
-        }
-        if backlog:
-            out["backlog"] = backlog
-        if explain:
-            out["terms"] = chosen
-        return cast(Answer, usage.code_search(self.workspace, out))
+                    wide, wide_used = self._rank(query, terms, chosen, None, limit, files, explain,
+                                                 layers, deadline, notes)
+                if wide and (not results or not self._weak(wide[0], terms)):
+                    found = "nothing found" if not results else "only weak matches"
+                    notes.append(f"{found} in {where}; answered from the whole workspace")
+                    results, used, prefix, focus_label = wide, wide_used, None, None
+                elif results and origin == "cwd":
+                    notes.append(f"weak match inside {where}; `--focus .` searches the whole "
+                                 "workspace")
+            results, reranked = rerank.apply(cfg, "code", query, results,
+                                             lambda r: f"{r['path']}\n{r['excerpt']}")
+            if hidden:
+                results = [r for r in results if not any(r["path"].startswith(f"{h}/") for h in hidden)]
+            results = results[offset:want]
+            if rerank.is_problem(reranked):
+                notes.append(rerank.note(reranked))
+            returned = sum(len(r["excerpt"]) for r in results)
+            source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
+            last = json.loads(self.store.get_meta("last_index") or "{}")
+            problems = last.get("problems") or []
+            pending = self.store.pending_count()
+            if pending and "vector" in layers and self._embedder_error is None:
+                notes.append(f"{pending} chunks wait for vectors (found by words only meanwhile); "
+                             f"{EMBED_HINT}")
+                backlog.append(backlog_item("code", "vectors", pending, INDEX_COMMAND, "code.embed",
+                                            hint=EMBED_HINT))
+            # An Answer, with code's own keys beside the common ones (pending, scope, the sizes).
+            out: dict[str, Any] = {
+                "query": query[:200], "results": results, "pending": pending,
+                "layers": used, "returned_chars": returned, "source_chars": source,
+                "scope": focus_label or prefix or ".", "notes": list(dict.fromkeys(notes + problems)),
+                "elapsed_ms": round((time.monotonic() - t0) * 1000, 1), "rerank": reranked,
+            }
+            if backlog:
+                out["backlog"] = backlog
+            if explain:
+                out["terms"] = chosen
+            return cast(Answer, usage.code_search(self.workspace, out))
 
     def _files_backlog(self) -> Backlog:
         """Lexical indexing another process is still doing: how many files it has left (1
@@ -460,4 +463,5 @@ class CodeService:
         return self
 
     def close(self) -> None:
+        self._inflight.wait_idle(30.0)
         self.store.close()
