@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import pg_multiuser as harness  # noqa: E402
+
 from pg_fixture import pg_server, pg_url  # noqa: E402, F401  (fixtures)
 
 CLIENTS, OPS = 4, 50
