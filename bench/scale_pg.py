@@ -36,11 +36,14 @@ from dsh_recall import chunkers  # noqa: E402
 from dsh_recall.core.text import index_text  # noqa: E402
 from dsh_recall.rank import lexical as lex  # noqa: E402
 from dsh_recall.rank.fuse import rrf  # noqa: E402
+from dsh_recall.services.code.indexing import BULK_BATCH_CHUNKS  # noqa: E402
 from dsh_recall.services.vectors import VectorIndex, sync_vector_file  # noqa: E402
 from dsh_recall.stores.contracts import FileRow, IndexedChunk  # noqa: E402
 from dsh_recall.stores.sqlite.chunks import SqliteChunkStore  # noqa: E402
 
 DIM = 384
+BULK = True  # --no-bulk: the file-by-file path of an incremental index
+VECTORS = 10**12  # --vectors N: only the first N chunks get one
 WORDS = ["session", "retry", "adapter", "fixture", "cookie", "parse", "config", "token", "cache",
          "request", "handler", "stream", "buffer", "plugin", "report", "marker", "encode"]
 
@@ -130,17 +133,38 @@ def run(backend: str, store, size: int, queries: list[str], url: str | None) -> 
         _BATCHES[size] = list(file_batches(size))
     t0 = time.monotonic()
     n = 0
+    # As the indexer writes a first index (services/code/indexing.py): the bulk load,
+    # batches of BULK_BATCH_CHUNKS chunks, indexes and counters built at the end.
+    bulk = BULK and store.bulk_begin()
+    if backend == "sqlite":
+        store.suspend_term_df()
+    batch: list = []
     for path, items in _BATCHES[size]:
-        store.replace_file(FileRow(path, "/x/" + path, "", f"h{n}", 1, 1, 1), items)
+        batch.append((FileRow(path, "/x/" + path, "", f"h{n}", 1, 1, 1), items))
         n += len(items)
+        if sum(len(i) for _, i in batch) >= (BULK_BATCH_CHUNKS if bulk else 400):
+            store.replace_files(batch)
+            batch = []
+    store.replace_files(batch)
+    if bulk:
+        store.bulk_end()
+    if backend == "sqlite":
+        store.ensure_term_df()
     t_lex = time.monotonic() - t0
     t1 = time.monotonic()
-    while batch := store.pending(4096):
-        v = rng.normal(size=(len(batch), DIM)).astype(np.float32)
+    if backend != "sqlite":
+        store.auto_ann = False  # one HNSW build after the vectors, as store migrate does
+    done = 0
+    while done < VECTORS and (pend := store.pending(4096)):
+        v = rng.normal(size=(len(pend), DIM)).astype(np.float32)
         v /= np.linalg.norm(v, axis=1, keepdims=True)
-        store.put_vectors([(h, x) for (h, _), x in zip(batch, v)])
+        store.put_vectors([(h, x) for (h, _), x in zip(pend, v)])
+        done += len(pend)
     if backend == "sqlite":
         sync_vector_file(store)
+    else:
+        store.auto_ann = True
+        store.maybe_build_ann()
     t_vec = time.monotonic() - t1
     index = VectorIndex()
     qv = rng.normal(size=(len(queries), DIM)).astype(np.float32)
@@ -170,14 +194,66 @@ def run(backend: str, store, size: int, queries: list[str], url: str | None) -> 
     return out
 
 
+def hnsw_recall(url: str, n: int, k: int = 10, n_queries: int = 50) -> None:
+    """HNSW (as the store builds it) against exact inner products on real vectors: `n` real
+    chunks embedded by the shipped MiniLM, the first `n_queries` chunks' texts (cut to their
+    first line, as a short query) as queries; recall@k = shared ids / k, averaged."""
+    from dsh_recall.core.config import EmbedderConfig
+    from dsh_recall.services.vectors import load_embedder
+    from dsh_recall.stores.postgres.chunks import PgChunkStore
+
+    emb, why = load_embedder(EmbedderConfig(name="minilm"))
+    if emb is None:
+        print(f"HNSW recall: no MiniLM ({why})", file=sys.stderr)
+        return
+    items = [(p, ic) for p, ics in file_batches(n) for ic in ics][:n]
+    t0 = time.monotonic()
+    vecs = emb.embed([ic.embed_text for _, ic in items])
+    t_embed = time.monotonic() - t0
+    store = PgChunkStore(url, f"bench/recall-{n}-{os.getpid()}")
+    try:
+        store.auto_ann = False
+        for i in range(0, len(items), 200):
+            part = items[i:i + 200]
+            store.replace_files([(FileRow(f"{p}#{i + j}", "/x", "", "h", 1, 1, 1), [ic])
+                                 for j, (p, ic) in enumerate(part)])
+        store.put_vectors([(ic.embed_hash, v) for (_, ic), v in zip(items, vecs)])
+        store.build_ann_index()  # forced: the store scans exactly below ANN_MIN_ROWS
+        ids, mat = store.vector_matrix()
+        store._q("SET enable_seqscan = off")  # this small a table: the planner would scan it
+        qs = emb.embed([ic.chunk.text.strip().splitlines()[0][:200] for _, ic in items[:n_queries]],
+                       query=True)
+        got = []
+        for q in qs:
+            exact = set(ids[np.argsort(-(mat @ q), kind="stable")[:k]].tolist())
+            ann = {i for i, _ in store._vector_top(np.asarray(q, np.float32), k, [], {})}
+            got.append(len(exact & ann) / k)
+        print(f"HNSW recall@{k} against exact, {len(items):,} real chunks (MiniLM, embedded in "
+              f"{t_embed:.0f} s), {len(qs)} queries: {statistics.mean(got):.3f} "
+              f"(min {min(got):.1f})", flush=True)
+    finally:
+        store.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20000,100000")
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--store", default="pg", help="pg (throwaway cluster) or a postgresql:// URL")
     ap.add_argument("--backends", default="sqlite,postgresql")
+    ap.add_argument("--no-bulk", action="store_true", help="write file by file (no bulk load)")
+    ap.add_argument("--vectors", type=int, default=None,
+                    help="give only the first N chunks a vector (default: all)")
+    ap.add_argument("--recall-sample", type=int, default=0, metavar="N",
+                    help="also: HNSW recall@10 against exact on N real chunks embedded by MiniLM")
     args = ap.parse_args()
+    global BULK, VECTORS
+    BULK = not args.no_bulk
+    if args.vectors is not None:
+        VECTORS = args.vectors
     url = pg_store.resolve(args.store)
+    if args.recall_sample:
+        hnsw_recall(url, args.recall_sample)
     queries = (KEYWORD_QUERIES * 10)[: args.queries]
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
