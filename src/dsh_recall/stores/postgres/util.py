@@ -133,15 +133,19 @@ def term_map(columns: Sequence[tuple[float, Iterable[str]]]) -> tuple[list[str],
     row's length over every column, unweighted."""
     tf: dict[str, float] = {}
     total = 0
+    short = MAX_LEXEME_BYTES // 4  # this many code points fit in any UTF-8 (a bulk load's hot loop)
+    get = tf.get
     for weight, tokens in columns:
         for t in tokens:
             total += 1
-            if _keep(t):
-                tf[t] = tf.get(t, 0.0) + weight
+            if t and (len(t) <= short or _keep(t)):
+                tf[t] = get(t, 0.0) + weight
     return list(tf), [repr(v) for v in tf.values()], total
 
 
 def _hs(x: str) -> str:
+    if "\\" not in x and '"' not in x:  # nearly every term: nothing to escape
+        return '"' + x + '"'
     return '"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
