@@ -86,7 +86,7 @@ def test_a_bulk_loaded_index_answers_as_one_built_file_by_file(tmp_path, monkeyp
     try:
         compare(bulk, plain)
         names = {r[0] for r in bulk.store.conn.execute("SELECT name FROM sqlite_master")}
-        assert {"chunks_file", "chunks_embed", "chunks_vec_seq"} <= names  # built after the load
+        assert {"chunks_file", "chunks_embed", "chunks_vec_seq"} <= names  # whole after the load
         # Incremental from there on: an edit and a deletion, the same on both.
         (ws / "pkg" / "session_0.py").write_text("def thermostat_heat():\n    return 'warm'\n")
         (ws / "pkg" / "retry_1.py").unlink()
@@ -169,3 +169,29 @@ def test_a_load_killed_midway_is_started_again(tmp_path, monkeypatch, backend, r
         assert "first index" not in json.dumps(svc.search("retry adapter")["notes"])
     finally:
         svc.close()
+
+
+def test_a_search_during_a_load_answers_and_says_partial(tmp_path, monkeypatch):
+    ws = make_tree(tmp_path / "repo")
+    plain = build(ws, tmp_path / "home-plain", False, monkeypatch)
+    loader = service(ws, tmp_path / "home")
+    reader = service(ws, tmp_path / "home")  # another process's store on the same file
+    try:
+        assert loader.store.bulk_begin()
+        rows = [(f, plain.store.chunks_by_id(plain.store.chunk_ids_for_paths([p]))) for p, f in
+                sorted(plain.store.files().items())[:5]]
+        assert rows and not reader.store.bulk_begin()  # one load at a time, and only on empty
+        from dsh_recall.core.types import Chunk
+        from dsh_recall.stores.contracts import IndexedChunk
+
+        loader.store.replace_files([(f, [IndexedChunk(Chunk(r.path, r.start_line, r.end_line, r.text,
+                                                            r.language, r.symbols), r.text, "", "",
+                                                      r.text, r.embed_hash) for r in cs.values()])
+                                    for f, cs in rows])
+        assert reader.store.bulk_interrupted() and not loader.store.bulk_interrupted()
+        assert reader.store.pending(10) and reader.store.lexical('"step"', 5)
+        loader.store.bulk_end()
+        assert not reader.store.bulk_interrupted() and reader.store.file_count() == 5
+    finally:
+        for svc in (plain, loader, reader):
+            svc.close()

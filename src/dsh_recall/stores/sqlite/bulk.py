@@ -1,8 +1,8 @@
 """The bulk load of a first index into an empty SQLite chunk store (stores.contracts
 ChunkStore: bulk_begin, bulk_end, bulk_interrupted; mixed into stores/sqlite/chunks.py).
 
-While a first index loads, the chunk table's secondary indexes (by file, by embed hash, by
-vector sequence) are dropped and built once at the end, a file's rows are written without
+While a first index loads, the chunk table's secondary indexes by file and by embed hash
+are dropped and built once at the end, a file's rows are written without
 looking for old rows or known vectors (there are none), batches are larger and FTS5 merges
 its segments less often. Meta `bulk_load` marks the load from its first write to its last:
 a search sees it (the index is partial, and says so), and the next indexer, which holds
@@ -17,8 +17,8 @@ import time
 from typing import TYPE_CHECKING
 
 BULK_KEY = "bulk_load"
-SECONDARY = (("chunks_file", "chunks(file_id)"), ("chunks_embed", "chunks(embed_hash)"),
-             ("chunks_vec_seq", "chunks(vec_seq)"))
+# chunks_vec_seq stays: queries name it (INDEXED BY), and a search may run during the load.
+SECONDARY = (("chunks_file", "chunks(file_id)"), ("chunks_embed", "chunks(embed_hash)"))
 LOAD_AUTOMERGE = 16  # FTS5 merges 16 segments of a level at once while loading (default 4)
 AUTOMERGE = 4
 LOAD_CACHE_KB = 262_144  # page cache of the loading connection (SQLite's default: 2 MB)
@@ -41,13 +41,15 @@ class SqliteBulkLoad:
         return self.get_meta(BULK_KEY) is not None and not self._bulk
 
     def bulk_begin(self) -> bool:
-        """Start a bulk load when the store holds no file; False (nothing changed) else.
-        The caller holds the index lock and writes only new files until `bulk_end`."""
+        """Start a bulk load when the store holds no file and no other load's mark; False
+        (nothing changed) else. The caller holds the index lock and writes only new files
+        until `bulk_end`."""
         if self._bulk:
             return True
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            if self.conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+            if (self.conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+                    or self.get_meta(BULK_KEY) is not None):  # not empty, or another load's
                 self.conn.execute("ROLLBACK")
                 return False
             self.set_meta(BULK_KEY, str(time.time()))
