@@ -38,6 +38,8 @@ TMP = Path(tempfile.gettempdir())
 GRID_CODE: dict[str, dict[str, Any]] = {
     "defaults": {},
     "query_focus off": {"query_focus": False},
+    "focus_df_share 1.0": {"focus_df_share": 1.0},
+    "focus_df_share 0.1": {"focus_df_share": 0.1},
     "title_weight off": {"title_weight": 0.0},
     "title_weight 0.5": {"title_weight": 0.5},
     "title_weight 2.0": {"title_weight": 2.0},

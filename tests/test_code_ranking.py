@@ -316,6 +316,11 @@ def test_select_terms_takes_tiers_before_rarity():
     assert "title" not in plain and len(plain) == lex.MAX_TERMS
     tiered = lex.select_terms(terms, freqs, 100, tiers={"title": 0, "common": 1})
     assert tiered[:2] == ["title", "common"] and len(tiered) == lex.MAX_TERMS
+    # a tier lifts only a term in at most `promote_share` of the chunks (here 50 rows at
+    # least): in a 1,000-chunk index at 5%, "title" (in 9) is lifted, a word in 60 is not
+    df["common"] = 60
+    capped = lex.select_terms(terms, freqs, 1000, tiers={"title": 0, "common": 0}, promote_share=0.05)
+    assert capped[0] == "title" and "common" not in capped
 
 
 def test_pasted_listing_does_not_crowd_out_the_title(tmp_path):

@@ -241,6 +241,9 @@ class Config(Section):
     # A long query (an issue, a pasted log) keeps at most 48 terms: its title's and its prose's
     # before a pasted log's (rank/lexical.focus_tiers); off = rarest first wherever written.
     query_focus: bool = True
+    # ... lifting (and the title ranking using) only terms in at most this share of chunks:
+    # a common word ranks little and its rows are the query's cost
+    focus_df_share: float = Field(0.2, gt=0, le=1)
     # A long query's title alone, a second lexical ranking when no vector layer answers (it
     # reads a query's head, the title, itself); 0 = off.
     title_weight: float = Field(1.0, ge=0, le=10)

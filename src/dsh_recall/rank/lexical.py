@@ -17,6 +17,12 @@ from .query import content_terms, distinct_tokens
 
 MAX_QUERY_CHARS = 20_000
 MAX_TERMS = 48
+PROMOTE_MIN = 50  # select_terms: a tier lifts a term in this many chunks whatever the share
+
+
+def promote_limit(total_docs: int, share: float) -> int:
+    """The most chunks a term may be in for a query tier to lift it (select_terms)."""
+    return max(PROMOTE_MIN, int(total_docs * share))
 
 STOPWORDS = frozenset("""
 a an and are as at be but by for from has have if in into is it its of on or so that the their
@@ -42,6 +48,7 @@ def select_terms(
     total_docs: int,
     max_terms: int = MAX_TERMS,
     tiers: Mapping[str, int] | None = None,
+    promote_share: float = 1.0,
 ) -> list[str]:
     """Keep terms the index knows, rarest first when there are too many.
 
@@ -57,7 +64,14 @@ def select_terms(
     # Prefer rare terms, but drop those in more than half the corpus: they rank nothing.
     last = max(tiers.values(), default=0) + 1 if tiers else 0
     order = {t: i for i, t in enumerate(terms)}
-    ranked = sorted(known, key=lambda t: ((tiers.get(t, last) if tiers else 0), df[t], order[t]))
+    # A tier lifts only a term in at most `promote_share` of the chunks: a common word ("class",
+    # "error") ranks little in BM25 and costs the most to score (its rows are the query's cost).
+    promote = promote_limit(total_docs, promote_share)
+
+    def tier(t: str) -> int:
+        return (tiers.get(t, last) if df[t] <= promote else last) if tiers else 0
+
+    ranked = sorted(known, key=lambda t: (tier(t), df[t], order[t]))
     limit = max(1, total_docs // 2)
     chosen = [t for t in ranked if df[t] <= limit][:max_terms]
     return chosen or ranked[:max_terms]

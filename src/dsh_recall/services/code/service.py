@@ -255,7 +255,7 @@ class CodeService:
             terms = lex.query_terms(query)
             tiers = lex.focus_tiers(query) if cfg.query_focus else None
             chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count(),
-                                      tiers=tiers)
+                                      tiers=tiers, promote_share=cfg.focus_df_share)
             # The optional rerank stage reorders the fused head: fetch at least its top_n.
             reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
             want = limit
@@ -335,9 +335,15 @@ class CodeService:
                                                 else frozenset())
             return self.store.lexical(lex.match_expression(chosen, boost), pool, prefix)
 
-        # A long query's title alone, as a second lexical ranking (title_weight; 0 = off).
+        # A long query's title alone, as a second lexical ranking (title_weight; 0 = off), of
+        # its words in at most focus_df_share of the chunks (a common word ranks little, and
+        # its rows are the query's cost).
         tiers = lex.focus_tiers(query) if cfg.title_weight > 0 else {}
         heading = [t for t in chosen if tiers.get(t) == 0]
+        if heading:
+            df = self.store.doc_freqs(heading)
+            most = lex.promote_limit(self.store.chunk_count(), cfg.focus_df_share)
+            heading = [t for t in heading if df.get(t, 0) <= most]
 
         def title() -> list[tuple[int, float]]:
             return self.store.lexical(lex.match_expression(heading), pool, prefix)
