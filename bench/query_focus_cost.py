@@ -39,15 +39,26 @@ def main() -> int:
     os.environ.update(DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake",
                       DSH_RECALL_EMBEDDER__DIM="384")
     from dsh_recall.core.config import load_config
+    from dsh_recall.core.process import set_long_lived
     from dsh_recall.services.code import CodeService
 
     issues = [json.loads(line)["query"] for line in open(EVAL / "queries.jsonl")]
     over = {"embedder": {"name": "fake", "dim": 384}}
+    # One process per call (a CLI search: FTS5 answers) and a long-lived one (the MCP server,
+    # the daemon: each term's score list is computed behind the first answer, then summed).
+    for lived in (False, True):
+        set_long_lived(lived)
+        measure(CodeService, load_config, ws, home, over, issues, args.rounds,
+                "long-lived process (MCP server, daemon)" if lived else "one-shot process (CLI)")
+    return 0
+
+
+def measure(CodeService, load_config, ws, home, over, issues, rounds, label_run) -> None:  # noqa: N803
     svcs = {name: CodeService(ws, load_config(workspace=ws, overrides={**over, **o}), home)
             for name, o in (("previous", {"query_focus": False, "title_weight": 0.0}),
                             ("shipped", {}))}
-    print(f"{svcs['shipped'].store.chunk_count():,} chunks; p50 / p95 ms, interleaved, "
-          f"{args.rounds} rounds")
+    print(f"\n{label_run}: {svcs['shipped'].store.chunk_count():,} chunks; p50 / p95 ms, "
+          f"interleaved, {rounds} rounds")
     print(f"{'layers':16} {'queries':14} {'previous':>16} {'shipped':>16} {'p50 ratio':>10} {'load':>5}")
     for layers in (("lexical", "vector"), ("lexical",)):
         for label, qs in (("pasted issues", issues), ("short (control)", SHORT * 6)):
@@ -57,7 +68,7 @@ def main() -> int:
             for s in svcs.values():
                 s.store.impacts.wait_idle(600)
             ms: dict[str, list[float]] = {k: [] for k in svcs}
-            for r in range(args.rounds):
+            for r in range(rounds):
                 for q in qs:
                     for k in (list(svcs) if r % 2 == 0 else list(svcs)[::-1]):
                         t0 = time.perf_counter()
@@ -69,7 +80,6 @@ def main() -> int:
                   f"{os.getloadavg()[0]:5.1f}", flush=True)
     for s in svcs.values():
         s.close()
-    return 0
 
 
 if __name__ == "__main__":
