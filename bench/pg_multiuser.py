@@ -114,9 +114,10 @@ def make_world(url: str, root: Path, clients: int) -> World:
     return world
 
 
-def may_see(viewer: str, producer: str) -> bool:
-    """docs/security.md: the owner sees every session; a group key only its own."""
-    return viewer == "owner-key" or viewer == producer
+def may_see(viewer: str, producer: str | None) -> bool:
+    """docs/security.md: the owner sees every session; a group key only its own (a session
+    recorded without a channel is the owner's)."""
+    return viewer == "owner-key" or (producer is not None and viewer == producer)
 
 
 def producer_of(session: str, tag: str) -> str | None:
@@ -155,8 +156,8 @@ async def _client(world: World, i: int, ops: int, res: Result) -> None:
                         for hit in (out.structured_content or {}).get("hits", []):
                             s = hit.get("session", "")
                             res.seen.add(s)
-                            prod = producer_of(s, world.tag)
-                            if prod is None or not may_see(key, prod):
+                            prod = producer_of(s, world.tag)  # this run's: its id says
+                            if prod is not None and not may_see(key, prod):
                                 res.leaks.append(f"{key} saw {s}")
                     else:
                         out = await session.call_tool("code_search", {"query": f"handle request {world.tag}"})
@@ -182,7 +183,27 @@ def run(world: World, clients: int, ops: int) -> list[Result]:
         t.start()
     for t in threads:
         t.join()
+    check_recorded(world, results)
     return results
+
+
+def check_recorded(world: World, results: list[Result]) -> None:
+    """Every session a client saw, checked against the channel the store recorded for it
+    (the database may hold other runs' sessions, which the owner may see too)."""
+    from dsh_recall.stores.postgres.history import PgHistoryStore
+
+    seen = sorted({s for r in results for s in r.seen})
+    if not seen:
+        return
+    store = PgHistoryStore(world.url, "history")
+    try:
+        recorded = {row["id"]: row.get("channel") for row in store.sessions(seen)}
+    finally:
+        store.close()
+    for i, r in enumerate(results):
+        key = world.channels[i]
+        r.leaks.extend(f"{key} saw {s} (recorded for {recorded.get(s)})" for s in sorted(r.seen)
+                       if not may_see(key, recorded.get(s)) and f"{key} saw {s}" not in r.leaks)
 
 
 def pct(xs: list[float], p: float) -> float:

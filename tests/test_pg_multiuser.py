@@ -28,8 +28,10 @@ def test_four_users_on_one_store_see_only_their_channels(tmp_path, pg_url):
     for r in results:  # every kind of operation ran, as often as asked
         assert sum(len(v) for v in r.times.values()) == OPS
         assert {"code", "history", "write"} <= set(r.times)
-    # Each saw sessions (its own channel's at least), and the owner saw both groups'.
-    prod = [{harness.producer_of(s, world.tag) for s in r.seen} for r in results]
+    # Each saw sessions (its own channel's at least), and the owner saw both groups' (and
+    # may see other tests' sessions in a shared server: leaks are checked against the
+    # channel the store recorded).
+    prod = [{harness.producer_of(s, world.tag) for s in r.seen} - {None} for r in results]
     assert prod[0] == prod[2] == {"group:alpha"} and prod[1] == {"group:beta"}
     assert {"group:alpha", "group:beta"} <= prod[3]
     # A client's CLI writes reach its MCP server's next searches (another process, one store).
