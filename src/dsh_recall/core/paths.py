@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import stat
 import threading
 from pathlib import Path
@@ -169,14 +170,25 @@ def private_file(path: Path) -> None:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write a whole file atomically (aside, then renamed), created 0600."""
+    """Write a whole file under the recall home atomically (aside, then renamed), created
+    0600, its folder made private."""
     ensure_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+    write_atomic(path, data)
+
+
+def write_atomic(path: Path, data: bytes, durable: bool = False) -> None:
+    """Write a whole file atomically: to a fresh 0600 file beside it (never one already there,
+    never through a link), then renamed over it; with `durable`, synced to disk first. The
+    folder must exist. Two writers of one path each rename a whole file: the last one wins."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -36,6 +36,7 @@ import pathspec
 from ...core.clean import clean_text
 from ...core.config import Config
 from ...core.errors import InputError, RecallError
+from ...core.paths import write_atomic
 from ...policy import access
 from ...policy.scrub import scrub_text
 from ...readers.notes import resolve_roots, root_labels
@@ -114,21 +115,8 @@ class Found:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    path.parent.mkdir(parents=True, exist_ok=True)  # the user's notes folder: its modes stay
+    write_atomic(path, text.encode("utf-8"), durable=True)
 
 
 class NotesWriter:
