@@ -54,7 +54,8 @@ def select_terms(
 
     `tiers` (focus_tiers): when there are too many, a term of a lower tier goes before any
     of a higher one (the title's words before the prose's before a pasted log's), rarest
-    first within a tier; a term without a tier goes last."""
+    first within a tier; a term without a tier, or in more than `promote_share` of the
+    chunks, goes last."""
     if not terms:
         return []
     df = doc_freq(terms)
@@ -64,8 +65,8 @@ def select_terms(
     # Prefer rare terms, but drop those in more than half the corpus: they rank nothing.
     last = max(tiers.values(), default=0) + 1 if tiers else 0
     order = {t: i for i, t in enumerate(terms)}
-    # A tier lifts only a term in at most `promote_share` of the chunks: a common word ("class",
-    # "error") ranks little in BM25 and costs the most to score (its rows are the query's cost).
+    # A common word ("class", "error") ranks little in BM25 and costs the most to score: its
+    # rows are the query's cost.
     promote = promote_limit(total_docs, promote_share)
 
     def tier(t: str) -> int:
