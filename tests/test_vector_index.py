@@ -177,8 +177,9 @@ def test_a_killed_rebuild_leaves_the_previous_file(store, tmp_path):
     store.delete_files(["a.py"])
     _embed(store, _add_file(store, "b.py", 10))
     assert sync_vector_file(store) == "rebuild"
-    assert sorted(p.name for p in store.vector_dir.iterdir()) == [_state(store).file]
-    assert _state(store).file != st.file
+    name = _state(store).file
+    assert sorted(p.name for p in store.vector_dir.iterdir()) == [name, name + ".bits"]
+    assert name != st.file
 
 
 def test_schema_1_index_is_migrated(tmp_path):
@@ -376,3 +377,99 @@ def test_kill_9_while_the_vector_file_is_written_leaves_a_usable_index(tmp_path)
         assert sync_vector_file(store) in ("none", "append", "rebuild")
         assert [i for i, _ in VectorIndex().rank(store, q, 10)] == [i for i, _ in _exact(store, q, 10)]
         store.close()
+
+
+# -- the sign-bit first pass of a large file ----------------------------------------------
+
+def test_top_of_over_many_scores_is_exact_ties_by_position():
+    from dsh_recall.rank.vector import SAMPLE_FROM, top_of
+    rng = np.random.default_rng(3)
+    for n, k in ((SAMPLE_FROM * 3, 10), (SAMPLE_FROM * 3, 192), (1000, 7)):
+        scores = rng.standard_normal(n).astype(np.float32)
+        scores[::97] = 0.5  # many ties, some of them at the edge
+        ids = np.arange(n, dtype=np.int64) + 100
+        ref = sorted(range(n), key=lambda i: (-scores[i], i))[:k]
+        assert [i for i, _ in top_of(ids, scores, k)] == [int(ids[i]) for i in ref]
+    # a sample whose floor leaves too few (every score but a few equal): still exact
+    flat = np.zeros(SAMPLE_FROM * 2, dtype=np.float32)
+    flat[[5, 70_000]] = [2.0, 1.0]
+    assert [i for i, _ in top_of(np.arange(len(flat)), flat, 3)] == [5, 70_000, 0]
+
+
+def test_nearest_by_bits_keeps_the_nearest_and_honours_the_mask():
+    from dsh_recall.rank.vector import has_fast_kernel, nearest_by_bits
+    from dsh_recall.stores.sqlite.vector_file import sign_bits
+    if not has_fast_kernel():
+        pytest.skip("no SIMD kernels (simsimd) installed: the sign-bit pass is off without them")
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((5000, 64)).astype(np.float32)
+    q = rows[17] + 0.01 * rng.standard_normal(64).astype(np.float32)
+    bits = sign_bits(rows)
+    ham = np.unpackbits(bits ^ sign_bits(q[None, :]), axis=1).sum(axis=1)
+    got = nearest_by_bits(bits, q, 50)
+    assert got is not None and 17 in got and list(got) == sorted(got)
+    edge = np.sort(ham)[49]
+    assert set(got) == set(np.flatnonzero(ham <= edge)) or len(got) == 100
+    mask = np.ones(len(rows), dtype=bool)
+    mask[17] = False
+    mask[2500:] = False
+    got = nearest_by_bits(bits, q, 50, mask)
+    assert 17 not in got and got.max() < 2500 and len(got) >= 50
+    assert len(nearest_by_bits(bits, q, 50, np.zeros(len(rows), dtype=bool))) == 0
+
+
+def test_a_large_file_ranks_through_its_sign_bits_with_exact_scores(store, monkeypatch):
+    import dsh_recall.services.vectors as vectors_mod
+    from dsh_recall.rank.vector import has_fast_kernel
+    if not has_fast_kernel():
+        pytest.skip("no SIMD kernels (simsimd) installed: the sign-bit pass is off without them")
+    for f in range(6):
+        _embed(store, _add_file(store, f"{'ab'[f // 5]}/f{f}.py", 500))
+    sync_vector_file(store)
+    calls = []
+    real = vectors_mod.nearest_by_bits
+    monkeypatch.setattr(vectors_mod, "nearest_by_bits",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(vectors_mod, "BITS_FROM", 1000)
+    monkeypatch.setattr(vectors_mod, "BITS_MIN", 600)  # a fifth of the rows go on to int8
+    idx = VectorIndex()
+    hits = 0
+    for seed in range(20):
+        q = _vec(1000 + seed)
+        got, want = idx.rank(store, q, 10), _exact(store, q, 10)
+        assert calls, "the sign-bit pass did not run"
+        exact = dict(want)
+        for i, s in got:  # what it answers carries the exact cosine
+            assert abs(s - float(store.vectors_of([i])[1][0] @ q)) < 1e-5
+        hits += len(set(exact) & {i for i, _ in got})
+    assert hits >= 0.9 * 200  # recall@10 of the first pass on random 32-dim vectors
+    # a scope: only chunks under it, through the same pass
+    calls.clear()
+    b = set(store.chunk_ids_under("b/").tolist())
+    under = idx.rank(store, _vec(7), 10, prefix="a/")
+    assert calls and len(under) == 10 and not any(i in b for i, _ in under)
+
+
+def test_a_vector_file_without_its_sign_file_ranks_and_gets_one(store, monkeypatch):
+    import dsh_recall.services.vectors as vectors_mod
+    from dsh_recall.stores.sqlite.vector_file import bits_path
+    for f in range(3):
+        _embed(store, _add_file(store, f"f{f}.py", 300))
+    assert sync_vector_file(store) == "rebuild"
+    st = _state(store)
+    path = store.vector_dir / st.file
+    fresh = bits_path(path).read_bytes()
+    bits_path(path).unlink()  # a file a release before sign files wrote
+    monkeypatch.setattr(vectors_mod, "BITS_FROM", 100)
+    q = _vec(4)
+    assert [i for i, _ in VectorIndex().rank(store, q, 5)] == [i for i, _ in _exact(store, q, 5)]
+    assert sync_vector_file(store) == "bits"
+    assert bits_path(path).read_bytes() == fresh
+    assert sync_vector_file(store) == "none"
+    # a short sign file (a writer killed between its two files) is completed, then appended to
+    bits_path(path).write_bytes(fresh[: 64 + 100 * (DIM // 8)])
+    _embed(store, _add_file(store, "g.py", 20))
+    assert sync_vector_file(store) == "append"
+    st2 = _state(store)
+    assert bits_path(path).stat().st_size == 64 + st2.rows * (DIM // 8)
+    assert bits_path(path).read_bytes()[: len(fresh)] == fresh

@@ -17,6 +17,13 @@ are on disk. So:
 
 Deleted chunks stay in the file until the next rebuild; search rescoring drops them
 because their rows are gone from SQLite.
+
+Beside each vector file, a sign file (`<name>.bits`) holds every record's sign bits, packed
+(dim / 8 bytes a row, contiguous): the first pass of a ranking over a large index
+(services/vectors.py) scores them by Hamming distance, about an eighth of the int8 rows'
+bytes. It is written by the same writer before the same commit (record i of one is record
+i of the other), and it is a cache of the cache: a missing or short sign file is rebuilt
+from the records (`ensure_bits`) and, meanwhile, a reader ranks the int8 rows alone.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from ...core.paths import ensure_dir
 MAGIC = b"DRVEC001"
 HEADER = 64  # bytes: magic, dim (u32), reserved
 SUFFIX = ".i8v"
+BITS_MAGIC = b"DRBIT001"
+BITS_SUFFIX = ".bits"  # the sign file of `<name>`: `<name>.bits`
 
 
 def record_dtype(dim: int) -> np.dtype:
@@ -84,11 +93,87 @@ class MappedVectors:
         else:
             self.records = np.zeros(0, dtype=dt)
         self.ids = np.asarray(self.records["id"])
-        self.scales = np.asarray(self.records["scale"])
+        self._scales: np.ndarray | None = None
+        self._bits: np.ndarray | None = None
+        self._bits_read = False
 
     @property
     def rows(self) -> np.ndarray:
         return self.records["v"]
+
+    @property
+    def scales(self) -> np.ndarray:
+        """The rows' scales, contiguous (a strided view of the records costs a million-row
+        multiply several times the contiguous one): 4 bytes a row, copied on first use."""
+        if self._scales is None:
+            self._scales = np.ascontiguousarray(self.records["scale"], dtype=np.float32)
+        return self._scales
+
+    @property
+    def bits(self) -> np.ndarray | None:
+        """The committed rows' sign bits (rows x dim / 8, uint8), or None when the sign
+        file is missing, damaged or shorter than the committed records."""
+        if not self._bits_read:
+            self._bits = map_bits(bits_path(self.path), self.state.dim, self.state.rows)
+            self._bits_read = True
+        return self._bits
+
+
+def bits_path(path: Path) -> Path:
+    return path.with_name(path.name + BITS_SUFFIX)
+
+
+def _bits_header(dim: int) -> bytes:
+    return BITS_MAGIC + dim.to_bytes(4, "little") + b"\0" * (HEADER - 12)
+
+
+def sign_bits(rows: np.ndarray) -> np.ndarray:
+    """Packed sign bits (value > 0) of int8 or float rows: rows x ceil(dim / 8) uint8."""
+    return np.packbits(np.asarray(rows) > 0, axis=-1)
+
+
+def map_bits(path: Path, dim: int, rows: int) -> np.ndarray | None:
+    """The first `rows` rows of a sign file, memory-mapped, or None when it cannot serve."""
+    width = (dim + 7) // 8
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER)
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+    except OSError:
+        return None
+    if head[:8] != BITS_MAGIC or int.from_bytes(head[8:12], "little") != dim:
+        return None
+    if size < HEADER + rows * width:
+        return None
+    if not rows:
+        return np.zeros((0, width), dtype=np.uint8)
+    return np.memmap(path, dtype=np.uint8, mode="r", offset=HEADER, shape=(rows, width))
+
+
+def ensure_bits(path: Path, state: FileState, batch: int = 65536) -> bool:
+    """Make the sign file of a committed vector file cover its rows (written by a release
+    before sign files, or lost): appended from the records after any rows it already has.
+    The caller holds the writer's lock. Returns whether it wrote anything."""
+    width = (state.dim + 7) // 8
+    bp = bits_path(path)
+    if map_bits(bp, state.dim, state.rows) is not None:
+        return False
+    have = 0
+    if map_bits(bp, state.dim, 0) is not None:  # a valid header: keep its whole rows
+        have = min(state.rows, (bp.stat().st_size - HEADER) // width)
+    mapped = MappedVectors(path, state)
+    mode = "r+b" if have else "wb"
+    with open(bp, mode) as f:
+        if not have:
+            f.write(_bits_header(state.dim))
+        f.truncate(HEADER + have * width)
+        f.seek(0, os.SEEK_END)
+        for i in range(have, state.rows, batch):
+            f.write(sign_bits(mapped.rows[i:i + batch]).tobytes())
+        f.flush()
+        os.fsync(f.fileno())
+    return True
 
 
 def quantize(vecs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,13 +187,14 @@ def quantize(vecs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, scale
 
 
-def _records(dim: int, ids: np.ndarray, vecs: np.ndarray) -> bytes:
+def _records(dim: int, ids: np.ndarray, vecs: np.ndarray) -> tuple[bytes, bytes]:
+    """(the records, their sign bits) of a batch."""
     rec = np.zeros(len(ids), dtype=record_dtype(dim))
     rec["id"] = ids
     q, s = quantize(vecs) if len(ids) else (np.zeros((0, dim), np.int8), np.zeros(0, np.float32))
     rec["scale"] = s
     rec["v"] = q
-    return rec.tobytes()
+    return rec.tobytes(), sign_bits(q).tobytes()
 
 
 def write_file(folder: Path, dim: int, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[str, int]:
@@ -116,14 +202,21 @@ def write_file(folder: Path, dim: int, batches: Iterable[tuple[np.ndarray, np.nd
     ensure_dir(folder)
     name = uuid.uuid4().hex + SUFFIX
     tmp = folder / (name + ".tmp")
+    btmp = folder / (name + BITS_SUFFIX + ".tmp")
     rows = 0
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f, \
+            os.fdopen(os.open(btmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as b:
         f.write(MAGIC + dim.to_bytes(4, "little") + b"\0" * (HEADER - 12))
+        b.write(_bits_header(dim))
         for ids, vecs in batches:
-            f.write(_records(dim, ids, vecs))
+            rec, bits = _records(dim, ids, vecs)
+            f.write(rec)
+            b.write(bits)
             rows += len(ids)
-        f.flush()
-        os.fsync(f.fileno())
+        for out in (f, b):
+            out.flush()
+            os.fsync(out.fileno())
+    os.replace(btmp, folder / (name + BITS_SUFFIX))
     os.replace(tmp, folder / name)
     return name, rows
 
@@ -132,15 +225,22 @@ def append_file(path: Path, state: FileState, batches: Iterable[tuple[np.ndarray
     """Append records after the committed ones (dropping a tail a killed writer left);
     returns the new row count, to be committed by the caller."""
     rec_size = record_dtype(state.dim).itemsize
+    width = (state.dim + 7) // 8
+    ensure_bits(path, state)  # record i of the sign file stays record i of this one
     rows = state.rows
-    with open(path, "r+b") as f:
+    with open(path, "r+b") as f, open(bits_path(path), "r+b") as b:
         f.truncate(HEADER + rows * rec_size)
+        b.truncate(HEADER + rows * width)
         f.seek(0, os.SEEK_END)
+        b.seek(0, os.SEEK_END)
         for ids, vecs in batches:
-            f.write(_records(state.dim, ids, vecs))
+            rec, bits = _records(state.dim, ids, vecs)
+            f.write(rec)
+            b.write(bits)
             rows += len(ids)
-        f.flush()
-        os.fsync(f.fileno())
+        for out in (f, b):
+            out.flush()
+            os.fsync(out.fileno())
     return rows
 
 
@@ -169,8 +269,10 @@ def remove_stale(folder: Path, keep: str | None) -> None:
     """Delete vector files other than `keep` (old generations, tails of killed writers)."""
     if not folder.is_dir():
         return
+    mine = (keep, keep + BITS_SUFFIX) if keep else ()
+    ends = (SUFFIX, SUFFIX + ".tmp", SUFFIX + BITS_SUFFIX, SUFFIX + BITS_SUFFIX + ".tmp")
     for p in folder.iterdir():
-        if p.name != keep and (p.name.endswith(SUFFIX) or p.name.endswith(SUFFIX + ".tmp")):
+        if p.name not in mine and p.name.endswith(ends):
             try:
                 p.unlink()
             except OSError:
