@@ -313,3 +313,52 @@ def test_warm_common_brings_the_commonest_terms_up_to_date(tmp_path, monkeypatch
     assert got is not None
     close(got, store._bm25(match_expression([probe]), 10, None), 1e-9)
     assert store.warm_common(30.0, frozenset({"data"})) == 0  # all current: nothing to do
+
+
+def _brute(entries, nrow, limit):
+    from dsh_recall.stores import fts5
+    total: dict[int, float] = {}
+    for e, w in entries:
+        scale = w * fts5.idf(nrow, e.n)
+        for i, x in zip(e.ids.tolist(), e.weights.tolist()):
+            total[i] = total.get(i, 0.0) + x * scale
+    return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_maxscore_sum_is_the_full_sum(seed):
+    """top() skips summing the lists that cannot change the answer (MaxScore): its answer is
+    the full sum's, ties included, for rare and common lists, repeated phrases, tied rows."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    nrow = 20_000
+    entries = []
+    for t in range(int(rng.integers(4, 30))):
+        df = int(rng.choice([5, 40, 300, 3000, 9000]))
+        ids = np.sort(rng.choice(nrow, size=df, replace=False)).astype(np.int32)
+        weights = np.round(rng.uniform(0.2, 2.2, size=df), 1 if seed % 3 == 0 else 12)
+        e = impacts.entry(0, nrow, 10.0, ids, weights)
+        entries.append((e, float(rng.choice([1.0, 1.0, 2.0]))))
+    for limit in (1, 10, 200):
+        got = impacts.top(entries, nrow, limit)
+        want = _brute(entries, nrow, limit)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert all(abs(a - b) <= 1e-9 * max(1.0, abs(b)) for (_, a), (_, b) in zip(got, want))
+
+
+def test_maxscore_prunes_common_lists(monkeypatch):
+    """With a few rare lists and many common ones, the common ones are looked up for the
+    candidates only (fewer rows summed than they hold)."""
+    import numpy as np
+    rng = np.random.default_rng(1)
+    nrow = 50_000
+    entries = [(impacts.entry(0, nrow, 10.0, np.sort(rng.choice(nrow, 50, replace=False)).astype(np.int32),
+                              rng.uniform(1.5, 2.2, 50)), 1.0) for _ in range(6)]
+    entries += [(impacts.entry(0, nrow, 10.0, np.sort(rng.choice(nrow, 20_000, replace=False)).astype(np.int32),
+                               rng.uniform(0.1, 0.5, 20_000)), 1.0) for _ in range(3)]
+    searched = []
+    real = np.searchsorted
+    monkeypatch.setattr(impacts.np, "searchsorted", lambda a, v, **kw: searched.append(len(a)) or real(a, v, **kw))
+    got = impacts.top(entries, nrow, 10)
+    assert searched, "no list was pruned"
+    assert [i for i, _ in got] == [i for i, _ in _brute(entries, nrow, 10)]

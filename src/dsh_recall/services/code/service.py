@@ -44,6 +44,10 @@ INDEX_COMMAND = "dsh-recall index"
 # The end of a search's note on chunks still without a vector, and its backlog item's hint:
 # a front end that runs the job itself puts its own words in its place.
 EMBED_HINT = f"`{INDEX_COMMAND}` embeds them"
+# The title ranking's length: past rank 50 an RRF vote weighs little, and every chunk it adds
+# is one more the priors read (SWE-bench dev, lexical only: Acc@5 0.843 at 50 as at the full
+# pool, MRR 0.649 against 0.654, each repository unchanged).
+TITLE_TOP = 50
 
 
 class CodeService:
@@ -337,7 +341,7 @@ class CodeService:
 
         # A long query's title alone, as a second lexical ranking (title_weight; 0 = off), of
         # its words in at most focus_df_share of the chunks (a common word ranks little, and
-        # its rows are the query's cost).
+        # its rows are the query's cost), its TITLE_TOP best only.
         tiers = lex.focus_tiers(query) if cfg.title_weight > 0 else {}
         heading = [t for t in chosen if tiers.get(t) == 0]
         if heading:
@@ -346,7 +350,7 @@ class CodeService:
             heading = [t for t in heading if df.get(t, 0) <= most]
 
         def title() -> list[tuple[int, float]]:
-            return self.store.lexical(lex.match_expression(heading), pool, prefix)
+            return self.store.lexical(lex.match_expression(heading), TITLE_TOP, prefix)
 
         ranked = hybrid.rank(query, layers, lexical=lexical if chosen else None,
                              vector=lambda: self._start_vector_ranking(query, pool, prefix, notes,

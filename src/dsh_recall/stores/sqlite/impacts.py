@@ -50,8 +50,9 @@ class Entry(NamedTuple):
     gen: int  # index generation it is up to date with
     nrow: int  # FTS5 row count then
     avgdl: float  # FTS5 average row length its oldest rows were scored at
-    ids: np.ndarray  # int32 rowids holding the term
+    ids: np.ndarray  # int32 rowids holding the term, ascending (see `entry`)
     weights: np.ndarray  # float64 single-term bm25 over its idf (higher is better)
+    wmax: float  # the largest weight: the most the term adds to any row, over its idf
 
     @property
     def n(self) -> int:
@@ -62,6 +63,14 @@ class Entry(NamedTuple):
         check), and the average row length has not moved past the tolerance."""
         return (self.gen >= term_gen and self.n == df
                 and abs(self.avgdl - avgdl) <= AVGDL_TOLERANCE * avgdl)
+
+
+def entry(gen: int, nrow: int, avgdl: float, ids: np.ndarray, weights: np.ndarray) -> Entry:
+    """An Entry with its rows in ascending id order (`top` looks rows up by bisection)."""
+    if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+        order = np.argsort(ids, kind="stable")
+        ids, weights = ids[order], weights[order]
+    return Entry(gen, nrow, avgdl, ids, weights, float(weights.max()) if len(weights) else 0.0)
 
 
 def averages(conn: sqlite3.Connection, fts: str) -> tuple[int, float]:
@@ -108,7 +117,7 @@ def compute(conn: sqlite3.Connection, term: str, score_sql: str, fts: str) -> En
     ids, weights = _rows(rows, fts5.idf(nrow, len(rows)))
     if ids is None:
         return None
-    return Entry(gen, nrow, avgdl, ids, weights)
+    return entry(gen, nrow, avgdl, ids, weights)
 
 
 def _rows(rows: list, idf: float) -> tuple[np.ndarray | None, np.ndarray]:
@@ -168,7 +177,7 @@ def patch(conn: sqlite3.Connection, term: str, e: Entry, score_sql: str, fts: st
     ids, weights = _rows(rows, fts5.idf(nrow, n))
     if ids is None:
         return None
-    return Entry(gen, nrow, e.avgdl, np.concatenate([e.ids[kept], ids]),
+    return entry(gen, nrow, e.avgdl, np.concatenate([e.ids[kept], ids]),
                  np.concatenate([e.weights[kept], weights]))
 
 
@@ -178,22 +187,75 @@ def _meta(conn: sqlite3.Connection) -> dict[str, str]:
                              "('generation', 'log_from')").fetchall())
 
 
+PRUNE_MIN_PARTS = 4  # fewer lists than this are summed whole
+PRUNE_FROM = 0.1  # top: try a proof once the lists summed hold this share of the rows...
+PRUNE_SLACK = 0.75  # ...and take it once the lists left add at most this share of the bound
+PROBE_ROWS = 4  # top: the probe rows are those of the first lists, at least this x limit
+
+
 def top(entries: Iterable[tuple[Entry, float]], nrow: int, limit: int) -> list[tuple[int, float]]:
     """The `limit` best rows of the sum of these entries, each weighted (a phrase written
-    twice counts twice) times its idf at today's row count; best first, ties by id."""
+    twice counts twice) times its idf at today's row count; best first, ties by id.
+
+    MaxScore over the lists: they are summed in order of the most each can add (a rare
+    term's first, a common term's last). The rows of the first lists are probes: the
+    `limit`-th best of their partial sums is a floor under the answer's `limit`-th score
+    (sums only grow, and they are some of the rows). Once the lists still to sum could add
+    less than that floor (PRUNE_SLACK of it, so that few rows remain in the running), no
+    row they alone hold can reach the answer: they are looked up for the rows that still
+    can (by bisection in their sorted ids) instead of summed over every row they hold. The
+    answer is the full sum's, in the same order of additions: a row left out scores less
+    than `limit` rows already do. A pasted issue's common words hold most of its rows and
+    add the least."""
     parts = [(e, weight * fts5.idf(nrow, e.n)) for e, weight in entries if e.n]
     if not parts or limit <= 0:
         return []
     if len(parts) == 1:
         e, scale = parts[0]
-        ids, total = e.ids, e.weights * scale
-    else:
-        # A row appears once per entry, so fancy-index += adds without losing repeats.
-        dense = np.zeros(max(int(e.ids.max()) for e, _ in parts) + 1)
-        for e, scale in parts:
-            dense[e.ids] += e.weights * scale
-        ids = np.flatnonzero(dense)
-        total = dense[ids]
+        return _best(e.ids, e.weights * scale, limit)
+    parts.sort(key=lambda p: -p[0].wmax * p[1])
+    rest = [0.0] * (len(parts) + 1)  # rest[i]: the most parts[i:] add to one row
+    for i in range(len(parts) - 1, -1, -1):
+        rest[i] = rest[i + 1] + parts[i][0].wmax * parts[i][1]
+    total_rows = sum(e.n for e, _ in parts)
+    probes: np.ndarray | None = None
+    # A row appears once per entry, so fancy-index += adds without losing repeats.
+    dense = np.zeros(max(int(e.ids[-1]) for e, _ in parts) + 1)
+    summed = 0
+    for i, (e, scale) in enumerate(parts):
+        dense[e.ids] += e.weights * scale
+        summed += e.n
+        left = i + 1
+        if len(parts) < PRUNE_MIN_PARTS or left == len(parts):
+            continue
+        if probes is None:
+            if summed >= PROBE_ROWS * limit or summed >= total_rows * PRUNE_FROM:
+                probes = np.unique(np.concatenate([p.ids for p, _ in parts[:left]]))
+            if probes is None or len(probes) < limit:
+                probes = None
+                continue
+        if summed < total_rows * PRUNE_FROM:
+            continue
+        part = dense[probes]
+        floor = float(np.partition(part, len(part) - limit)[len(part) - limit])
+        # float sums in another order differ by ulps: a margin keeps the proof sound
+        margin = rest[left] * (1 + 1e-9) + 1e-12
+        if margin >= PRUNE_SLACK * floor:
+            continue
+        cand = np.flatnonzero(dense >= floor - margin)
+        scores = dense[cand]
+        for e2, scale2 in parts[left:]:
+            pos = np.searchsorted(e2.ids, cand)
+            pos[pos >= e2.n] = e2.n - 1
+            hit = e2.ids[pos] == cand
+            scores[hit] += e2.weights[pos[hit]] * scale2
+        return _best(cand, scores, limit)
+    ids = np.flatnonzero(dense)
+    return _best(ids, dense[ids], limit)
+
+
+def _best(ids: np.ndarray, total: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    """The `limit` best (id, score) of parallel arrays, best first, ties by id."""
     if len(total) > limit:
         # Everything at or above the limit-th score, so ties at the edge go by id.
         kth = np.partition(total, len(total) - limit)[len(total) - limit]
@@ -281,7 +343,7 @@ class ImpactCache:
                     a = np.frombuffer(ids, dtype=np.int32)
                     s = np.frombuffer(scores, dtype=np.float64)
                     if len(a) == len(s):
-                        out[t] = Entry(gen, nrow, avgdl, a, s)
+                        out[t] = entry(gen, nrow, avgdl, a, s)
         except sqlite3.Error:
             return out
         return out
