@@ -32,7 +32,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 from ...core.lazy import np
 from ...core.text import fts_quote
@@ -46,17 +45,42 @@ CACHE_APPLICATION_ID = 0x44524349  # "DRCI"
 FORMAT = 2  # entries hold weights (bm25 over idf); 1 held scores
 
 
-class Entry(NamedTuple):
-    gen: int  # index generation it is up to date with
-    nrow: int  # FTS5 row count then
-    avgdl: float  # FTS5 average row length its oldest rows were scored at
-    ids: np.ndarray  # int32 rowids holding the term, ascending (see `entry`)
-    weights: np.ndarray  # float64 single-term bm25 over its idf (higher is better)
-    wmax: float  # the largest weight: the most the term adds to any row, over its idf
+class Entry:
+    """One term's score list. Immutable once made; `wmax` and `by_id` are computed on first
+    use (only a pruned sum needs them: see `top`)."""
+
+    __slots__ = ("gen", "nrow", "avgdl", "ids", "weights", "_wmax", "_by_id")
+
+    def __init__(self, gen: int, nrow: int, avgdl: float, ids: np.ndarray, weights: np.ndarray):
+        self.gen = gen  # index generation it is up to date with
+        self.nrow = nrow  # FTS5 row count then
+        self.avgdl = avgdl  # FTS5 average row length its oldest rows were scored at
+        self.ids = ids  # int32 rowids holding the term
+        self.weights = weights  # float64 single-term bm25 over its idf (higher is better)
+        self._wmax: float | None = None
+        self._by_id: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
         return len(self.ids)
+
+    @property
+    def wmax(self) -> float:
+        """The largest weight: the most the term adds to any row, over its idf."""
+        if self._wmax is None:
+            self._wmax = float(self.weights.max()) if len(self.weights) else 0.0
+        return self._wmax
+
+    def by_id(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids ascending, their weights): the lists come from FTS5 in rowid order, and a
+        patched one has its added rows after the kept ones, so they usually are already."""
+        if self._by_id is None:
+            ids, w = self.ids, self.weights
+            if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+                order = np.argsort(ids, kind="stable")
+                ids, w = ids[order], w[order]
+            self._by_id = (ids, w)
+        return self._by_id
 
     def valid(self, term_gen: int, df: int, avgdl: float) -> bool:
         """No write touched the term since (its generation; its row count as a second
@@ -66,11 +90,7 @@ class Entry(NamedTuple):
 
 
 def entry(gen: int, nrow: int, avgdl: float, ids: np.ndarray, weights: np.ndarray) -> Entry:
-    """An Entry with its rows in ascending id order (`top` looks rows up by bisection)."""
-    if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
-        order = np.argsort(ids, kind="stable")
-        ids, weights = ids[order], weights[order]
-    return Entry(gen, nrow, avgdl, ids, weights, float(weights.max()) if len(weights) else 0.0)
+    return Entry(gen, nrow, avgdl, ids, weights)
 
 
 def averages(conn: sqlite3.Connection, fts: str) -> tuple[int, float]:
@@ -220,7 +240,7 @@ def top(entries: Iterable[tuple[Entry, float]], nrow: int, limit: int) -> list[t
     total_rows = sum(e.n for e, _ in parts)
     probes: np.ndarray | None = None
     # A row appears once per entry, so fancy-index += adds without losing repeats.
-    dense = np.zeros(max(int(e.ids[-1]) for e, _ in parts) + 1)
+    dense = np.zeros(max(int(e.ids.max()) for e, _ in parts) + 1)
     summed = 0
     for i, (e, scale) in enumerate(parts):
         dense[e.ids] += e.weights * scale
@@ -245,10 +265,11 @@ def top(entries: Iterable[tuple[Entry, float]], nrow: int, limit: int) -> list[t
         cand = np.flatnonzero(dense >= floor - margin)
         scores = dense[cand]
         for e2, scale2 in parts[left:]:
-            pos = np.searchsorted(e2.ids, cand)
+            ids2, w2 = e2.by_id()
+            pos = np.searchsorted(ids2, cand)
             pos[pos >= e2.n] = e2.n - 1
-            hit = e2.ids[pos] == cand
-            scores[hit] += e2.weights[pos[hit]] * scale2
+            hit = ids2[pos] == cand
+            scores[hit] += w2[pos[hit]] * scale2
         return _best(cand, scores, limit)
     ids = np.flatnonzero(dense)
     return _best(ids, dense[ids], limit)
