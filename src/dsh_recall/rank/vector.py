@@ -107,8 +107,8 @@ def nearest_by_bits(bits: np.ndarray, query: np.ndarray, count: int,
     if _nk is None or len(bits) == 0:
         return None
     qb = np.packbits(np.asarray(query, dtype=np.float32) > 0)[None, :]
-    dist = np.asarray(_nk.cdist(qb, bits, metric="hamming", dtype="bin8")).reshape(-1)
-    d = dist.astype(np.int32)
+    dist = np.asarray(_nk.cdist(qb, bits, metric="hamming", dtype="bin8", out_dtype="float32"))
+    d = dist.reshape(-1).astype(np.int16)
     if mask is not None:
         d[~mask] = bits.shape[1] * 8 + 1
         live = int(mask.sum())

@@ -328,7 +328,8 @@ class VectorIndex:
             count = max(BITS_MIN, int(mapped.state.rows * BITS_SHARE), want)
             near = nearest_by_bits(bits, q, count, inside)
         if near is not None:
-            approx = int8_scores(mapped.rows[near], mapped.scales[near], q)
+            # gathered from the records: the contiguous scales would read every page
+            approx = int8_scores(mapped.rows[near], mapped.records["scale"][near], q)
             return [i for i, _ in top_of(ids[near], approx, want)]
         approx = int8_scores(mapped.rows, mapped.scales, q)
         if inside is not None:

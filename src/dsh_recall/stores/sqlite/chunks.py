@@ -352,6 +352,7 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
         nrow, avgdl = self._averages()
         if not nrow:
             return None
+        self.impacts.fit(nrow)
         found, stale, missing = self.impacts.lookup(stats, avgdl)
         todo = list(stale) + missing
         if todo:

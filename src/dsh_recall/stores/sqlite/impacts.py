@@ -39,7 +39,11 @@ from .. import fts5
 from .util import private_db
 
 AVGDL_TOLERANCE = 1e-3  # relative drift of the average row length an entry tolerates
-MEMORY_POSTINGS = 2_000_000  # rows held in memory over all terms (12 bytes each)
+MEMORY_POSTINGS = 2_000_000  # rows held in memory over all terms (12 bytes each)...
+# ...or this many per chunk of the index, if more: at 1M chunks one pasted issue's lists hold
+# about a million rows, and a server answering a few of them read every list back from the
+# cache file each time (10 ms a query).
+MEMORY_PER_CHUNK = 8
 FILE_BYTES = 1 << 30  # past this the cache file is emptied (checked every 32 writes)
 CACHE_APPLICATION_ID = 0x44524349  # "DRCI"
 FORMAT = 2  # entries hold weights (bm25 over idf); 1 held scores
@@ -209,7 +213,7 @@ def _meta(conn: sqlite3.Connection) -> dict[str, str]:
 
 PRUNE_MIN_PARTS = 4  # fewer lists than this are summed whole
 PRUNE_FROM = 0.1  # top: try a proof once the lists summed hold this share of the rows...
-PRUNE_SLACK = 0.75  # ...and take it once the lists left add at most this share of the bound
+PRUNE_SLACK = 0.5  # ...and take it once the lists left add at most this share of the floor
 PROBE_ROWS = 4  # top: the probe rows are those of the first lists, at least this x limit
 
 
@@ -287,11 +291,12 @@ def _best(ids: np.ndarray, total: np.ndarray, limit: int) -> list[tuple[int, flo
 
 
 class ImpactCache:
-    """Entries in memory (least recently used out past MEMORY_POSTINGS rows) over a cache
-    file. Thread-safe; a background warmer may fill it (`warm`)."""
+    """Entries in memory (least recently used out past `budget` rows) over a cache file.
+    Thread-safe; a background warmer may fill it (`warm`)."""
 
     def __init__(self, path: Path | None, index_uid: str = ""):
         self.path = path
+        self.budget = MEMORY_POSTINGS  # rows; `fit` raises it for a large index
         self.index_uid = index_uid  # entries of another index (same path, made anew) go
         self._mem: OrderedDict[str, Entry] = OrderedDict()
         self._held = 0
@@ -414,6 +419,10 @@ class ImpactCache:
                 (found if e.valid(stats[t][1], stats[t][0], avgdl) else stale)[t] = e
         return found, stale, [t for t in stats if t not in found and t not in stale]
 
+    def fit(self, index_rows: int) -> None:
+        """Hold up to MEMORY_PER_CHUNK rows per row of an index this large."""
+        self.budget = max(MEMORY_POSTINGS, MEMORY_PER_CHUNK * index_rows)
+
     def peek(self, term: str) -> Entry | None:
         """The entry held in memory for a term, valid or not."""
         with self._lock:
@@ -426,7 +435,7 @@ class ImpactCache:
                 self._held -= old.n
             self._mem[term] = e
             self._held += e.n
-            while self._held > MEMORY_POSTINGS and len(self._mem) > 1:
+            while self._held > self.budget and len(self._mem) > 1:
                 _, gone = self._mem.popitem(last=False)
                 self._held -= gone.n
 
