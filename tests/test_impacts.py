@@ -362,3 +362,18 @@ def test_maxscore_prunes_common_lists(monkeypatch):
     got = impacts.top(entries, nrow, 10)
     assert searched, "no list was pruned"
     assert [i for i, _ in got] == [i for i, _ in _brute(entries, nrow, 10)]
+
+
+def test_memory_budget_grows_with_the_index_and_evicts_past_it():
+    import numpy as np
+    cache = impacts.ImpactCache(None)
+    cache.fit(1000)
+    assert cache.budget == impacts.MEMORY_POSTINGS
+    cache.fit(1_000_000)
+    assert cache.budget == impacts.MEMORY_PER_CHUNK * 1_000_000
+    cache.budget = 250  # rows
+    for t in range(5):
+        ids = np.arange(100, dtype=np.int32)
+        cache.store([(f"t{t}", impacts.entry(0, 100, 1.0, ids, np.ones(100)))])
+    assert cache.peek("t4") is not None and cache.peek("t3") is not None
+    assert cache.peek("t0") is None  # least recently used, past the budget
