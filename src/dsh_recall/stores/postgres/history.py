@@ -54,6 +54,7 @@ class PgHistoryStore(PgVectorTable):
     """History in one namespace of a PostgreSQL database (see stores.contracts.HistoryStore)."""
 
     _VEC_ITEMS = "blocks"
+    _VEC_PENDING = "embed_hash IS NOT NULL AND NOT has_vec"  # the blocks_pending index
     _VEC_CLEAR = ("UPDATE {s}.blocks SET embed_hash = NULL, has_vec = false "
                   "WHERE embed_hash IS NOT NULL OR has_vec")
     _DIM_ERROR = "vectors of dimension {dim} in a history of dimension {have}"
@@ -76,6 +77,7 @@ class PgHistoryStore(PgVectorTable):
         return PgHistoryStore(self.url, self.namespace)
 
     def close(self) -> None:
+        self.vector_load_release()  # a pooled connection must not keep a load's lock
         pg_util.release(self.url, self.conn)
 
     def _dicts(self, sql: str, params=None) -> list[dict]:

@@ -2,12 +2,27 @@
 the history): pgvector vectors keyed by the hash of the text embedded, in `{s}.vectors`, and
 per item row `has_vec`. Ranked by the database (stores.contracts.VectorTable with
 `ranks_vectors`): top-k by inner product on unit vectors, HNSW once the namespace holds
-ANN_MIN_ROWS vectors, exact below that and for small scopes. One implementation, mixed into
-each PostgreSQL store.
+ANN_MIN_ROWS vectors, exact below that, for small scopes and while a vector load defers the
+index. One implementation, mixed into each PostgreSQL store.
+
+Vectors are written by COPY (binary, through a session-local staging table, so a hash
+already kept is skipped) once a write holds COPY_MIN of them. A vector load (many vectors
+into a namespace: a first index's, a re-embedding's after `clear_vectors`) defers the HNSW
+index: maintained row by row it costs more than the load itself, built once at the end it
+is one parallel pass. Meta `vector_load` marks a deferred index, set in the transaction
+that drops it, and cleared in the one that builds it, so a namespace never claims an index
+it lacks; searches meanwhile rank exactly. A loader that says so (`vector_load_begin`, a
+bench, a copy) holds a session advisory lock and builds the index at `vector_load_end`;
+a load begun by a first index's bulk load (stores/postgres/bulk.py) or by `clear_vectors`
+has no owner, and whoever writes the vectors that drain its backlog builds it. A loader
+killed mid-load leaves the mark with its lock free: the next writer or loader carries on.
 """
 
 from __future__ import annotations
 
+import math
+import struct
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +34,27 @@ from . import util as pg_util
 
 ANN_MIN_ROWS = 20_000  # below this many vectors an exact scan is as fast as the index
 HNSW = "WITH (m = 16, ef_construction = 64)"
+COPY_MIN = 128  # a write of this many vectors or more goes through COPY
+LOAD_KEY = "vector_load"  # meta: the HNSW index is deferred until a vector load ends
+# A deferred index is built once the items waiting for a vector are this few: the rest are
+# added to the built graph one by one.
+LOAD_SLACK = 1024
+# The build's memory (maintenance_work_mem): the whole graph, so pgvector builds it in
+# memory rather than on disk (about 4 bytes a dimension plus 1 KB of links a vector, and a
+# margin), never below the server's setting, and at most this many MB.
+BUILD_MEM_MAX_MB = 4096
+_STAGE = "pg_temp.dshr_vec_in"
+
+
+def build_mem_mb(n: int, dim: int) -> int:
+    """maintenance_work_mem (MB) for an HNSW build over n vectors of `dim` dimensions."""
+    return max(64, min(BUILD_MEM_MAX_MB, math.ceil(n * (4 * dim + 1024) * 1.25 / 2**20)))
+
+
+def vector_bytes(mat: np.ndarray) -> list[bytes]:
+    """pgvector's binary form of each row (dimension, a reserved int16, big-endian float4)."""
+    head = struct.pack(">HH", mat.shape[1], 0)
+    return [head + row.tobytes() for row in np.asarray(mat, dtype=">f4")]
 
 
 class PgVectorTable:
@@ -26,8 +62,12 @@ class PgVectorTable:
     the class attributes below."""
 
     ranks_vectors = True  # vector_search is done by the database (services/vectors.py asks)
-    auto_ann = True  # build the HNSW index once enough vectors arrived (a bulk copy defers it)
+    auto_ann = True  # build the HNSW index once enough vectors arrived (and no load defers it)
+    # Parallel workers for an HNSW build (max_parallel_maintenance_workers); None: the
+    # server's setting, which its administrator sizes to its cores.
+    ann_build_workers: int | None = None
     _VEC_ITEMS = "chunks"  # the items table: id, embed_hash, has_vec
+    _VEC_PENDING = "NOT has_vec"  # an item waiting for a vector (an indexed condition)
     # What discarding every vector does to the item rows (the history forgets its embed
     # hashes too), and statements run after it in the same transaction.
     _VEC_CLEAR = "UPDATE {s}.chunks SET has_vec = false WHERE has_vec"
@@ -36,6 +76,7 @@ class PgVectorTable:
 
     conn: Any  # a psycopg connection (psycopg is imported in util only)
     s: str
+    _loading = False  # this store holds the vector load lock (vector_load_begin)
 
     def _q(self, sql: str, params: Any = None) -> Any:
         return self.conn.execute(sql.replace("{s}", self.s), params)
@@ -65,39 +106,155 @@ class PgVectorTable:
             return
         rows = sorted({h: np.asarray(v, dtype=np.float32) for h, v in items}.items())
         dim = len(rows[0][1])
-        if self._dim() is None:
+        have = self._dim()
+        if have is None:
             self._set_dim(dim)
-        if self._dim() != dim:
-            raise StoreError(self._DIM_ERROR.format(dim=dim, have=self._dim()))
+            have = self._dim()
+        if have != dim:
+            raise StoreError(self._DIM_ERROR.format(dim=dim, have=have))
+        hashes = [h for h, _ in rows]
         with self.conn.transaction():
-            with self.conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO {self.s}.vectors(hash, vec) VALUES (%s, %s) "
-                                "ON CONFLICT (hash) DO NOTHING", rows)
+            if len(rows) >= COPY_MIN:
+                self._copy_vectors(hashes, np.vstack([v for _, v in rows]))
+            else:
+                with self.conn.cursor() as cur:
+                    cur.executemany(f"INSERT INTO {self.s}.vectors(hash, vec) VALUES (%s, %s) "
+                                    "ON CONFLICT (hash) DO NOTHING", rows)
             # Rows a concurrent writer is replacing are skipped, never waited for: their
             # replacements look the vector up when they are inserted (or stay pending).
             t = self._VEC_ITEMS
             self._q(f"UPDATE {{s}}.{t} SET has_vec = true WHERE id IN (SELECT id FROM {{s}}.{t} "
                     "WHERE embed_hash = ANY(%s) AND NOT has_vec ORDER BY id FOR UPDATE SKIP LOCKED)",
-                    ([h for h, _ in rows],))
+                    (hashes,))
         if self.auto_ann:
             self.maybe_build_ann()
 
+    def _copy_vectors(self, hashes: list[str], mat: np.ndarray) -> None:
+        """COPY (binary) into the session's staging table, then into the vectors table, a
+        hash already kept skipped; in the caller's transaction."""
+        with self.conn.cursor() as cur:
+            # In every write's transaction: a pooler may hand each transaction another
+            # session. Quietly: "already exists, skipping" is the usual answer.
+            cur.execute("SET LOCAL client_min_messages = warning")
+            cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE.split('.')[1]} "
+                        "(hash TEXT NOT NULL, vec vector NOT NULL) ON COMMIT DELETE ROWS")
+            with cur.copy(f"COPY {_STAGE} (hash, vec) FROM STDIN (FORMAT BINARY)") as cp:
+                cp.set_types(["text", "bytea"])  # bytea sends our bytes as they are: vector_recv reads them
+                for row in zip(hashes, vector_bytes(mat)):
+                    cp.write_row(row)
+            cur.execute(f"INSERT INTO {self.s}.vectors(hash, vec) SELECT hash, vec FROM {_STAGE} "
+                        "ORDER BY hash ON CONFLICT (hash) DO NOTHING")
+
+    # -- the HNSW index and vector loads ---------------------------------------------------
+    def _backlog(self, limit: int) -> int:
+        """How many items wait for a vector, counted up to `limit` (a bounded walk)."""
+        t = self._VEC_ITEMS
+        return int(self._q(f"SELECT count(*) FROM (SELECT 1 FROM {{s}}.{t} WHERE {self._VEC_PENDING} "
+                           "LIMIT %s) x", (limit,)).fetchone()[0])
+
+    def _at_least(self, table: str, n: int) -> bool:
+        return bool(self._q(f"SELECT count(*) FROM (SELECT 1 FROM {{s}}.{table} LIMIT %s) x",
+                            (n,)).fetchone()[0] >= n)
+
+    def _lock_key(self) -> str:
+        return self.s + ":vectors"
+
+    def _defer_ann(self) -> None:
+        """In the caller's transaction (holding the `:dim` lock): drop the index and mark
+        the load (see the module docstring)."""
+        self._q("DROP INDEX IF EXISTS {s}.vectors_hnsw")
+        self._q("DELETE FROM {s}.meta WHERE key = 'ann'")
+        self.set_meta(LOAD_KEY, str(time.time()))
+
+    def vector_load_begin(self) -> bool:
+        """Begin a load of many vectors: the HNSW index is dropped and built once by
+        `vector_load_end`; put_vectors meanwhile only writes. False when another process is
+        loading this namespace (its index is deferred already: write as usual)."""
+        if self._loading:
+            return True
+        if not self._q("SELECT pg_try_advisory_lock(hashtext(%s))", (self._lock_key(),)).fetchone()[0]:
+            return False
+        try:
+            with self.conn.transaction():
+                self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
+                self._defer_ann()
+        except BaseException:
+            self._q("SELECT pg_advisory_unlock(hashtext(%s))", (self._lock_key(),))
+            raise
+        self._loading = True
+        return True
+
+    def vector_load_end(self) -> None:
+        """Build the HNSW index once (when the namespace holds ANN_MIN_ROWS vectors), clear
+        the mark in the same transaction, let the lock go. A failed build (cancelled,
+        killed) leaves the mark: searches stay exact and the next writer or load retries."""
+        try:
+            self._build(force_end=True)
+        finally:
+            self.vector_load_release()
+
+    def vector_load_release(self) -> None:
+        """Let this store's load lock go without building (the store closes mid-load): the
+        mark stays, and the next writer or loader carries the load on."""
+        if self._loading:
+            self._loading = False
+            if not self.conn.closed:
+                self._q("SELECT pg_advisory_unlock(hashtext(%s))", (self._lock_key(),))
+
+    def vector_load_interrupted(self) -> bool:
+        """A load's index is deferred and no live loader owns it (one was killed, or the
+        load was begun by a bulk load or clear_vectors): the next writer carries it on."""
+        if self._loading or self.get_meta(LOAD_KEY) is None:
+            return False
+        with self.conn.transaction():
+            return bool(self._q("SELECT pg_try_advisory_xact_lock(hashtext(%s))",
+                                (self._lock_key(),)).fetchone()[0])
+
     def maybe_build_ann(self) -> None:
-        if self.get_meta("ann") is None and self.vector_count() >= ANN_MIN_ROWS:
+        """Build the index when it is due: ANN_MIN_ROWS vectors and no load defers it (a
+        load without a live owner ends once its backlog is down to LOAD_SLACK)."""
+        if self._loading or self.get_meta("ann") is not None:
+            return
+        if self.get_meta(LOAD_KEY) is not None:
+            if self._backlog(LOAD_SLACK + 1) > LOAD_SLACK:
+                return
+            self._build(force_end=False)
+        elif self._at_least("vectors", ANN_MIN_ROWS):
             self.build_ann_index()
 
     def build_ann_index(self) -> None:
-        """The HNSW index over the vectors (inner product; our vectors are unit length)."""
+        """The HNSW index over the vectors (inner product; our vectors are unit length),
+        now, whatever their number; a load in progress elsewhere still defers it."""
+        self._build(force_end=False, min_rows=0)
+
+    def _build(self, force_end: bool, min_rows: int | None = None) -> None:
+        """Build the index and clear the load mark in one transaction. `force_end`: this
+        store owns the load. Otherwise a live owner elsewhere keeps the index deferred."""
+        need = ANN_MIN_ROWS if min_rows is None else min_rows
         with self.conn.transaction():
             self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
-            if self.get_meta("ann") is None and self._dim() is not None:
-                self._q("SET LOCAL maintenance_work_mem = '512MB'")
+            marked = self.get_meta(LOAD_KEY) is not None
+            if marked and not force_end and not self._q(
+                    "SELECT pg_try_advisory_xact_lock(hashtext(%s))", (self._lock_key(),)).fetchone()[0]:
+                return  # its loader is alive and builds at its end
+            dim = self._dim()
+            if self.get_meta("ann") is None and dim is not None and self._at_least("vectors", max(1, need)):
+                n = self.vector_count()
+                mem = build_mem_mb(n, dim)
+                if mem * 1024 > int(self._q("SELECT setting::bigint FROM pg_settings "
+                                            "WHERE name = 'maintenance_work_mem'").fetchone()[0]):
+                    self._q(f"SET LOCAL maintenance_work_mem = '{mem}MB'")
+                if self.ann_build_workers is not None:
+                    self._q(f"SET LOCAL max_parallel_maintenance_workers = {int(self.ann_build_workers)}")
                 self._q(f"CREATE INDEX IF NOT EXISTS vectors_hnsw ON {{s}}.vectors "
                         f"USING hnsw (vec vector_ip_ops) {HNSW}")
                 self.set_meta("ann", "hnsw")
+            if marked:
+                self._q("DELETE FROM {s}.meta WHERE key = %s", (LOAD_KEY,))
 
     def clear_vectors(self) -> None:
-        """Forget every vector (a new embedder)."""
+        """Forget every vector (a new embedder). A namespace of ANN_MIN_ROWS items or more
+        is marked for a vector load: its vectors come back in bulk."""
         with self.conn.transaction():
             self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
             # Item rows before the vectors table: a writer replacing rows holds them and
@@ -107,6 +264,8 @@ class PgVectorTable:
             self._q("TRUNCATE {s}.vectors")
             self._q("ALTER TABLE {s}.vectors ALTER COLUMN vec TYPE vector")
             self._q("DELETE FROM {s}.meta WHERE key IN ('dim', 'ann')")
+            if self._at_least(self._VEC_ITEMS, ANN_MIN_ROWS):
+                self._defer_ann()
             for stmt in self._VEC_CLEAR_AFTER:
                 self._q(stmt)
 
@@ -163,7 +322,6 @@ class PgVectorTable:
         # Every item: nearest texts by the index (exact scan while small), then their items;
         # a text whose items are all gone is skipped, so ask for more if short.
         m = max(2 * k, 64)
-        total = self.vector_count()
         while True:
             with self.conn.transaction():
                 self._q(f"SET LOCAL hnsw.ef_search = {min(1000, max(100, m))}")
@@ -171,7 +329,8 @@ class PgVectorTable:
                     "SELECT t.id, -n.d AS s FROM (SELECT hash, vec <#> %(q)s AS d FROM {s}.vectors "
                     f"ORDER BY vec <#> %(q)s LIMIT %(m)s) n JOIN {{s}}.{t} t ON t.embed_hash = n.hash "
                     "ORDER BY n.d, t.id LIMIT %(k)s", {**params, "m": m}).fetchall()
-            if len(rows) >= k or m >= total:
+            # Counted only when short: count(*) reads the whole table (seconds at 1M).
+            if len(rows) >= k or m >= self.vector_count():
                 return [(int(i), float(s)) for i, s in rows]
             m *= 4
 
