@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 
 def rrf(
@@ -79,7 +80,7 @@ def is_doc_path(path: str) -> bool:
             or any(p in _DOC_DIRS for p in parts[:-1]))
 
 
-def names_symbol(symbols: Sequence[str], named: set[str] | frozenset[str]) -> bool:
+def names_symbol(symbols: Sequence[str], named: AbstractSet[str]) -> bool:
     """Does the chunk declare something the query names? A dotted name matches the symbol
     or whole trailing parts of it (`Session.send` matches `Session.send` and
     `requests.Session.send`); a plain name matches the symbol or its last part (`send`

@@ -38,8 +38,13 @@ please thanks hi hello one two new way work works working seem seems
 def query_terms(text: str) -> list[str]:
     """Distinct code tokens of the query's first `MAX_QUERY_CHARS` chars, in order, without
     stopwords, single ASCII characters and a lone digit of any script (`rank.query`)."""
-    terms = content_terms(distinct_tokens(text[:MAX_QUERY_CHARS]), STOPWORDS)
-    return [t for t in terms if not (len(t) == 1 and t.isdigit())]
+    return list(_query_terms(text[:MAX_QUERY_CHARS]))
+
+
+@functools.lru_cache(maxsize=32)
+def _query_terms(text: str) -> tuple[str, ...]:
+    terms = content_terms(distinct_tokens(text), STOPWORDS)
+    return tuple(t for t in terms if not (len(t) == 1 and t.isdigit()))
 
 
 def select_terms(
@@ -120,25 +125,29 @@ def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = fr
     return " OR ".join(fts_quote(t) for term in terms for t in [term] * (2 if term in boost else 1))
 
 
-def named_symbols(text: str) -> set[str]:
+@functools.lru_cache(maxsize=8)
+def named_symbols(text: str) -> frozenset[str]:
     """Names the query writes as code (`CodeService.search`, `parse_args`, `HttpClient`, or
-    a query that is one identifier), lower-cased, dotted names kept whole."""
+    a query that is one identifier), lower-cased, dotted names kept whole. Cached for the
+    last few queries (a pasted issue is 20k characters, and a search asks more than once)."""
     out = {m.lower() for m in code_identifiers(text[:MAX_QUERY_CHARS])}
     word = text.strip()
     if word.isidentifier():
         out.add(word.lower())
-    return out
+    return frozenset(out)
 
 
-def identifier_terms(text: str) -> set[str]:
+@functools.lru_cache(maxsize=8)
+def identifier_terms(text: str) -> frozenset[str]:
     """Whole identifiers written in the query (snake_case, camelCase, dotted.names): in a
-    bug report or a question they point at code more surely than prose words do."""
+    bug report or a question they point at code more surely than prose words do. Cached as
+    named_symbols is."""
     out: set[str] = set()
     for m in code_identifiers(text[:MAX_QUERY_CHARS]):
         for part in m.split("."):
             if part.strip("_"):
                 out.add(part.lower().strip("_") if part.startswith("__") else part.lower())
-    return out
+    return frozenset(out)
 
 
 def idf(df: int, n: int) -> float:

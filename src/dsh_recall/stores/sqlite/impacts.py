@@ -211,7 +211,8 @@ def _meta(conn: sqlite3.Connection) -> dict[str, str]:
                              "('generation', 'log_from')").fetchall())
 
 
-PRUNE_MIN_PARTS = 4  # fewer lists than this are summed whole
+PRUNE_MIN_PARTS = 4  # fewer lists than this are summed whole...
+PRUNE_MIN_ROWS = 200_000  # ...and so are fewer rows than this (the proofs cost more there)
 PRUNE_FROM = 0.1  # top: try a proof once the lists summed hold this share of the rows...
 PRUNE_SLACK = 0.5  # ...and take it once the lists left add at most this share of the floor
 PROBE_ROWS = 4  # top: the probe rows are those of the first lists, at least this x limit
@@ -250,7 +251,7 @@ def top(entries: Iterable[tuple[Entry, float]], nrow: int, limit: int) -> list[t
         dense[e.ids] += e.weights * scale
         summed += e.n
         left = i + 1
-        if len(parts) < PRUNE_MIN_PARTS or left == len(parts):
+        if len(parts) < PRUNE_MIN_PARTS or total_rows < PRUNE_MIN_ROWS or left == len(parts):
             continue
         if probes is None:
             if summed >= PROBE_ROWS * limit or summed >= total_rows * PRUNE_FROM:
