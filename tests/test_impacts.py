@@ -13,7 +13,7 @@ from dsh_recall.core.types import Chunk
 from dsh_recall.rank.lexical import match_expression
 from dsh_recall.stores.contracts import FileRow, IndexedChunk
 from dsh_recall.stores.sqlite import chunks as sq
-from dsh_recall.stores.sqlite import impacts
+from dsh_recall.stores.sqlite import impact_sum, impacts
 from dsh_recall.stores.sqlite.chunks import SqliteChunkStore
 
 WORDS = ["request", "session", "value", "data", "config", "item", "cookiejar", "backoff",
@@ -330,7 +330,7 @@ def test_maxscore_sum_is_the_full_sum(seed, monkeypatch):
     """top() skips summing the lists that cannot change the answer (MaxScore): its answer is
     the full sum's, ties included, for rare and common lists, repeated phrases, tied rows."""
     import numpy as np
-    monkeypatch.setattr(impacts, "PRUNE_MIN_ROWS", 0)  # small lists, pruned all the same
+    monkeypatch.setattr(impact_sum, "PRUNE_MIN_ROWS", 0)  # small lists, pruned all the same
     rng = np.random.default_rng(seed)
     nrow = 20_000
     entries = []
@@ -357,7 +357,7 @@ def test_maxscore_prunes_common_lists(monkeypatch):
                               rng.uniform(1.5, 2.2, 50)), 1.0) for _ in range(6)]
     entries += [(impacts.entry(0, nrow, 10.0, np.sort(rng.choice(nrow, 20_000, replace=False)).astype(np.int32),
                                rng.uniform(0.1, 0.5, 20_000)), 1.0) for _ in range(3)]
-    monkeypatch.setattr(impacts, "PRUNE_MIN_ROWS", 0)
+    monkeypatch.setattr(impact_sum, "PRUNE_MIN_ROWS", 0)
     searched = []
     real = np.searchsorted
     monkeypatch.setattr(impacts.np, "searchsorted", lambda a, v, **kw: searched.append(len(a)) or real(a, v, **kw))

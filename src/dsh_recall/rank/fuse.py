@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -87,13 +88,26 @@ def names_symbol(symbols: Sequence[str], named: AbstractSet[str]) -> bool:
     matches `Session.send`)."""
     if not named:
         return False
+    whole, plain = _named_index(frozenset(named))
     for sym in symbols:
         low = sym.lower()
-        last = low.rsplit(".", 1)[-1]
-        for n in named:
-            if low == n or ("." in n and low.endswith("." + n)) or ("." not in n and last == n):
+        if low in whole:
+            return True
+        parts = low.split(".")
+        if parts[-1] in plain:
+            return True
+        # a dotted name the query writes is a whole trailing part of the symbol
+        for i in range(1, len(parts) - 1):
+            if ".".join(parts[i:]) in whole:
                 return True
     return False
+
+
+@functools.lru_cache(maxsize=16)
+def _named_index(named: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(every name, the names without a dot): a chunk's symbols are looked up, not compared
+    with each of a pasted issue's dozens of names."""
+    return named, frozenset(n for n in named if "." not in n)
 
 
 # Build, packaging, CI and data files: what a project is configured with, not what it does.

@@ -26,7 +26,7 @@ from .bulk import SqliteBulkLoad
 from .embed_cache import EmbedCache as EmbedCache  # re-exported: services/vectors.py
 from .terms import ONE_TOKEN as _ONE_TOKEN
 from .terms import TermCounts
-from .util import connect
+from .util import connect, parse_symbols
 from .vectors import SqliteVectorTable, matrix
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
@@ -430,7 +430,7 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
                     f"c.language, c.symbols, c.embed_hash FROM chunks c JOIN files f "
                     f"ON f.id = c.file_id WHERE c.id IN ({q})", part):
                 out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                                     tuple(json.loads(r[7])), r[8])
+                                     parse_symbols(r[7]), r[8])
         return out
 
     def chunk_ids_for_paths(self, paths: Sequence[str]) -> list[int]:

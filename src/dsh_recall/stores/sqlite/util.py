@@ -3,6 +3,8 @@ Kept free of heavy imports, so the hooks that only touch the object store start 
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import sqlite3
 import time
@@ -85,3 +87,10 @@ def set_wal(conn: sqlite3.Connection, timeout_s: float = 30.0) -> None:
             if "locked" not in str(e) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.02)
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_symbols(raw: str) -> tuple[str, ...]:
+    """A chunk's symbols column (a JSON list); copies of a file repeat it, and ranking reads
+    a few hundred rows a search."""
+    return tuple(json.loads(raw))
