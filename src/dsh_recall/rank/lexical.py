@@ -126,11 +126,17 @@ def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = fr
 
 
 @functools.lru_cache(maxsize=8)
+def _identifiers(text: str) -> tuple[str, ...]:
+    """code_identifiers of a query, once for the two callers below."""
+    return tuple(code_identifiers(text))
+
+
+@functools.lru_cache(maxsize=8)
 def named_symbols(text: str) -> frozenset[str]:
     """Names the query writes as code (`CodeService.search`, `parse_args`, `HttpClient`, or
     a query that is one identifier), lower-cased, dotted names kept whole. Cached for the
     last few queries (a pasted issue is 20k characters, and a search asks more than once)."""
-    out = {m.lower() for m in code_identifiers(text[:MAX_QUERY_CHARS])}
+    out = {m.lower() for m in _identifiers(text[:MAX_QUERY_CHARS])}
     word = text.strip()
     if word.isidentifier():
         out.add(word.lower())
@@ -143,7 +149,7 @@ def identifier_terms(text: str) -> frozenset[str]:
     bug report or a question they point at code more surely than prose words do. Cached as
     named_symbols is."""
     out: set[str] = set()
-    for m in code_identifiers(text[:MAX_QUERY_CHARS]):
+    for m in _identifiers(text[:MAX_QUERY_CHARS]):
         for part in m.split("."):
             if part.strip("_"):
                 out.add(part.lower().strip("_") if part.startswith("__") else part.lower())
