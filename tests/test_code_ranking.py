@@ -350,3 +350,27 @@ def test_title_ranking_stands_in_only_when_no_vector_layer_answers(tmp_path):
     assert "title" not in layers_seen[("lexical", "vector")] and "vector" in layers_seen[("lexical", "vector")]
     one_line = svc.search("xfail marker", files=True, limit=5, layers=("lexical",), explain=True)
     assert all("title" not in r["ranks"] for r in one_line["results"])  # no title to tell apart
+
+
+def test_title_query_beside_the_lexical_one_ranks_as_when_run_after(tmp_path, monkeypatch):
+    """Without its score lists in memory the title query runs in a thread of its own, beside
+    the main lexical query; once they are there it runs inline. Same answer either way."""
+    from dsh_recall.services import hybrid
+    ws = write(tmp_path / "ws", {"pkg/skipping.py": function("evaluate_xfail", "xfail marker"),
+                                 "pkg/runner.py": function("call_item", "failure runs item"),
+                                 "pkg/mark.py": function("marker_names", "xfail marker dynamically")})
+    svc = service(ws)
+    labels = []
+    real = hybrid.start_vector
+    monkeypatch.setattr(hybrid, "start_vector",
+                        lambda *a, **kw: labels.append(kw.get("label")) or real(*a, **kw))
+    first = svc.search(FREEZE_ISSUE, files=True, limit=5, layers=("lexical",), explain=True)
+    assert labels == ["title ranking"]
+    labels.clear()
+    for _ in range(2):  # the first search left the lists behind (computed while it answered)
+        again = svc.search(FREEZE_ISSUE, files=True, limit=5, layers=("lexical",), explain=True)
+    assert labels == []
+    assert [(r["path"], r["ranks"]) for r in first["results"]] == \
+        [(r["path"], r["ranks"]) for r in again["results"]]
+    assert any("title" in r["ranks"] for r in again["results"])
+    svc.close()

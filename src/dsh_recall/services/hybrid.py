@@ -45,10 +45,10 @@ class Ranked:
 
 
 def start_vector(store: ChunkStore, work: Callable[[ChunkStore], Scored],
-                 notes: list[str]) -> VectorWait:
+                 notes: list[str], label: str = "vector layer") -> VectorWait:
     """Run `work` on a connection of its own to `store` in a daemon thread; the returned
     call waits for it until a deadline and gives None when it failed or is late (with a
-    note). The thread may outlive the answer: it owns its connection.
+    note naming `label`). The thread may outlive the answer: it owns its connection.
 
     A daemon thread, not an executor: concurrent.futures joins its workers at interpreter
     exit, so a CLI search would wait for an answer it already dropped (and importing it costs
@@ -70,13 +70,13 @@ def start_vector(store: ChunkStore, work: Callable[[ChunkStore], Scored],
 
     def wait(deadline: float) -> Scored | None:
         if not done.wait(max(0.05, deadline - time.monotonic())):
-            notes.append("vector layer did not answer within the search deadline; lexical only")
+            notes.append(f"{label} did not answer within the search deadline; lexical only")
             return None
         ok, value = box[0]
         if ok:
             return value  # type: ignore[return-value]  # what work returned
         if isinstance(value, (RecallError, OSError, ValueError)):
-            notes.append(f"vector layer failed: {value}; lexical only")
+            notes.append(f"{label} failed: {value}; lexical only")
             return None
         raise value  # type: ignore[misc]  # a BaseException, re-raised in the caller
 

@@ -349,8 +349,21 @@ class CodeService:
             most = lex.promote_limit(self.store.chunk_count(), cfg.focus_df_share)
             heading = [t for t in heading if df.get(t, 0) <= most]
 
+        def title_on(store: ChunkStore) -> list[tuple[int, float]]:
+            return store.lexical(lex.match_expression(heading), TITLE_TOP, prefix)
+
         def title() -> list[tuple[int, float]]:
-            return self.store.lexical(lex.match_expression(heading), TITLE_TOP, prefix)
+            return title_on(self.store)
+
+        ready = getattr(self.store, "lists_ready", None)
+        if (heading and cfg.title_weight > 0 and not (ready and ready(heading))
+                and not self._vector_may_answer(query, layers)):
+            # The title ranking will be fused and is a full query (its score lists are not
+            # in memory): it runs beside the lexical query, on a connection of its own.
+            beside = hybrid.start_vector(self.store, title_on, [], label="title ranking")
+
+            def title() -> list[tuple[int, float]]:
+                return beside(deadline) or []
 
         ranked = hybrid.rank(query, layers, lexical=lexical if chosen else None,
                              vector=lambda: self._start_vector_ranking(query, pool, prefix, notes,
@@ -399,6 +412,13 @@ class CodeService:
                 res["vector_score"] = round(ranked.vector.get(item, 0.0), 4)
             results.append(res)
         return results, ranked.used
+
+    def _vector_may_answer(self, query: str, layers: tuple[str, ...]) -> bool:
+        """Could the vector layer answer this search (asked for, weighted, an embedder that
+        loads)? The embedder is only looked at when the layer is asked for."""
+        if "vector" not in layers or not query.strip() or self.cfg.vector_weight <= 0:
+            return False
+        return self.embedder() is not None
 
     def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
                               deadline: float) -> hybrid.VectorWait | None:
