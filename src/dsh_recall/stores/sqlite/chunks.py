@@ -149,18 +149,6 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
         self._owns_impacts = True
         self._init_schema()
 
-    def reopen(self) -> SqliteChunkStore:
-        """The same index on a connection of its own (a worker thread's), sharing this
-        store's score lists (the cache is thread-safe; closing the copy leaves it open)."""
-        other = type(self)(self.path)
-        other._impacts, other._owns_impacts = self.impacts, False
-        other.warm_behind, other.use_impacts = self.warm_behind, self.use_impacts
-        return other
-
-    def lists_ready(self, terms: Sequence[str]) -> bool:
-        """Are these terms' score lists in memory (a query of them is summed, not FTS5's)?"""
-        return all(self.impacts.peek(t) is not None for t in terms)
-
     def _init_schema(self) -> None:
         try:  # an index of this schema already: nothing to write (no write lock either)
             if self.get_meta("schema") == SCHEMA_VERSION:

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import fts5
 from ..contracts import BM25_WEIGHTS
@@ -44,6 +44,9 @@ class TermCounts:
     conn: sqlite3.Connection
     path: Path
     _impacts: impacts_mod.ImpactCache | None
+    _owns_impacts: bool
+    warm_behind: bool
+    use_impacts: bool
     _df_cache: dict[str, int]
     _df_cache_gen: str | None
     _avg: tuple[int, float]
@@ -129,6 +132,18 @@ class TermCounts:
     def _bump(self, conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO meta(key, value) VALUES('generation', '1') ON CONFLICT(key) "
                      "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    def reopen(self) -> Any:
+        """The same index on a connection of its own (a worker thread's), sharing this
+        store's score lists (the cache is thread-safe; closing the copy leaves it open)."""
+        other = type(self)(self.path)  # type: ignore[call-arg]  # the store's own init
+        other._impacts, other._owns_impacts = self.impacts, False
+        other.warm_behind, other.use_impacts = self.warm_behind, self.use_impacts
+        return other
+
+    def lists_ready(self, terms: Sequence[str]) -> bool:
+        """Are these terms' score lists in memory (a query of them is summed, not FTS5's)?"""
+        return all(self.impacts.peek(t) is not None for t in terms)
 
     @property
     def impacts(self) -> impacts_mod.ImpactCache:
