@@ -161,7 +161,7 @@ def test_a_20k_character_query_is_answered(monkeypatch):
     for q in ("x" * 20_000, "X" * 20_000, "aB" * 10_000, "a_" * 10_000, "x." * 10_000,
               "foo_bar " + "y" * 19_000 + " parseHTTP"):
         assert lex.identifier_terms(q) <= {"foo_bar", "parsehttp"}
-        assert isinstance(lex.named_symbols(q), set)
+        assert isinstance(lex.named_symbols(q), frozenset)
         toks = T.code_tokens(q)
         assert toks and all(len(t) <= len(q) for t in toks)
     assert seen and max(seen) <= T.MAX_IDENT_CHARS
