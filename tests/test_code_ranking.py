@@ -361,8 +361,8 @@ def test_title_query_beside_the_lexical_one_ranks_as_when_run_after(tmp_path, mo
                                  "pkg/mark.py": function("marker_names", "xfail marker dynamically")})
     svc = service(ws)
     labels = []
-    real = hybrid.start_vector
-    monkeypatch.setattr(hybrid, "start_vector",
+    real = hybrid.start_beside
+    monkeypatch.setattr(hybrid, "start_beside",
                         lambda *a, **kw: labels.append(kw.get("label")) or real(*a, **kw))
     first = svc.search(FREEZE_ISSUE, files=True, limit=5, layers=("lexical",), explain=True)
     assert labels == ["title ranking"]

@@ -49,7 +49,7 @@ def _rank(vector, deadline_s, store=None):
     notes: list[str] = []
     store = store or Reopens()
     ranked = hybrid.rank("parse args", ("lexical", "vector"), lexical=lambda: [(3, 2.0), (1, 1.0)],
-                         vector=lambda: hybrid.start_vector(store, vector, notes),
+                         vector=lambda: hybrid.start_beside(store, vector, notes),
                          deadline=time.monotonic() + deadline_s, notes=notes,
                          lexical_weight=1.0, vector_weight=1.0, rrf_k=10)
     return ranked, notes

@@ -338,7 +338,7 @@ def test_maxscore_sum_is_the_full_sum(seed, monkeypatch):
         df = int(rng.choice([5, 40, 300, 3000, 9000]))
         ids = np.sort(rng.choice(nrow, size=df, replace=False)).astype(np.int32)
         weights = np.round(rng.uniform(0.2, 2.2, size=df), 1 if seed % 3 == 0 else 12)
-        e = impacts.entry(0, nrow, 10.0, ids, weights)
+        e = impacts.Entry(0, nrow, 10.0, ids, weights)
         entries.append((e, float(rng.choice([1.0, 1.0, 2.0]))))
     for limit in (1, 10, 200):
         got = impacts.top(entries, nrow, limit)
@@ -353,9 +353,9 @@ def test_maxscore_prunes_common_lists(monkeypatch):
     import numpy as np
     rng = np.random.default_rng(1)
     nrow = 50_000
-    entries = [(impacts.entry(0, nrow, 10.0, np.sort(rng.choice(nrow, 50, replace=False)).astype(np.int32),
+    entries = [(impacts.Entry(0, nrow, 10.0, np.sort(rng.choice(nrow, 50, replace=False)).astype(np.int32),
                               rng.uniform(1.5, 2.2, 50)), 1.0) for _ in range(6)]
-    entries += [(impacts.entry(0, nrow, 10.0, np.sort(rng.choice(nrow, 20_000, replace=False)).astype(np.int32),
+    entries += [(impacts.Entry(0, nrow, 10.0, np.sort(rng.choice(nrow, 20_000, replace=False)).astype(np.int32),
                                rng.uniform(0.1, 0.5, 20_000)), 1.0) for _ in range(3)]
     monkeypatch.setattr(impact_sum, "PRUNE_MIN_ROWS", 0)
     searched = []
@@ -376,6 +376,6 @@ def test_memory_budget_grows_with_the_index_and_evicts_past_it():
     cache.budget = 250  # rows
     for t in range(5):
         ids = np.arange(100, dtype=np.int32)
-        cache.store([(f"t{t}", impacts.entry(0, 100, 1.0, ids, np.ones(100)))])
+        cache.store([(f"t{t}", impacts.Entry(0, 100, 1.0, ids, np.ones(100)))])
     assert cache.peek("t4") is not None and cache.peek("t3") is not None
     assert cache.peek("t0") is None  # least recently used, past the budget

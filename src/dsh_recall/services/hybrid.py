@@ -44,7 +44,7 @@ class Ranked:
     vector: dict[int, float] = field(default_factory=dict)
 
 
-def start_vector(store: ChunkStore, work: Callable[[ChunkStore], Scored],
+def start_beside(store: ChunkStore, work: Callable[[ChunkStore], Scored],
                  notes: list[str], label: str = "vector layer") -> VectorWait:
     """Run `work` on a connection of its own to `store` in a daemon thread; the returned
     call waits for it until a deadline and gives None when it failed or is late (with a
@@ -107,7 +107,7 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
          title: Callable[[], Scored] | None = None, title_weight: float = 0.0) -> Ranked:
     """Run the layers asked for and fuse them. `lexical`: the lexical query (None when the
     query has no usable terms: the layer answers, empty); `vector`: starts the vector layer
-    (start_vector) or gives None when it is unavailable (it left a note). `title`: a second
+    (start_beside) or gives None when it is unavailable (it left a note). `title`: a second
     lexical query of a long query's title alone, fused with `title_weight` times the lexical
     layer's weight when the vector layer did not answer (not asked for, vectors pending,
     late or failed): the vector layer reads a long query's head, its title, already."""

@@ -360,7 +360,7 @@ class CodeService:
                 and not self._vector_may_answer(query, layers)):
             # The title ranking will be fused and is a full query (its score lists are not
             # in memory): it runs beside the lexical query, on a connection of its own.
-            beside = hybrid.start_vector(self.store, title_on, [], label="title ranking")
+            beside = hybrid.start_beside(self.store, title_on, [], label="title ranking")
 
             def title() -> list[tuple[int, float]]:
                 return beside(deadline) or []
@@ -445,7 +445,7 @@ class CodeService:
             q = emb.embed_query(query[:4000])
             return self._vectors.rank(store, q, pool, prefix)
 
-        return hybrid.start_vector(self.store, work, notes)
+        return hybrid.start_beside(self.store, work, notes)
 
     # -- status ---------------------------------------------------------------
     def status(self, probe: bool = True) -> dict[str, Any]:

@@ -204,7 +204,7 @@ class NotesService:
             q = emb.embed_query(query[:4000])
             return self._vectors.rank(store, q, pool, allowed=allowed_ids)
 
-        return hybrid.start_vector(self.store, work, notes)
+        return hybrid.start_beside(self.store, work, notes)
 
     def _hits(self, query: str, limit: int, allowed: frozenset[str] | None,
               layers: Sequence[str], notes: list[str], used: list[str],

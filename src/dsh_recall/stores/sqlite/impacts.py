@@ -93,10 +93,6 @@ class Entry:
                 and abs(self.avgdl - avgdl) <= AVGDL_TOLERANCE * avgdl)
 
 
-def entry(gen: int, nrow: int, avgdl: float, ids: np.ndarray, weights: np.ndarray) -> Entry:
-    return Entry(gen, nrow, avgdl, ids, weights)
-
-
 def averages(conn: sqlite3.Connection, fts: str) -> tuple[int, float]:
     """FTS5's row count and average row length (all columns), as its bm25() reads them:
     the averages record of the FTS table (rowid 1 of its _data table)."""
@@ -141,7 +137,7 @@ def compute(conn: sqlite3.Connection, term: str, score_sql: str, fts: str) -> En
     ids, weights = _rows(rows, fts5.idf(nrow, len(rows)))
     if ids is None:
         return None
-    return entry(gen, nrow, avgdl, ids, weights)
+    return Entry(gen, nrow, avgdl, ids, weights)
 
 
 def _rows(rows: list, idf: float) -> tuple[np.ndarray | None, np.ndarray]:
@@ -201,7 +197,7 @@ def patch(conn: sqlite3.Connection, term: str, e: Entry, score_sql: str, fts: st
     ids, weights = _rows(rows, fts5.idf(nrow, n))
     if ids is None:
         return None
-    return entry(gen, nrow, e.avgdl, np.concatenate([e.ids[kept], ids]),
+    return Entry(gen, nrow, e.avgdl, np.concatenate([e.ids[kept], ids]),
                  np.concatenate([e.weights[kept], weights]))
 
 
@@ -290,7 +286,7 @@ class ImpactCache:
                     a = np.frombuffer(ids, dtype=np.int32)
                     s = np.frombuffer(scores, dtype=np.float64)
                     if len(a) == len(s):
-                        out[t] = entry(gen, nrow, avgdl, a, s)
+                        out[t] = Entry(gen, nrow, avgdl, a, s)
         except sqlite3.Error:
             return out
         return out
