@@ -105,7 +105,7 @@ def long_query_check(svc: CodeService) -> dict:
     LONG_RARE_ROWS, while the long-lived process computes the lists behind it); and the
     shipped path once the lists exist. How many top 10 answers agree with the exact one,
     each way's p50."""
-    from dsh_recall.stores.sqlite import chunks as store_sqlite
+    from dsh_recall.stores.sqlite import split as store_sqlite
 
     issues = [json.loads(line)["query"] for line in open(EVAL / "queries.jsonl")]
     store, shipped = svc.store, store_sqlite.LONG_RARE_ROWS

@@ -379,3 +379,40 @@ def test_memory_budget_grows_with_the_index_and_evicts_past_it():
         cache.store([(f"t{t}", impacts.Entry(0, 100, 1.0, ids, np.ones(100)))])
     assert cache.peek("t4") is not None and cache.peek("t3") is not None
     assert cache.peek("t0") is None  # least recently used, past the budget
+
+
+def test_the_warmer_starts_no_term_while_a_query_answers(tmp_path, monkeypatch):
+    """A list computed behind the answer takes a core from the query it spares (two cores):
+    the warmer waits while a query is in `foreground`, then goes on, and a query that never
+    ends does not stop it for longer than WARM_YIELD_S per term."""
+    import threading
+    import time
+
+    store, _ = make(tmp_path)
+    cache = store.impacts
+    done: list[str] = []
+
+    def compute_one(conn, term):
+        done.append(term)
+        return None
+
+    gate = cache.foreground()
+    gate.__enter__()
+    cache.warm(["request", "session"], lambda: store._warm_conn(), compute_one)
+    time.sleep(0.3)
+    assert done == []  # held back while the query answers
+    gate.__exit__(None, None, None)
+    cache.wait_idle(10)
+    assert done == ["request", "session"]
+
+    monkeypatch.setattr(impacts, "WARM_YIELD_S", 0.05)
+    done.clear()
+    stuck = cache.foreground()
+    stuck.__enter__()
+    t = threading.Thread(target=cache.warm, args=(["data"], lambda: store._warm_conn(), compute_one))
+    t.start()
+    t.join()
+    cache.wait_idle(10)
+    assert done == ["data"]  # it yields for a while, not for ever
+    stuck.__exit__(None, None, None)
+    store.close()

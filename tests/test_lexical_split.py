@@ -152,16 +152,16 @@ def test_opening_an_index_for_search_needs_no_write_lock(tmp_path):
 def test_long_query_is_answered_from_its_rarest_rows(tmp_path, monkeypatch):
     """More than 10 terms: no bound proves the split, so past LONG_MIN_CHUNKS the answer is
     the rows holding the rarest terms, each scored exactly as the full query scores it."""
-    from dsh_recall.stores.sqlite import chunks as sq
+    from dsh_recall.stores.sqlite import split
 
     store = make_store(tmp_path)  # 480 chunks
     store.use_impacts = False  # the long-query path itself is under test
     terms = RARE + COMMON  # 16 terms
     match = match_expression(terms)
     assert split_match(match, store.doc_freqs, store.chunk_count) is None  # a small index: exact
-    monkeypatch.setattr(sq, "LONG_MIN_CHUNKS", 100)
-    monkeypatch.setattr(sq, "LONG_RARE_ROWS", 60)
-    monkeypatch.setattr(sq, "LONG_RARE_SHARE", 0.0)
+    monkeypatch.setattr(split, "LONG_MIN_CHUNKS", 100)
+    monkeypatch.setattr(split, "LONG_RARE_ROWS", 60)
+    monkeypatch.setattr(split, "LONG_RARE_SHARE", 0.0)
     rare, common, bound = split_match(match, store.doc_freqs, store.chunk_count)
     assert bound is None and rare and common
     df = store.doc_freqs(terms)
@@ -177,4 +177,29 @@ def test_long_query_is_answered_from_its_rarest_rows(tmp_path, monkeypatch):
     assert [i for i, _ in got] == best_holders
     # Fewer rare rows than asked for: the full query answers.
     assert store.lexical(match, 400) == store._bm25(match, 400, None)
+    store.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rare_rows_rank_as_the_full_query_ranks_them(tmp_path, seed):
+    """split.rare_rows reads the rows holding only rare terms from the rare terms alone (their
+    best `limit`), not from a NOT query over the common ones: the chunks holding a rare
+    term, ranked and scored as the full query ranks them, at every limit, on corpora where
+    many such chunks also hold common terms."""
+    from dsh_recall.stores.sqlite import split
+
+    store = make_store(tmp_path, n_files=80, seed=seed)
+    store.use_impacts = False
+    rng = random.Random(seed)
+    for _ in range(8):
+        terms = rng.sample(RARE, rng.randint(1, 3)) + rng.sample(COMMON, rng.randint(1, 4))
+        rare = match_expression([t for t in terms if t in RARE])
+        common = match_expression([t for t in terms if t in COMMON])
+        full = dict(store._bm25(match_expression(terms), 100_000, None))
+        holders = {i for i, _ in store._bm25(rare, 100_000, None)}
+        for limit in (1, 2, 3, 5, 10, 40):
+            got = split.rare_rows(store._bm25, rare, common, limit, None)
+            want = sorted(holders, key=lambda i: (-full[i], i))[:limit]
+            assert [i for i, _ in got] == want, (terms, limit)
+            assert [round(s, 9) for _, s in got] == [round(full[i], 9) for i in want]
     store.close()

@@ -11,19 +11,19 @@ import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ...core.errors import LexicalQueryError, StoreError
 from ...core.lazy import np
 from ...core.process import long_lived
-from ...core.text import fts_quote
 from .. import fts5
 from ..contracts import BM25_WEIGHTS, ChunkRow, FileRow, IndexedChunk, prefix_bounds
 from . import impacts as impacts_mod
-from . import migrations
+from . import migrations, split
 from .bulk import SqliteBulkLoad
 from .embed_cache import EmbedCache as EmbedCache  # re-exported: services/vectors.py
+from .split import split_match as split_match  # re-exported: tests
 from .terms import ONE_TOKEN as _ONE_TOKEN
 from .terms import TermCounts
 from .util import connect, parse_symbols
@@ -52,21 +52,6 @@ def lexical_sql(with_prefix: bool) -> str:
     )
 
 
-# FTS5's bm25 (fts5_aux.c; stores/fts5.py): a phrase adds
-#   idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avglen))
-# with f its column-weighted count in the row. That grows with f towards idf * (k1 + 1),
-# the most one phrase can add to any row's score.
-SPLIT_MIN_PHRASES = 2  # a one-term query has nothing to split
-SPLIT_MAX_PHRASES = 10  # longer queries rarely prove exact; one full query is cheaper then
-SPLIT_RARE_SHARE = 0.02  # rare terms: the rarest until their rows pass 2% of the chunks
-# A longer query (a pasted issue or log keeps up to 48 terms) proves nothing: its common
-# terms' ceilings add up past any score. It is answered from the rows holding its rarest
-# terms, up to 5,000 rows or 5% of the index, scored on every term. Against the exact query
-# on 51 pasted SWE-bench issues (bench/scale.py): the same top 10 for 49-50 of them at 98k
-# and 299k chunks, p50 160 -> 60 ms and 412 -> 118 ms (2% at 299k: 44 of 51).
-LONG_RARE_ROWS = 5_000
-LONG_RARE_SHARE = 0.05
-LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
 # Score lists missing or stale are computed (or patched) before answering while that costs
 # at most about this many rows (about 5 ms), or less than FTS5 would: scoring a list
 # costs about 2.5 us a row, FTS5 about 0.3-1 us for each row of each of its terms (its
@@ -77,50 +62,6 @@ IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
 # warm_common looks at most at this many of the commonest terms.
 WARM_COMMON_TERMS = 2_000
-
-
-def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
-                total: Callable[[], int]) -> tuple[str, str, float | None] | None:
-    """MaxScore for FTS5: split an OR query into its rare phrases and its common ones.
-
-    bm25() is paid on every row the MATCH selects, and a common term selects most of the
-    index. The rows that hold a rare phrase are few; scored on the whole query they are
-    exact, and a row holding only common phrases can score at most the sum of their
-    ceilings (`bound`). When the `limit`-th best rare row scores above that, the answer is
-    the full query's, at a fraction of the cost. Returns (rare MATCH, common MATCH, bound),
-    or None to run the query as it is. For a query of more than SPLIT_MAX_PHRASES terms the
-    bound is None: the rare rows are the answer (see LONG_RARE_ROWS)."""
-    words = fts5.fts5_terms(match)
-    long = len(words) > SPLIT_MAX_PHRASES
-    if len(words) < SPLIT_MIN_PHRASES:
-        return None
-    if any(not _ONE_TOKEN.fullmatch(w) for w in words):
-        return None  # a phrase of several tokens: its row count is not a term's
-    keys = list(dict.fromkeys(w.lower() for w in words))
-    df = doc_freqs(keys)
-    n = total()
-    if not n or (long and n < LONG_MIN_CHUNKS):
-        return None
-    ceiling: dict[str, float] = {}
-    for w in words:  # a phrase written twice counts twice
-        k = w.lower()
-        ceiling[k] = ceiling.get(k, 0.0) + fts5.idf(n, df.get(k, 0)) * (fts5.K1 + 1)
-    order = sorted(keys, key=lambda k: (df.get(k, 0), k))
-    rare: list[str] = []
-    rows = 0
-    most = max(LONG_RARE_ROWS, LONG_RARE_SHARE * n) if long else SPLIT_RARE_SHARE * n
-    for k in order:
-        if rare and rows + df.get(k, 0) > most:
-            break
-        rare.append(k)
-        rows += df.get(k, 0)
-    common = [k for k in order if k not in rare]
-    if not common:
-        return None
-    def pick(group: set[str]) -> str:
-        return " OR ".join(fts_quote(w) for w in words if w.lower() in group)
-
-    return pick(set(rare)), pick(set(common)), (None if long else sum(ceiling[k] for k in common))
 
 
 class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
@@ -309,32 +250,20 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
         """The `limit` best chunks by FTS5 bm25 for `match` (see `_lexical`); a MATCH FTS5
         refuses is a LexicalQueryError."""
         try:
-            return self._lexical(match, limit, path_prefix)
+            with self.impacts.foreground():
+                return self._lexical(match, limit, path_prefix)
         except sqlite3.OperationalError as e:
             raise LexicalQueryError(f"lexical query refused: {e}") from e
 
     def _lexical(self, match: str, limit: int, path_prefix: str | None) -> list[tuple[int, float]]:
         """The `limit` best chunks by FTS5 bm25 for `match`, as one full query ranks them:
         summed from cached single-term scores when every term has one (stores/sqlite/impacts.py),
-        else from FTS5, cheaper when the query mixes rare and common terms (`split_match`)."""
+        else from FTS5, cheaper when the query mixes rare and common terms (stores/sqlite/split.py)."""
         if not path_prefix and self.use_impacts:
             hits = self._lexical_impacts(match, limit)
             if hits is not None:
                 return hits
-        plan = split_match(match, self.doc_freqs, self.chunk_count)
-        if plan is None:
-            return self._bm25(match, limit, path_prefix)
-        rare, common, bound = plan
-        # Every chunk holding a rare term, scored on all terms: those that also hold a
-        # common one, and those that hold none (their common terms score 0 anyway).
-        both = self._bm25(f"({rare}) AND ({common})", limit, path_prefix)
-        only = self._bm25(f"({rare}) NOT ({common})", limit, path_prefix)
-        hits = sorted(both + only, key=lambda h: (-h[1], h[0]))[:limit]
-        if len(hits) == limit and (bound is None or hits[-1][1] > bound):
-            return hits  # a chunk holding only common terms scores at most `bound`: exact
-        # Not proven: the chunks holding only common terms are the rest of the full query.
-        rest = self._bm25(f"({common}) NOT ({rare})", limit, path_prefix)
-        return sorted(hits + rest, key=lambda h: (-h[1], h[0]))[:limit]
+        return split.answer(match, limit, path_prefix, self._bm25, self.doc_freqs, self.chunk_count)
 
     def _lexical_impacts(self, match: str, limit: int) -> list[tuple[int, float]] | None:
         """The answer from cached single-term scores, or None for FTS5 to answer: a phrase

@@ -30,6 +30,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ...core.lazy import np
@@ -44,6 +46,8 @@ MEMORY_POSTINGS = 4_000_000  # rows held in memory over all terms (12 bytes each
 # about a million rows, and a server answering a few of them read every list back from the
 # cache file each time (10 ms a query).
 MEMORY_PER_CHUNK = 8
+# The longest the background warmer waits for the queries answering now before its next term.
+WARM_YIELD_S = 1.0
 FILE_BYTES = 1 << 30  # past this the cache file is emptied (checked every 32 writes)
 CACHE_APPLICATION_ID = 0x44524349  # "DRCI"
 FORMAT = 2  # entries hold weights (bm25 over idf); 1 held scores
@@ -225,6 +229,8 @@ class ImpactCache:
         self._warmer: threading.Thread | None = None
         self._closed = False
         self._writes = 0
+        self._busy = 0  # queries answering now: the warmer waits for them (`foreground`)
+        self._idle = threading.Condition(self._lock)
 
     # -- the cache file -----------------------------------------------------------
     def _file(self) -> sqlite3.Connection | None:
@@ -378,6 +384,20 @@ class ImpactCache:
                                             name="dsh-recall-impacts", daemon=True)
             self._warmer.start()
 
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """While a query answers, the warmer starts no new term: on two cores a list
+        computed behind the answer took a core from the FTS5 query it was meant to spare."""
+        with self._lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                if not self._busy:
+                    self._idle.notify_all()
+
     def _warm_loop(self, make_conn, compute_one) -> None:
         try:
             conn = make_conn()
@@ -389,6 +409,8 @@ class ImpactCache:
         try:
             while True:
                 with self._lock:
+                    # Queries asked back to back without a pause still let it go on.
+                    self._idle.wait_for(lambda: not self._busy or self._closed, WARM_YIELD_S)
                     if self._closed or not self._queue:
                         self._queue.clear()
                         self._queued.clear()
