@@ -473,3 +473,20 @@ def test_a_vector_file_without_its_sign_file_ranks_and_gets_one(store, monkeypat
     st2 = _state(store)
     assert bits_path(path).stat().st_size == 64 + st2.rows * (DIM // 8)
     assert bits_path(path).read_bytes()[: len(fresh)] == fresh
+
+
+def test_a_process_that_lives_on_holds_the_sign_bits_in_memory(store):
+    """Every query of the sign-bit pass scans all of the sign file: the first query maps it
+    (a one-shot CLI would pay more to load it than to scan it), the second reads it into the
+    process's memory, so other work between queries cannot push it out of the page cache."""
+    from dsh_recall.stores.sqlite.vector_file import MappedVectors
+    for f in range(2):
+        _embed(store, _add_file(store, f"f{f}.py", 50))
+    sync_vector_file(store)
+    st = _state(store)
+    view = MappedVectors(store.vector_dir / st.file, st)
+    first = view.bits
+    assert isinstance(first, np.memmap)
+    held = view.bits
+    assert held is not None and not isinstance(held, np.memmap)
+    assert np.array_equal(held, first) and view.bits is held

@@ -112,10 +112,16 @@ class MappedVectors:
     @property
     def bits(self) -> np.ndarray | None:
         """The committed rows' sign bits (rows x dim / 8, uint8), or None when the sign
-        file is missing, damaged or shorter than the committed records."""
+        file is missing, damaged or shorter than the committed records. Mapped for the first
+        query; from the second on (a process that lives on: the MCP server, the daemon) read
+        into this process's memory, 48 bytes a row: every query scans all of it, and mapped
+        pages were pushed out of the page cache by other work between queries (ripgrep over
+        a 1.8 GB tree)."""
         if not self._bits_read:
             self._bits = map_bits(bits_path(self.path), self.state.dim, self.state.rows)
             self._bits_read = True
+        elif isinstance(self._bits, np.memmap):
+            self._bits = np.array(self._bits)
         return self._bits
 
 
