@@ -309,6 +309,8 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
         wall, c, r, out = timed_child(cmd + ["--", q], alone_env, ws)
         cli.append(wall * 1000)
         cli_cpu.append(c * 1000)
+        if r > cli_rss:
+            cli_rss, row["cli_rss_query"] = r, len(cli)  # which call peaked (1-based)
         cli_rss = max(cli_rss, r)
         try:
             vec_ok += "vector" in json.loads(out)["layers"]

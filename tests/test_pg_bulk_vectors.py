@@ -327,3 +327,59 @@ def test_the_indexer_builds_a_first_index_hnsw_once(vec, tmp_path, pg_url, monke
         assert [i for i, _ in store.vector_search(q, 10)] == ids[order].tolist()
     finally:
         svc.close()
+
+
+def test_writers_go_on_while_the_index_is_built(vec, pg_url, pg_namespace):
+    """The HNSW build runs CONCURRENTLY: a plain CREATE INDEX held a lock that queued every
+    writer of the namespace behind it for the whole build (13 minutes at 1M vectors). Here a
+    transaction left open holds the build at its start; a second writer's vectors still go
+    in, and once the open transaction ends the build completes, valid, and is used."""
+    import threading
+
+    import psycopg
+
+    store = open_store(pg_url, pg_namespace)
+    builder = open_store(pg_url, pg_namespace)
+    writer = open_store(pg_url, pg_namespace)
+    held = psycopg.connect(pg_url)  # not autocommit: its insert stays uncommitted
+    try:
+        first_index(store)
+        load(store, stop_after=1400)
+        assert not has_index(store)  # the first index's load defers it
+        held.execute(f"INSERT INTO {store.s}.vectors(hash, vec) VALUES ('held', %s::vector)",
+                     (str(vectors_for(["held"])[0][1].tolist()),))
+        errors: list[BaseException] = []
+
+        def run(fn):
+            try:
+                fn()
+            except BaseException as e:  # handed to the test
+                errors.append(e)
+
+        build = threading.Thread(target=run, args=(builder.build_ann_index,), daemon=True)
+        build.start()
+        waiting = False
+        for _ in range(200):  # until the build is under way, waiting on the open transaction
+            waiting = store._q("SELECT count(*) FROM pg_stat_progress_create_index "
+                               "WHERE index_relid = to_regclass(%s)",
+                               (f"{store.s}.vectors_hnsw",)).fetchone()[0] > 0
+            if waiting:
+                break
+            build.join(0.05)
+        assert waiting and build.is_alive()
+        put = threading.Thread(target=run, args=(lambda: load(writer),), daemon=True)
+        put.start()
+        put.join(30)
+        assert not put.is_alive(), "a writer waited for the index build"
+        assert build.is_alive() and not errors
+        assert writer.pending_count() == 0
+        held.rollback()
+        build.join(60)
+        assert not build.is_alive() and not errors
+        assert has_index(store) and store.get_meta("ann") == "hnsw" and uses_index(store)
+        assert store._index_valid() is True
+        assert_exact(store)
+    finally:
+        held.close()
+        for s in (writer, builder, store):
+            s.close()

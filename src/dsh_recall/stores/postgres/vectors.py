@@ -228,8 +228,15 @@ class PgVectorTable:
         self._build(force_end=False, min_rows=0)
 
     def _build(self, force_end: bool, min_rows: int | None = None) -> None:
-        """Build the index and clear the load mark in one transaction. `force_end`: this
-        store owns the load. Otherwise a live owner elsewhere keeps the index deferred."""
+        """Build the index, then set meta 'ann' and clear the load mark in one transaction.
+        `force_end`: this store owns the load. Otherwise a live owner elsewhere keeps the
+        index deferred.
+
+        The build runs CONCURRENTLY, outside any transaction, under a session lock that
+        keeps a second builder out: a plain CREATE INDEX blocked every writer of the
+        namespace for the whole build (13 minutes at 1M vectors). A build that failed
+        leaves an invalid index, dropped by the next one; until an index is valid and meta
+        'ann' says so, searches rank exactly."""
         need = ANN_MIN_ROWS if min_rows is None else min_rows
         with self.conn.transaction():
             self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
@@ -238,19 +245,46 @@ class PgVectorTable:
                     "SELECT pg_try_advisory_xact_lock(hashtext(%s))", (self._lock_key(),)).fetchone()[0]:
                 return  # its loader is alive and builds at its end
             dim = self._dim()
-            if self.get_meta("ann") is None and dim is not None and self._at_least("vectors", max(1, need)):
-                n = self.vector_count()
-                mem = build_mem_mb(n, dim)
-                if mem * 1024 > int(self._q("SELECT setting::bigint FROM pg_settings "
-                                            "WHERE name = 'maintenance_work_mem'").fetchone()[0]):
-                    self._q(f"SET LOCAL maintenance_work_mem = '{mem}MB'")
-                if self.ann_build_workers is not None:
-                    self._q(f"SET LOCAL max_parallel_maintenance_workers = {int(self.ann_build_workers)}")
-                self._q(f"CREATE INDEX IF NOT EXISTS vectors_hnsw ON {{s}}.vectors "
+            due = (self.get_meta("ann") is None and dim is not None
+                   and self._at_least("vectors", max(1, need)))
+            if not due:
+                if marked:
+                    self._q("DELETE FROM {s}.meta WHERE key = %s", (LOAD_KEY,))
+                return
+        key = self.s + ":build"
+        if not self._q("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+            return  # another process is building it now
+        try:
+            if self._index_valid() is False:  # a build killed midway
+                self._q("DROP INDEX CONCURRENTLY IF EXISTS {s}.vectors_hnsw")
+            mem = build_mem_mb(self.vector_count(), int(dim or 0))
+            if mem * 1024 > int(self._q("SELECT setting::bigint FROM pg_settings "
+                                        "WHERE name = 'maintenance_work_mem'").fetchone()[0]):
+                self._q(f"SET maintenance_work_mem = '{mem}MB'")
+            if self.ann_build_workers is not None:
+                self._q(f"SET max_parallel_maintenance_workers = {int(self.ann_build_workers)}")
+            try:
+                self._q(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS vectors_hnsw ON {{s}}.vectors "
                         f"USING hnsw (vec vector_ip_ops) {HNSW}")
-                self.set_meta("ann", "hnsw")
-            if marked:
-                self._q("DELETE FROM {s}.meta WHERE key = %s", (LOAD_KEY,))
+            finally:
+                self._q("RESET maintenance_work_mem")
+                self._q("RESET max_parallel_maintenance_workers")
+            with self.conn.transaction():
+                self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.s + ":dim",))
+                # A load begun meanwhile dropped the index and marked itself: leave both.
+                if self._index_valid():
+                    self.set_meta("ann", "hnsw")
+                    if marked:
+                        self._q("DELETE FROM {s}.meta WHERE key = %s", (LOAD_KEY,))
+        finally:
+            if not self.conn.closed:
+                self._q("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+    def _index_valid(self) -> bool | None:
+        """Whether the HNSW index is valid (None: there is none)."""
+        row = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = "
+                      "to_regclass(%s)", (f"{self.s}.vectors_hnsw",)).fetchone()
+        return None if row is None else bool(row[0])
 
     def clear_vectors(self) -> None:
         """Forget every vector (a new embedder). A namespace of ANN_MIN_ROWS items or more
