@@ -44,8 +44,10 @@ AVGDL_TOLERANCE = 1e-3  # relative drift of the average row length an entry tole
 MEMORY_POSTINGS = 4_000_000  # rows held in memory over all terms (12 bytes each)...
 # ...or this many per chunk of the index, if more: at 1M chunks one pasted issue's lists hold
 # about a million rows, and a server answering a few of them read every list back from the
-# cache file each time (10 ms a query).
-MEMORY_PER_CHUNK = 8
+# cache file each time (10 ms a query). At 8 a chunk, 20 queries in turn (10 pasted issues)
+# still re-read lists every query: 7 ms each, and after a ripgrep scan of the tree had pushed
+# the cache file out of the page cache, API p50 42 ms; 16 a chunk (192 MB at 1M): 32 ms.
+MEMORY_PER_CHUNK = 16
 # The longest the background warmer waits for the queries answering now before its next term.
 WARM_YIELD_S = 1.0
 FILE_BYTES = 1 << 30  # past this the cache file is emptied (checked every 32 writes)
