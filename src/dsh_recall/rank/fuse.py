@@ -40,12 +40,16 @@ def rrf(
     return [(i, scores[i], ranks[i]) for i in order]
 
 
+# Paths whose kind is remembered (a search asks for each candidate's, 50-250 of them, and
+# mostly the same files again the next search).
+PATH_CACHE = 8192
 _TEST_DIRS = {"test", "tests", "testing", "__tests__", "spec", "specs", "e2e"}
 _TEST_SUFFIXES = ("_test.py", "_test.go", "_test.rs", "_tests.py", "_spec.rb", "test.java",
                   "tests.java", ".test.js", ".test.ts", ".test.tsx", ".spec.js", ".spec.ts",
                   ".spec.tsx", ".test.jsx")
 
 
+@functools.lru_cache(maxsize=PATH_CACHE)
 def is_test_path(path: str) -> bool:
     """A test file by common layout conventions across languages."""
     parts = path.lower().split("/")
@@ -73,6 +77,7 @@ def wants_docs(terms: Sequence[str]) -> bool:
     return any(t in _DOC_WORDS for t in terms)
 
 
+@functools.lru_cache(maxsize=PATH_CACHE)
 def is_doc_path(path: str) -> bool:
     """Prose documentation by extension, folder, or a project's legal / release files."""
     parts = path.lower().split("/")
@@ -118,6 +123,7 @@ _BUILD_NAMES = {"setup.py", "noxfile.py", "fabfile.py", "makefile", "gnumakefile
                 "procfile", "justfile", "rakefile", "gemfile"}
 
 
+@functools.lru_cache(maxsize=PATH_CACHE)
 def is_config_path(path: str) -> bool:
     """A build, packaging, CI or data file (setup.py, tox.ini, .travis.yml, pyproject.toml,
     package.json, a dotfile, anything under a dot-folder such as .github/), not prose docs."""
