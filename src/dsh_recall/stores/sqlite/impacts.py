@@ -451,6 +451,7 @@ class ImpactCache:
         with self._lock:
             self._closed = True
             self._queue.clear()
+            self._idle.notify_all()  # a warmer waiting on a query stops now
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             try:
