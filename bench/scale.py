@@ -105,10 +105,10 @@ def long_query_check(svc: CodeService) -> dict:
     LONG_RARE_ROWS, while the long-lived process computes the lists behind it); and the
     shipped path once the lists exist. How many top 10 answers agree with the exact one,
     each way's p50."""
-    from dsh_recall.stores.sqlite import split as store_sqlite
+    from dsh_recall.stores.sqlite import split
 
     issues = [json.loads(line)["query"] for line in open(EVAL / "queries.jsonl")]
-    store, shipped = svc.store, store_sqlite.LONG_RARE_ROWS
+    store, shipped = svc.store, split.LONG_RARE_ROWS
     same_first = same_warm = 0
     exact_ms, first_ms, warm_ms = [], [], []
 
@@ -120,15 +120,15 @@ def long_query_check(svc: CodeService) -> dict:
 
     try:
         for q in issues:
-            store.use_impacts, store_sqlite.LONG_RARE_ROWS = False, 10**12
+            store.use_impacts, split.LONG_RARE_ROWS = False, 10**12
             exact = run(q, exact_ms)
-            store.use_impacts, store_sqlite.LONG_RARE_ROWS = True, shipped
+            store.use_impacts, split.LONG_RARE_ROWS = True, shipped
             store.impacts.clear()
             same_first += run(q, first_ms) == exact
             store.impacts.wait_idle(300)
             same_warm += run(q, warm_ms) == exact
     finally:
-        store.use_impacts, store_sqlite.LONG_RARE_ROWS = True, shipped
+        store.use_impacts, split.LONG_RARE_ROWS = True, shipped
     return {"paste_same_first": f"{same_first}/{len(issues)}",
             "paste_same": f"{same_warm}/{len(issues)}", "paste_exact_p50": pct(exact_ms, 50),
             "paste_first_p50": pct(first_ms, 50), "paste_p50": pct(warm_ms, 50)}
@@ -311,7 +311,6 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
         cli_cpu.append(c * 1000)
         if r > cli_rss:
             cli_rss, row["cli_rss_query"] = r, len(cli)  # which call peaked (1-based)
-        cli_rss = max(cli_rss, r)
         try:
             vec_ok += "vector" in json.loads(out)["layers"]
         except (ValueError, KeyError):

@@ -245,9 +245,8 @@ class PgVectorTable:
                     "SELECT pg_try_advisory_xact_lock(hashtext(%s))", (self._lock_key(),)).fetchone()[0]:
                 return  # its loader is alive and builds at its end
             dim = self._dim()
-            due = (self.get_meta("ann") is None and dim is not None
-                   and self._at_least("vectors", max(1, need)))
-            if not due:
+            if dim is None or self.get_meta("ann") is not None \
+                    or not self._at_least("vectors", max(1, need)):  # not due
                 if marked:
                     self._q("DELETE FROM {s}.meta WHERE key = %s", (LOAD_KEY,))
                 return
@@ -257,7 +256,7 @@ class PgVectorTable:
         try:
             if self._index_valid() is False:  # a build killed midway
                 self._q("DROP INDEX CONCURRENTLY IF EXISTS {s}.vectors_hnsw")
-            mem = build_mem_mb(self.vector_count(), int(dim or 0))
+            mem = build_mem_mb(self.vector_count(), dim)
             if mem * 1024 > int(self._q("SELECT setting::bigint FROM pg_settings "
                                         "WHERE name = 'maintenance_work_mem'").fetchone()[0]):
                 self._q(f"SET maintenance_work_mem = '{mem}MB'")

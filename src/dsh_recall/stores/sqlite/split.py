@@ -31,6 +31,7 @@ LONG_RARE_ROWS = 5_000
 LONG_RARE_SHARE = 0.05
 LONG_MIN_CHUNKS = 20_000  # below this the full query is cheap (tens of ms): it runs as it is
 
+
 def split_match(match: str, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
                 total: Callable[[], int]) -> tuple[str, str, float | None] | None:
     """MaxScore for FTS5: split an OR query into its rare phrases and its common ones.
