@@ -418,6 +418,37 @@ def test_nearest_by_bits_keeps_the_nearest_and_honours_the_mask():
     assert len(nearest_by_bits(bits, q, 50, np.zeros(len(rows), dtype=bool))) == 0
 
 
+@pytest.mark.parametrize("width", [8, 13, 48])
+def test_sign_bits_by_word_measure_what_the_rows_do(width):
+    """SignPlanes (the warm layout) gives the row layout's distances at any width (a width
+    that is not a whole number of words is padded with zeros on both sides), and the same
+    rows out of nearest_by_bits, with and without a mask, at sizes on both sides of the
+    sampled edge (_nearest)."""
+    from dsh_recall.rank.vector import has_fast_kernel, nearest_by_bits
+    from dsh_recall.stores.sqlite.vector_file import SignPlanes, sign_bits
+    rng = np.random.default_rng(width)
+    for n in (3000, 70_000):
+        rows = rng.standard_normal((n, width * 8)).astype(np.float32)
+        bits = sign_bits(rows)
+        planes = SignPlanes.of(bits, block=4096)
+        q = rows[11] + 0.3 * rng.standard_normal(width * 8).astype(np.float32)
+        ham = np.unpackbits(bits ^ sign_bits(q[None, :]), axis=1).sum(axis=1)
+        assert np.array_equal(planes.hamming(planes.query_words(q)), ham)
+        mask = rng.random(n) < 0.7
+        for count in (1, 50, 900):
+            for m in (None, mask):
+                got = nearest_by_bits(planes, q, count, m)
+                d = ham if m is None else np.where(m, ham, 10**6)
+                live = n if m is None else int(m.sum())
+                edge = np.sort(d)[min(count, live) - 1]
+                want = np.flatnonzero(d <= edge)
+                if len(want) > 2 * count:
+                    want = np.sort(want[np.argsort(d[want], kind="stable")[:count]])
+                assert got is not None and np.array_equal(got, want), (n, count)
+                if has_fast_kernel():
+                    assert np.array_equal(nearest_by_bits(bits, q, count, m), got)
+
+
 def test_a_large_file_ranks_through_its_sign_bits_with_exact_scores(store, monkeypatch):
     import dsh_recall.services.vectors as vectors_mod
     from dsh_recall.rank.vector import has_fast_kernel
@@ -479,7 +510,7 @@ def test_a_process_that_lives_on_holds_the_sign_bits_in_memory(store):
     """Every query of the sign-bit pass scans all of the sign file: the first query maps it
     (a one-shot CLI would pay more to load it than to scan it), the second reads it into the
     process's memory, so other work between queries cannot push it out of the page cache."""
-    from dsh_recall.stores.sqlite.vector_file import MappedVectors
+    from dsh_recall.stores.sqlite.vector_file import MappedVectors, SignPlanes
     for f in range(2):
         _embed(store, _add_file(store, f"f{f}.py", 50))
     sync_vector_file(store)
@@ -488,5 +519,8 @@ def test_a_process_that_lives_on_holds_the_sign_bits_in_memory(store):
     first = view.bits
     assert isinstance(first, np.memmap)
     held = view.bits
-    assert held is not None and not isinstance(held, np.memmap)
-    assert np.array_equal(held, first) and view.bits is held
+    assert isinstance(held, SignPlanes) and len(held) == len(first) and view.bits is held
+    q = _vec(3)
+    qb = np.packbits(q > 0)
+    ham = np.unpackbits(np.asarray(first) ^ qb, axis=1).sum(axis=1)
+    assert np.array_equal(held.hamming(held.query_words(q)), ham)

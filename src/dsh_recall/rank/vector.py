@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 
 from ..core.lazy import np
-from ..stores.sqlite.vector_file import quantize
+from ..stores.sqlite.vector_file import SignPlanes, quantize
 
 
 def _simd() -> ModuleType | None:
@@ -94,32 +94,61 @@ def has_fast_kernel() -> bool:
     return _nk is not None
 
 
-def nearest_by_bits(bits: np.ndarray, query: np.ndarray, count: int,
+def nearest_by_bits(bits: np.ndarray | SignPlanes, query: np.ndarray, count: int,
                     mask: np.ndarray | None = None) -> np.ndarray | None:
     """Row indexes of about the `count` rows of `bits` (packed sign bits, see
-    stores/sqlite/vector_file.sign_bits) nearest the query's signs by Hamming distance,
-    in row order; `mask` (bool per row) leaves rows out. None without the SIMD kernels (a
-    numpy Hamming pass costs more than the int8 pass it would spare).
+    stores/sqlite/vector_file.sign_bits, rows x width, or the same by word: `SignPlanes`)
+    nearest the query's signs by Hamming distance, in row order; `mask` (bool per row) leaves
+    rows out. None for the row layout without the SIMD kernels (a numpy Hamming pass by row
+    costs more than the int8 pass it would spare).
 
     Every row at the count-th smallest distance is kept (ties at the edge are not cut
     arbitrarily), unless they would pass twice the count: then the nearest by distance, ties
     by row."""
-    if _nk is None or len(bits) == 0:
-        return None
-    qb = np.packbits(np.asarray(query, dtype=np.float32) > 0)[None, :]
-    dist = np.asarray(_nk.cdist(qb, bits, metric="hamming", dtype="bin8", out_dtype="float32"))
-    d = dist.reshape(-1).astype(np.int16)
+    if isinstance(bits, SignPlanes):
+        if len(bits) == 0:
+            return np.zeros(0, dtype=np.int64)
+        top = bits.width * 8 + 1  # past any distance: a masked row's
+        d = bits.hamming(bits.query_words(query))
+    else:
+        if _nk is None or len(bits) == 0:
+            return None
+        qb = np.packbits(np.asarray(query, dtype=np.float32) > 0)[None, :]
+        dist = np.asarray(_nk.cdist(qb, bits, metric="hamming", dtype="bin8", out_dtype="float32"))
+        d = dist.reshape(-1).astype(np.int16)
+        top = bits.shape[1] * 8 + 1
     if mask is not None:
-        d[~mask] = bits.shape[1] * 8 + 1
-        live = int(mask.sum())
-        count = min(count, live)
+        d[~mask] = top
+        count = min(count, int(mask.sum()))
         if count == 0:
             return np.zeros(0, dtype=np.int64)
-    hist = np.bincount(d, minlength=bits.shape[1] * 8 + 2)
-    edge = int(np.searchsorted(np.cumsum(hist), count))
-    rows = np.flatnonzero(d <= edge)
-    if mask is not None:
-        rows = rows[mask[rows]]
-    if len(rows) > 2 * count:
-        rows = np.sort(rows[np.argsort(d[rows], kind="stable")[:count]])
-    return rows
+    rows = _nearest(d, count)
+    return rows[mask[rows]] if mask is not None else rows
+
+
+_EDGE_SAMPLE = 64
+
+
+def _nearest(d: np.ndarray, count: int) -> np.ndarray:
+    """Indexes (in order) of the rows at most the count-th smallest distance of `d` (small
+    non-negative integers), capped at the nearest 2 x count by distance, ties by index. On
+    many rows a strided sample's edge bounds a first cut (a histogram of a million distances
+    costs 1.4 ms, the cut's 0.2): exact, since a cut holding fewer than `count` is not used."""
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    rows: np.ndarray | None = None
+    if len(d) > 65536 and count * 4 < len(d):
+        sample = d[::_EDGE_SAMPLE]
+        want = 2 * count // _EDGE_SAMPLE + 8
+        guess = int(np.searchsorted(np.cumsum(np.bincount(sample)), want))
+        cut = np.flatnonzero(d <= guess)
+        if len(cut) >= count:
+            rows = cut
+    sub = d if rows is None else d[rows]
+    edge = int(np.searchsorted(np.cumsum(np.bincount(sub)), count))
+    keep = np.flatnonzero(sub <= edge)
+    if rows is not None:
+        keep = rows[keep]
+    if len(keep) > 2 * count:
+        keep = np.sort(keep[np.argsort(d[keep], kind="stable")[:count]])
+    return keep

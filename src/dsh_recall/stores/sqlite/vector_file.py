@@ -110,19 +110,71 @@ class MappedVectors:
         return self._scales
 
     @property
-    def bits(self) -> np.ndarray | None:
-        """The committed rows' sign bits (rows x dim / 8, uint8), or None when the sign
-        file is missing, damaged or shorter than the committed records. Mapped for the first
-        query; from the second on (a process that lives on: the MCP server, the daemon) read
-        into this process's memory, 48 bytes a row: every query scans all of it, and mapped
-        pages were pushed out of the page cache by other work between queries (ripgrep over
-        a 1.8 GB tree)."""
+    def bits(self) -> np.ndarray | SignPlanes | None:
+        """The committed rows' sign bits, or None when the sign file is missing, damaged or
+        shorter than the committed records. Mapped for the first query (rows x dim / 8,
+        uint8); from the second on (a process that lives on: the MCP server, the daemon)
+        read into this process's memory as `SignPlanes`, 48 bytes a row at 384 dims: every
+        query scans all of them, mapped pages were pushed out of the page cache by other work
+        between queries (ripgrep over a 1.8 GB tree), and a scan by word is faster than one
+        by row."""
         if not self._bits_read:
             self._bits = map_bits(bits_path(self.path), self.state.dim, self.state.rows)
             self._bits_read = True
         elif isinstance(self._bits, np.memmap):
-            self._bits = np.array(self._bits)
+            self._bits = SignPlanes.of(self._bits)
         return self._bits
+
+
+class SignPlanes:
+    """Sign bits laid out by 64-bit word: `words[j, i]` holds bits 64j..64j+63 of row i.
+    A Hamming pass then reads each word of every row as one contiguous array (numpy's
+    xor and bitwise_count) instead of a row at a time (simsimd's cdist)."""
+
+    def __init__(self, words: np.ndarray, width: int):
+        self.words, self.width = words, width
+
+    def __len__(self) -> int:
+        return int(self.words.shape[1])
+
+    @staticmethod
+    def of(bits: np.ndarray, block: int = 65536) -> SignPlanes:
+        """From rows x width uint8 (a mapped sign file), a bounded block at a time."""
+        n, width = bits.shape
+        nw = (width + 7) // 8
+        words = np.empty((nw, n), dtype="<u8")
+        for i in range(0, n, block):
+            part = np.zeros((min(block, n - i), nw * 8), dtype=np.uint8)
+            part[:, :width] = bits[i:i + block]
+            words[:, i:i + len(part)] = part.view("<u8").T
+        return SignPlanes(words, width)
+
+    def query_words(self, query: np.ndarray) -> np.ndarray:
+        """The query's sign bits as this layout's words (zero padding matches the rows')."""
+        packed = np.zeros(self.words.shape[0] * 8, dtype=np.uint8)
+        packed[:self.width] = np.packbits(np.asarray(query, dtype=np.float32) > 0)[:self.width]
+        return packed.view("<u8")
+
+    def hamming(self, qwords: np.ndarray, block: int = 32768) -> np.ndarray:
+        """Every row's Hamming distance (uint16) to the query's words. A block of rows at a
+        time, so the xor and its count stay in the core's cache between a word's passes (one
+        array pass a word over a million rows: 12 ms against simsimd's 9 by row; blocks of
+        32k rows: 6 ms)."""
+        n, nw = len(self), self.words.shape[0]
+        acc = np.empty(n, dtype=np.uint16)
+        tmp = np.empty(min(block, n), dtype="<u8")
+        cnt = np.empty(min(block, n), dtype=np.uint8)
+        for i in range(0, n, block):
+            j = min(n, i + block)
+            out, t, c = acc[i:j], tmp[:j - i], cnt[:j - i]
+            for w in range(nw):
+                np.bitwise_xor(self.words[w, i:j], qwords[w], out=t)
+                np.bitwise_count(t, out=c)
+                if w:
+                    np.add(out, c, out=out)
+                else:
+                    out[:] = c
+        return acc
 
 
 def bits_path(path: Path) -> Path:
