@@ -60,6 +60,8 @@ VECTORS = 10**12  # --vectors N: only the first N chunks get one
 ROW_VECTORS = False  # --row-vectors: the vector path before vector loads
 VECTOR_BATCH = 20_000  # --vector-batch
 RECALL_NEAR = 30  # --recall-near
+REAL_QUERIES = 100  # --real-queries
+TMP_HOME = Path(tempfile.gettempdir()) / "dsh-recall-first-pass-home"
 NEAR_NOISE = 0.5  # a near query: a stored vector plus noise of this norm, normalised
 BUILD_WORKERS: int | None = None  # --build-workers
 DEADLINE: float | None = None  # --deadline, as time.time()
@@ -198,6 +200,25 @@ def unit(rng, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+REAL: tuple[np.ndarray, np.ndarray] | None = None  # --real-vectors: (corpus, queries)
+COPY_NOISE = 0.4  # a copy's vector: its real source plus noise of this norm (cosine ~0.93)
+
+
+def vectors_for(rng, n: int, start: int) -> np.ndarray:
+    """The vectors of the next `n` chunks from the `start`-th: random unit vectors, or with
+    --real-vectors the real sample in turn, each pass after the first perturbed (a renamed
+    copy of a tree embeds close to, not onto, its source)."""
+    if REAL is None:
+        return unit(rng, n)
+    corpus = REAL[0]
+    at = start + np.arange(n)
+    v = corpus[at % len(corpus)].copy()
+    noise = rng.normal(size=v.shape).astype(np.float32)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    v += np.where(at >= len(corpus), COPY_NOISE, 0.0).astype(np.float32)[:, None] * noise
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
 def timed(store, queries: list[str], qv: np.ndarray, reps: int = 2) -> dict:
     """p50 / p95 ms of lexical, vector (top 200) and hybrid over the queries; every pass but
     the last warms caches."""
@@ -275,7 +296,7 @@ def pg_vectors(store, queries: list[str], rng) -> dict:
     else:
         assert store.vector_load_begin()
         while done < VECTORS and (pend := store.pending(min(VECTOR_BATCH, VECTORS - done))):
-            store.put_vectors([(h, x) for (h, _), x in zip(pend, unit(rng, len(pend)))])
+            store.put_vectors([(h, x) for (h, _), x in zip(pend, vectors_for(rng, len(pend), done))])
             done += len(pend)
     out: dict = {"vectors_s": time.monotonic() - t1, "vectors": store.vector_count()}
     log(f"{out['vectors']:,} vectors in {out['vectors_s']:.0f} s")
@@ -288,6 +309,8 @@ def pg_vectors(store, queries: list[str], rng) -> dict:
     near = got + NEAR_NOISE * noise / np.linalg.norm(noise, axis=1, keepdims=True)
     near /= np.linalg.norm(near, axis=1, keepdims=True)
     samples = {"random": qv, "near": near}
+    if REAL is not None:  # the real queries of the real sample, against its copies
+        samples["real"] = REAL[1][:REAL_QUERIES]
     if not ROW_VECTORS:
         budget = left_s() - RESERVE_S
         t2 = time.monotonic()
@@ -407,7 +430,7 @@ def fmt(x: float) -> str:
 
 
 def main() -> None:
-    global BULK, VECTORS, ROW_VECTORS, VECTOR_BATCH, RECALL_NEAR, BUILD_WORKERS, DEADLINE
+    global BULK, VECTORS, ROW_VECTORS, VECTOR_BATCH, RECALL_NEAR, BUILD_WORKERS, DEADLINE, REAL, REAL_QUERIES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20000,100000")
     ap.add_argument("--queries", type=int, default=30)
@@ -430,8 +453,18 @@ def main() -> None:
                          f"{RESERVE_S} s before this (the rest is then measured exact)")
     ap.add_argument("--recall-sample", type=int, default=0, metavar="N",
                     help="also: HNSW recall@10 against exact on N real chunks embedded by MiniLM")
+    ap.add_argument("--real-vectors", action="store_true",
+                    help="PostgreSQL: the vectors are the shipped model's of a real sample "
+                         "(bench/vector_first_pass.py's, embedded on first use), each pass after "
+                         "the first perturbed; recall@10 also on its real queries")
+    ap.add_argument("--real-queries", type=int, default=100, metavar="N")
     args = ap.parse_args()
     BULK = not args.no_bulk
+    if args.real_vectors:
+        import vector_first_pass
+
+        REAL = vector_first_pass.real_vectors(30000, TMP_HOME)
+        REAL_QUERIES = args.real_queries
     if args.vectors is not None:
         VECTORS = args.vectors
     ROW_VECTORS, VECTOR_BATCH = args.row_vectors, args.vector_batch
@@ -461,14 +494,14 @@ def main() -> None:
             print(f"{backend:10} {r['chunks']:>8} chunks: {r}", file=sys.stderr, flush=True)
     print("| backend | chunks | vectors | lexical index s | vectors s | HNSW build s "
           "| exact vector p50/p95 ms | lexical p50/p95 ms | vector p50/p95 ms | hybrid p50/p95 ms "
-          "| recall@10 random / near (k=10; top 10 of k=200) | disk MB | RSS client / server MB "
+          "| recall@10 random / near [/ real] (k=10; top 10 of k=200) | disk MB | RSS client / server MB "
           "| load avg start / end |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         exact = (f"{fmt(r['exact_p50'])} / {fmt(r['exact_p95'])}" if "exact_p50" in r else "-")
         build = r.get("build_note") or fmt(r.get("build_s", float("nan")))
-        rec = " / ".join(f"{r[k][0]:.3f}; {r[k][1]:.3f}" for k in ("recall_random", "recall_near")
-                         if k in r) or "-"
+        rec = " / ".join(f"{r[k][0]:.3f}; {r[k][1]:.3f}" for k in
+                         ("recall_random", "recall_near", "recall_real") if k in r) or "-"
         print(f"| {r['backend']} | {r['chunks']:,} | {r.get('vectors', r['chunks']):,} | "
               f"{fmt(r['lexical_s'])} | {fmt(r['vectors_s'])} | {build} | {exact} | "
               f"{r['lexical_p50']:.0f} / {r['lexical_p95']:.0f} | {r['vector_p50']:.0f} / "

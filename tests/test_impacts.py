@@ -416,3 +416,18 @@ def test_the_warmer_starts_no_term_while_a_query_answers(tmp_path, monkeypatch):
     assert done == ["data"]  # it yields for a while, not for ever
     stuck.__exit__(None, None, None)
     store.close()
+
+
+def test_the_held_sum_array_is_zero_again_after_every_sum():
+    """top() sums into an array the thread keeps from one query to the next: whatever a sum
+    touched (few rows, or most of them; pruned or not), the next sum starts from zeros."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    nrow = 40_000
+    def entries(df, count):
+        return [(impacts.Entry(0, nrow, 10.0, np.sort(rng.choice(nrow, df, replace=False)).astype(np.int32),
+                               rng.uniform(0.1, 2.0, df)), 1.0) for _ in range(count)]
+    for case in (entries(30_000, 5), entries(20, 3), entries(3000, 8), entries(5, 2)):
+        assert [i for i, _ in impacts.top(case, nrow, 10)] == [i for i, _ in _brute(case, nrow, 10)]
+        held = impact_sum._held.buf
+        assert not held.any()
