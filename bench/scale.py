@@ -7,7 +7,8 @@ SWE-bench dev trees (pytest, flask, requests) plus copies of them, side by side:
   `rg -i -l` over the same terms; how often the CLI's vector layer answered within the
   deadline; and the CLI again with `dsh-recall daemon` running (frontends/daemon.py). "Warm" means the query's per-term score lists exist (stores/sqlite/impacts.py); the
   API's first-sight column is each query with every list emptied before the run
-- RSS of the API process and of a CLI call; disk per chunk (SQLite + vector file)
+- peak RSS of the API process, the MCP server, the daemon and a CLI call (each its own: see
+  timed_child); disk per chunk (SQLite + vector file)
 - pasted issues: the shipped path on first sight and with score lists, against the exact
   full FTS5 query (same top 10?)
 - `--first-index DIR`: a first lexical index of a real tree in one process and with
@@ -134,23 +135,51 @@ def long_query_check(svc: CodeService) -> dict:
             "paste_first_p50": pct(first_ms, 50), "paste_p50": pct(warm_ms, 50)}
 
 
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+# A child's ru_maxrss counts its parent's peak: exec folds the address space it replaces into
+# the new program's high-water mark, and a child spawned by vfork (as subprocess does) execs
+# from its parent's. A CLI started from this bench, which holds a 1M-chunk index, reported the
+# bench's RSS, not its own. So each timed child is started by a small launcher, which reports
+# that child's own wall time, CPU and peak RSS (plus the launcher's own 10 MB or so).
+_LAUNCH = """
+import os, sys, time
+t0 = time.perf_counter()
+pid = os.posix_spawnp(sys.argv[1], sys.argv[1:], os.environ,
+                      file_actions=[(os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+_, status, ru = os.wait4(pid, 0)
+print(time.perf_counter() - t0, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def timed_child(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak RSS MB, stdout) of one child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = proc.stdout.read() if proc.stdout else b""
-    _, status, ru = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out.decode("utf-8", "replace")
+    """(wall s, CPU s, peak RSS MB, stdout) of one child process, by the launcher above."""
+    proc = subprocess.run([sys.executable, "-S", "-c", _LAUNCH, *cmd], env=env, cwd=cwd, capture_output=True)
+    wall, cpu, maxrss = proc.stderr.decode().split()[-3:]
+    return float(wall), float(cpu), int(maxrss) / 1024, proc.stdout.decode("utf-8", "replace")
+
+
+def children(cmdline_part: str) -> list[int]:
+    """Pids of this process's children whose command line holds `cmdline_part` (NUL between
+    arguments, as /proc writes it)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if not d.name.isdigit() or int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) != os.getpid():
+                continue
+            if cmdline_part in (d / "cmdline").read_bytes().decode("utf-8", "replace"):
+                out.append(int(d.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def peak_rss_mb(pid: int) -> float:
+    """A running process's peak RSS (VmHWM), MB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 class McpClient:
@@ -321,6 +350,8 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
             rg_cmd = ["rg", "-i", "-l", "-F"] + [a for t in terms for a in ("-e", t)] + [str(ws)]
             wall, _, _, _ = timed_child(rg_cmd, env, ws)
             rg.append(wall * 1000)
+    row.update(daemon_rss=peak_rss_mb(daemon.pid), mcp_rss=max(
+        (peak_rss_mb(pid) for pid in children("dsh_recall\0mcp")), default=0.0))
     mcp.close()
     daemon.send_signal(signal.SIGTERM)  # a background job may ignore SIGINT
     daemon.communicate(timeout=60)
@@ -330,7 +361,7 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
     row.update(api_p50=pct(api, 50), api_p95=pct(api, 95), cli_p50=pct(cli, 50),
                cli_p95=pct(cli, 95), cli_cpu_p50=pct(cli_cpu, 50), cli_rss=cli_rss,
                rg_p50=pct(rg, 50) if rg else None, rg_p95=pct(rg, 95) if rg else None,
-               vec_ok=f"{vec_ok}/{len(qs)}", api_rss=rss_mb(),
+               vec_ok=f"{vec_ok}/{len(qs)}", api_rss=peak_rss_mb(os.getpid()),
                disk_b_chunk=svc.store.size_bytes() / max(1, rep.chunks))
     svc.close()
     return row
@@ -434,7 +465,7 @@ def run_all(args: argparse.Namespace) -> None:
     print(f"| chunks | first index: lexical / + vectors ({'random' if RANDOM_VECTORS else 'fake'}) | lexical CPU per chunk | unchanged "
           "| one file edited | API p50 / p95 (first sight) | MCP call p50 / p95 "
           "| CLI p50 / p95 (CPU p50) | CLI with `dsh-recall daemon` p50 / p95 | vector layer in CLI "
-          "| `rg -i -l` p50 / p95 | RSS API / CLI | disk per chunk |")
+          "| `rg -i -l` p50 / p95 | peak RSS API / MCP / daemon / CLI | disk per chunk |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['chunks']:,} | {f(r['lex_s'], 1)} s / {f(r['embed_s'], 1)} s "
@@ -444,7 +475,8 @@ def run_all(args: argparse.Namespace) -> None:
               f"| {f(r['mcp_p50'])} / {f(r['mcp_p95'])} ms "
               f"| {f(r['cli_p50'])} / {f(r['cli_p95'])} ms ({f(r['cli_cpu_p50'])} ms) "
               f"| {f(r['daemon_p50'])} / {f(r['daemon_p95'])} ms | {r['vec_ok']} | {f(r['rg_p50'])} / {f(r['rg_p95'])} ms "
-              f"| {f(r['api_rss'])} / {f(r['cli_rss'])} MB | {f(r['disk_b_chunk'])} B |")
+              f"| {f(r['api_rss'])} / {f(r.get('mcp_rss'))} / {f(r.get('daemon_rss'))} / "
+              f"{f(r['cli_rss'])} MB | {f(r['disk_b_chunk'])} B |")
     print()
     print("Pasted issues (51 SWE-bench dev texts, API, limit 10): the shipped path on first "
           "sight of the terms and with their score lists cached, against the exact full FTS5 query")

@@ -309,8 +309,8 @@ def pg_vectors(store, queries: list[str], rng) -> dict:
     near = got + NEAR_NOISE * noise / np.linalg.norm(noise, axis=1, keepdims=True)
     near /= np.linalg.norm(near, axis=1, keepdims=True)
     samples = {"random": qv, "near": near}
-    if REAL is not None:  # the real queries of the real sample, against its copies
-        samples["real"] = REAL[1][:REAL_QUERIES]
+    if REAL is not None:  # the real sample's queries (every kind: strided), against its copies
+        samples["real"] = REAL[1][::max(1, len(REAL[1]) // REAL_QUERIES)][:REAL_QUERIES]
     if not ROW_VECTORS:
         budget = left_s() - RESERVE_S
         t2 = time.monotonic()
