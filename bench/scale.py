@@ -173,11 +173,11 @@ def children(cmdline_part: str) -> list[int]:
     return out
 
 
-def peak_rss_mb(pid: int) -> float:
-    """A running process's peak RSS (VmHWM), MB."""
+def proc_rss_mb(pid: int, key: str = "VmHWM") -> float:
+    """A running process's peak RSS (VmHWM), or its RSS now (key VmRSS), MB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -350,8 +350,8 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
             rg_cmd = ["rg", "-i", "-l", "-F"] + [a for t in terms for a in ("-e", t)] + [str(ws)]
             wall, _, _, _ = timed_child(rg_cmd, env, ws)
             rg.append(wall * 1000)
-    row.update(daemon_rss=peak_rss_mb(daemon.pid), mcp_rss=max(
-        (peak_rss_mb(pid) for pid in children("dsh_recall\0mcp")), default=0.0))
+    row.update(daemon_rss=proc_rss_mb(daemon.pid), mcp_rss=max(
+        (proc_rss_mb(pid) for pid in children("dsh_recall\0mcp")), default=0.0))
     mcp.close()
     daemon.send_signal(signal.SIGTERM)  # a background job may ignore SIGINT
     daemon.communicate(timeout=60)
@@ -361,7 +361,8 @@ def run_size(target: int, base_chunks: int, n_queries: int, reuse: bool = False)
     row.update(api_p50=pct(api, 50), api_p95=pct(api, 95), cli_p50=pct(cli, 50),
                cli_p95=pct(cli, 95), cli_cpu_p50=pct(cli_cpu, 50), cli_rss=cli_rss,
                rg_p50=pct(rg, 50) if rg else None, rg_p95=pct(rg, 95) if rg else None,
-               vec_ok=f"{vec_ok}/{len(qs)}", api_rss=peak_rss_mb(os.getpid()),
+               vec_ok=f"{vec_ok}/{len(qs)}", api_rss=proc_rss_mb(os.getpid(), "VmRSS"),
+               api_peak=proc_rss_mb(os.getpid()),
                disk_b_chunk=svc.store.size_bytes() / max(1, rep.chunks))
     svc.close()
     return row
@@ -465,7 +466,7 @@ def run_all(args: argparse.Namespace) -> None:
     print(f"| chunks | first index: lexical / + vectors ({'random' if RANDOM_VECTORS else 'fake'}) | lexical CPU per chunk | unchanged "
           "| one file edited | API p50 / p95 (first sight) | MCP call p50 / p95 "
           "| CLI p50 / p95 (CPU p50) | CLI with `dsh-recall daemon` p50 / p95 | vector layer in CLI "
-          "| `rg -i -l` p50 / p95 | peak RSS API / MCP / daemon / CLI | disk per chunk |")
+          "| `rg -i -l` p50 / p95 | RSS API now (peak) / peak MCP / daemon / CLI | disk per chunk |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['chunks']:,} | {f(r['lex_s'], 1)} s / {f(r['embed_s'], 1)} s "
@@ -475,7 +476,7 @@ def run_all(args: argparse.Namespace) -> None:
               f"| {f(r['mcp_p50'])} / {f(r['mcp_p95'])} ms "
               f"| {f(r['cli_p50'])} / {f(r['cli_p95'])} ms ({f(r['cli_cpu_p50'])} ms) "
               f"| {f(r['daemon_p50'])} / {f(r['daemon_p95'])} ms | {r['vec_ok']} | {f(r['rg_p50'])} / {f(r['rg_p95'])} ms "
-              f"| {f(r['api_rss'])} / {f(r.get('mcp_rss'))} / {f(r.get('daemon_rss'))} / "
+              f"| {f(r['api_rss'])} ({f(r.get('api_peak'))}) / {f(r.get('mcp_rss'))} / {f(r.get('daemon_rss'))} / "
               f"{f(r['cli_rss'])} MB | {f(r['disk_b_chunk'])} B |")
     print()
     print("Pasted issues (51 SWE-bench dev texts, API, limit 10): the shipped path on first "
