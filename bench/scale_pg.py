@@ -201,22 +201,16 @@ def unit(rng, n: int) -> np.ndarray:
 
 
 REAL: tuple[np.ndarray, np.ndarray] | None = None  # --real-vectors: (corpus, queries)
-COPY_NOISE = 0.4  # a copy's vector: its real source plus noise of this norm (cosine ~0.93)
 
 
 def vectors_for(rng, n: int, start: int) -> np.ndarray:
     """The vectors of the next `n` chunks from the `start`-th: random unit vectors, or with
-    --real-vectors the real sample in turn, each pass after the first perturbed (a renamed
-    copy of a tree embeds close to, not onto, its source)."""
+    --real-vectors the real sample's copies (vector_first_pass.real_copies)."""
     if REAL is None:
         return unit(rng, n)
-    corpus = REAL[0]
-    at = start + np.arange(n)
-    v = corpus[at % len(corpus)].copy()
-    noise = rng.normal(size=v.shape).astype(np.float32)
-    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
-    v += np.where(at >= len(corpus), COPY_NOISE, 0.0).astype(np.float32)[:, None] * noise
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    import vector_first_pass
+
+    return vector_first_pass.real_copies(REAL[0], start, n, rng)
 
 
 def timed(store, queries: list[str], qv: np.ndarray, reps: int = 2) -> dict:
