@@ -61,6 +61,7 @@ ROW_VECTORS = False  # --row-vectors: the vector path before vector loads
 VECTOR_BATCH = 20_000  # --vector-batch
 RECALL_NEAR = 30  # --recall-near
 REAL_QUERIES = 100  # --real-queries
+EF_SWEEP: list[int] = []  # --ef-sweep
 TMP_HOME = Path(tempfile.gettempdir()) / "dsh-recall-first-pass-home"
 NEAR_NOISE = 0.5  # a near query: a stored vector plus noise of this norm, normalised
 BUILD_WORKERS: int | None = None  # --build-workers
@@ -375,7 +376,29 @@ def pg_vectors(store, queries: list[str], rng) -> dict:
         out[f"recall_{name}"] = (statistics.mean(r10), statistics.mean(r200), len(r10))
         log(f"recall@10 {name} ({len(r10)} queries): k=10 {statistics.mean(r10):.3f}, "
             f"top 10 of k=200 {statistics.mean(r200):.3f}")
+    for ef in EF_SWEEP:  # the store's query at other ef_search values
+        for name, qs in samples.items():
+            ms, hits = [], []
+            for q, want in zip(qs, exact[name]):
+                a = time.monotonic()
+                got = ann_top(store, q, 10, ef)
+                ms.append((time.monotonic() - a) * 1000)
+                hits.append(len(set(want) & set(got)) / 10)
+            out[f"ef_{ef}_{name}"] = (statistics.mean(hits), statistics.median(ms))
+            log(f"ef_search {ef}, {name}: recall@10 {statistics.mean(hits):.3f}, "
+                f"p50 {statistics.median(ms):.0f} ms")
     return out
+
+
+def ann_top(store, q: np.ndarray, k: int, ef: int) -> list[int]:
+    """The store's vector query (stores/postgres/vectors._vector_top) at a given ef_search."""
+    with store.conn.transaction():
+        store._q(f"SET LOCAL hnsw.ef_search = {ef}")
+        rows = store._q(
+            "SELECT t.id FROM (SELECT hash, vec <#> %(q)s AS d FROM {s}.vectors "
+            "ORDER BY vec <#> %(q)s LIMIT %(m)s) n JOIN {s}.chunks t ON t.embed_hash = n.hash "
+            "ORDER BY n.d, t.id LIMIT %(k)s", {"q": q, "m": max(2 * k, 64), "k": k}).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def hnsw_recall(url: str, n: int, k: int = 10, n_queries: int = 50) -> None:
@@ -424,7 +447,7 @@ def fmt(x: float) -> str:
 
 
 def main() -> None:
-    global BULK, VECTORS, ROW_VECTORS, VECTOR_BATCH, RECALL_NEAR, BUILD_WORKERS, DEADLINE, REAL, REAL_QUERIES
+    global BULK, VECTORS, ROW_VECTORS, VECTOR_BATCH, RECALL_NEAR, BUILD_WORKERS, DEADLINE, REAL, REAL_QUERIES, EF_SWEEP
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20000,100000")
     ap.add_argument("--queries", type=int, default=30)
@@ -452,13 +475,20 @@ def main() -> None:
                          "(bench/vector_first_pass.py's, embedded on first use), each pass after "
                          "the first perturbed; recall@10 also on its real queries")
     ap.add_argument("--real-queries", type=int, default=100, metavar="N")
+    ap.add_argument("--ef-sweep", default="", metavar="EF,EF",
+                    help="PostgreSQL: recall@10 and p50 of the k=10 query at these ef_search values")
+    ap.add_argument("--copy-noise", type=float, default=None,
+                    help="--real-vectors: a copy's noise norm (vector_first_pass.COPY_NOISE)")
     args = ap.parse_args()
     BULK = not args.no_bulk
     if args.real_vectors:
         import vector_first_pass
 
         REAL = vector_first_pass.real_vectors(30000, TMP_HOME)
+        if args.copy_noise is not None:
+            vector_first_pass.COPY_NOISE = args.copy_noise
         REAL_QUERIES = args.real_queries
+    EF_SWEEP = [int(x) for x in args.ef_sweep.split(",") if x]
     if args.vectors is not None:
         VECTORS = args.vectors
     ROW_VECTORS, VECTOR_BATCH = args.row_vectors, args.vector_batch
