@@ -477,6 +477,8 @@ def main() -> None:
     ap.add_argument("--real-queries", type=int, default=100, metavar="N")
     ap.add_argument("--ef-sweep", default="", metavar="EF,EF",
                     help="PostgreSQL: recall@10 and p50 of the k=10 query at these ef_search values")
+    ap.add_argument("--hnsw", default=None, metavar="PARAMS",
+                    help='PostgreSQL: the HNSW build\'s WITH clause, e.g. "m = 16, ef_construction = 128"')
     ap.add_argument("--copy-noise", type=float, default=None,
                     help="--real-vectors: a copy's noise norm (vector_first_pass.COPY_NOISE)")
     args = ap.parse_args()
@@ -489,6 +491,10 @@ def main() -> None:
             vector_first_pass.COPY_NOISE = args.copy_noise
         REAL_QUERIES = args.real_queries
     EF_SWEEP = [int(x) for x in args.ef_sweep.split(",") if x]
+    if args.hnsw:
+        from dsh_recall.stores.postgres import vectors as pg_vec
+
+        pg_vec.HNSW = f"WITH ({args.hnsw})"
     if args.vectors is not None:
         VECTORS = args.vectors
     ROW_VECTORS, VECTOR_BATCH = args.row_vectors, args.vector_batch
