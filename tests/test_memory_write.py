@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -561,3 +562,43 @@ def test_a_quote_is_recognised_and_a_shared_word_is_not() -> None:
     assert not quotes_any("vim is what I use", fps)
     text = f"intro line\n{note}\noutro line"
     assert redact(text, fps).split("\n")[::2] == ["intro line", "outro line"]
+
+
+def _bytes_under(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_forget_leaves_neither_text_nor_vectors_in_the_index_files(tmp_path: Path,
+                                                                   _isolated_home: Path) -> None:
+    """A user who forgets a pasted secret expects it gone, not hidden: after `forget`, no file
+    of the recall home (the notes index, its WAL, its score-list cache, the vector file, the
+    shared embedding cache) holds the entry's text or its vector's bytes. Deleted rows are
+    overwritten (SQLite secure_delete), FTS5's segments merged, the WAL checkpointed, and the
+    entry's vectors dropped from the embedding cache and the vector file."""
+    from dsh_recall.services.vectors import sync_vector_file
+    w = world(tmp_path)
+    phrase = "staging vault token is qxzvrt-7731-lumbago"
+    with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+        d = wr.save(f"The {phrase} for the deploy box.")
+        assert d["path"] in search(w, "qxzvrt lumbago staging vault")  # lists, caches filled
+        svc = NotesService(w["cfg"], workspace=w["repo"])
+        try:
+            assert sync_vector_file(svc.store) in ("rebuild", "append", "none")
+            rows = [r for r in svc.store.files().values() if r.abs_path == d["source_path"]]
+            ids = svc.store.chunk_ids_for_paths([r.path for r in rows])
+            hashes = {c.embed_hash for c in svc.store.chunks_by_id(ids, with_text=False).values()}
+            _, mat = svc.store.vectors_of(ids)
+        finally:
+            svc.close()
+        assert hashes and len(mat)
+        vecs = [np.asarray(v, np.float32).tobytes()[:64] for v in mat]
+        before = _bytes_under(_isolated_home)
+        assert any(phrase.encode() in b for b in before.values())
+        assert any(v in b for v in vecs for b in before.values())
+        wr.forget(d["id"])
+    after = _bytes_under(_isolated_home)
+    assert not [p for p, b in after.items() if phrase.encode() in b]
+    assert not [p for p, b in after.items() if any(v in b for v in vecs)]
+    assert not [p for p, b in after.items() if any(h.encode() in b for h in hashes)]
+    assert d["path"] not in search(w, "qxzvrt lumbago staging vault")
+    assert any(p.endswith("facts.md") for p in search(w, "office plant fern"))  # the rest answers

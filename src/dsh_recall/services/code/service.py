@@ -28,12 +28,12 @@ from ..base import Answer, Backlog, Viewer, backlog_item
 from ..vectors import (
     DELTA_SYNC,
     Progress,
-    VectorIndex,
     embed_pending,
     file_lock,
     load_embedder,
     sync_fingerprint,
     sync_vector_file,
+    vector_index,
 )
 from . import indexing, priors, scope
 from .indexing import IndexReport
@@ -69,7 +69,7 @@ class CodeService:
                                                       self.dir / "index.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._vectors = VectorIndex()
+        self._vectors = vector_index(self.store)
         self._inflight = InFlight()
         self._bulk_run = False  # the last index_lexical wrote many files (see indexing.warm_common)
         self._jobs = JobFile(self.dir, self._index_lock)
@@ -494,4 +494,5 @@ class CodeService:
 
     def close(self) -> None:
         self._inflight.wait_idle(30.0)
+        self._vectors.release()
         self.store.close()

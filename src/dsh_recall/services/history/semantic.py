@@ -16,12 +16,12 @@ from ...stores.sqlite.history import HistoryStore
 from ..vectors import (
     DELTA_SYNC,
     SYNC_EVERY,
-    VectorIndex,
     file_lock,
     known_rate,
     remember_rate,
     shared_embedder,
     sync_vector_file,
+    vector_index,
 )
 from .common import open_store
 
@@ -159,7 +159,7 @@ class SemanticLayer:
             self.status = f"failed: {e}"
             return []
         # The memory-mapped vector file (opened, not loaded) ranks; exact cosines rescore.
-        index = VectorIndex()
+        index = vector_index(self.store)
         if index.delta_size(self.store) > DELTA_SYNC:
             sync_vector_file(self.store)  # vectors from before the file existed: build it once
         keep = self.store.block_ids(scope) if scope is not None else None

@@ -27,7 +27,7 @@ from .. import channel as channel_mod
 from .. import hybrid, rerank, usage
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..filesync import Progress
-from ..vectors import VectorIndex, embed_pending, file_lock, known_rate, load_embedder, sync_fingerprint
+from ..vectors import embed_pending, file_lock, known_rate, load_embedder, sync_fingerprint, vector_index
 from . import entries, indexing
 from .indexing import embed_text
 from .levels import NoteLevels
@@ -64,7 +64,7 @@ class NotesService:
                                                       self.dir / f"{self.key}.sqlite")
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
-        self._vectors = VectorIndex()
+        self._vectors = vector_index(self.store)
         self._levels = NoteLevels(self.store, self.ncfg)
         if self.store.get_meta("roots") is None:
             self.store.set_meta("roots", json.dumps([str(r) for r in self.roots]))
@@ -372,4 +372,5 @@ class NotesService:
         }
 
     def close(self) -> None:
+        self._vectors.release()
         self.store.close()

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.process import long_lived
 from .. import fts5
 from ..contracts import BM25_WEIGHTS
 from . import impacts as impacts_mod
@@ -148,7 +149,11 @@ class TermCounts:
     @property
     def impacts(self) -> impacts_mod.ImpactCache:
         if self._impacts is None:
-            self._impacts = impacts_mod.ImpactCache(self.impacts_path, self.get_meta("uid") or "")
+            uid = self.get_meta("uid") or ""
+            if long_lived():  # a store per request: one cache for the process (`shared`)
+                self._impacts, self._owns_impacts = impacts_mod.shared(self.impacts_path, uid), False
+            else:
+                self._impacts = impacts_mod.ImpactCache(self.impacts_path, uid)
         return self._impacts
 
     @property
