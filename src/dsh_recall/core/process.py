@@ -10,7 +10,9 @@ never guess from who imported them.
 
 from __future__ import annotations
 
-__all__ = ["long_lived", "set_long_lived"]
+from typing import Any
+
+__all__ = ["long_lived", "release_free_memory", "set_long_lived"]
 
 _LONG_LIVED = False
 
@@ -51,3 +53,23 @@ class InFlight:
         """Wait until no call runs (at most `timeout` seconds); whether none does."""
         with self._cond:
             return self._cond.wait_for(lambda: self._n == 0, timeout)
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim). Python frees
+    a large index run's batches, but the allocator keeps their pages: a process that built a
+    98k-chunk index kept 332 MB of anonymous memory, 48 MB after this. A no-op without glibc."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            import ctypes
+
+            _TRIM = getattr(ctypes.CDLL(None), "malloc_trim", False)
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM: Any = None  # glibc's malloc_trim, False where there is none
+

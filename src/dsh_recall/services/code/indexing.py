@@ -13,6 +13,7 @@ from typing import Any
 
 from ...core.config import Config
 from ...core.errors import StoreError
+from ...core.process import release_free_memory
 from ...core.types import SourceFile
 from ...rank import lexical as lex
 from ...readers.workspace import WalkReport, parse_source_roots
@@ -144,6 +145,8 @@ def sync(store: ChunkStore, cfg: Config, walked: WalkReport, skips: SkipMemory,
     store.set_meta("last_index", json.dumps({
         "time": time.time(), "skipped": rep.skipped, "problems": rep.problems,
         **({"roots": configured_roots(cfg, workspace)} if workspace is not None else {})}))
+    if bulk:
+        release_free_memory()  # a load's batches: the searches after need none of them
     return rep, bulk
 
 

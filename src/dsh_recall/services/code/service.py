@@ -15,7 +15,7 @@ from ...core.clean import as_limit, as_offset, as_path, as_query, cleaned
 from ...core.config import Config
 from ...core.errors import InputError, RecallError
 from ...core.paths import ensure_dir, recall_home, workspace_dir
-from ...core.process import InFlight
+from ...core.process import InFlight, release_free_memory
 from ...embedders import Embedder
 from ...rank import excerpt as excerpt_mod
 from ...rank import lexical as lex
@@ -164,6 +164,7 @@ class CodeService:
             self.record_job({**job, "state": "done", "finished": time.time(),
                              "report": {k: getattr(rep, k) for k in
                                         ("files", "indexed", "chunks", "embedded", "pending")}})
+        release_free_memory()
         return rep
 
     def record_job(self, info: dict[str, Any]) -> None:
