@@ -591,10 +591,12 @@ def test_forget_leaves_neither_text_nor_vectors_in_the_index_files(tmp_path: Pat
         finally:
             svc.close()
         assert hashes and len(mat)
+        from dsh_recall.stores.sqlite.vector_file import quantize
         vecs = [np.asarray(v, np.float32).tobytes()[:64] for v in mat]
+        vecs += [row.tobytes()[:48] for row in quantize(mat)[0]]  # the vector file's int8 rows
         before = _bytes_under(_isolated_home)
         assert any(phrase.encode() in b for b in before.values())
-        assert any(v in b for v in vecs for b in before.values())
+        assert all(any(v in b for b in before.values()) for v in (vecs[0], vecs[-1]))
         wr.forget(d["id"])
     after = _bytes_under(_isolated_home)
     assert not [p for p, b in after.items() if phrase.encode() in b]

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from dsh_recall.core.config import load_config
@@ -138,5 +139,25 @@ def test_the_cache_keys_by_fingerprint_and_holds_no_text(pg_url):
             "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
             "AND table_name = 'cache'", (cache.s,))}
         assert cols == {"fp", "hash", "vec"}
+    finally:
+        cache.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_drop_forgets_a_text_under_every_fingerprint(backend, tmp_path, request):
+    """A forgotten note's vectors leave the cache, whatever embedder made them; others stay."""
+    if backend == "postgresql":
+        cache = PgEmbedCache(request.getfixturevalue("pg_url"))
+    else:
+        from dsh_recall.stores.sqlite.embed_cache import EmbedCache
+        cache = EmbedCache(tmp_path / "embed-cache.sqlite")
+    try:
+        gone, kept = "h" + uuid.uuid4().hex, "h" + uuid.uuid4().hex
+        v = np.arange(8, dtype=np.float32) / 10
+        for fp in ("fake:a", "fake:b"):
+            cache.put(fp, [(gone, v), (kept, v)])
+        cache.drop([gone])
+        for fp in ("fake:a", "fake:b"):
+            assert list(cache.get(fp, [gone, kept])) == [kept]
     finally:
         cache.close()

@@ -423,6 +423,19 @@ def sync_vector_file(store: VectorStore) -> str:
         return _sync(store)
 
 
+def drop_vector_file(store: VectorStore) -> None:
+    """The vector file and its sign file go (a note the user forgot: deleted chunks' rows
+    stay in the file until a rebuild); searches rank from SQLite until the next sync
+    writes a new one. A process mapping the old file keeps its mapping until it remaps."""
+    if store.ranks_vectors:
+        return
+    with file_lock(store.vector_dir.with_suffix(".vectors.lock"), 30.0) as got:
+        if not got:
+            raise RecallError("another process holds the vector file; try again")
+        store.set_meta(VECTOR_FILE_META, "")
+        remove_stale(store.vector_dir, None)
+
+
 def _sync(store: VectorStore) -> str:
     state = FileState.loads(store.get_meta(VECTOR_FILE_META))
     epoch, seq = store.vector_state()

@@ -23,11 +23,20 @@ from ...rank.notes_rank import Hit, coverage, recall_block, relevant, source_wei
 from ...readers.notes import resolve_roots
 from ...stores import registry
 from ...stores.contracts import ChunkRow, ChunkStore, FileRow
+from ...stores.sqlite.embed_cache import EmbedCache
 from .. import channel as channel_mod
 from .. import hybrid, rerank, usage
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..filesync import Progress
-from ..vectors import embed_pending, file_lock, known_rate, load_embedder, sync_fingerprint, vector_index
+from ..vectors import (
+    drop_vector_file,
+    embed_pending,
+    file_lock,
+    known_rate,
+    load_embedder,
+    sync_fingerprint,
+    vector_index,
+)
 from . import entries, indexing
 from .indexing import embed_text
 from .levels import NoteLevels
@@ -114,6 +123,23 @@ class NotesService:
             return 0
         return embed_pending(store or self.store, emb, self.home / "embed-cache.sqlite",
                              lambda r: embed_text(r.path, r.symbols, r.text), budget_s)
+
+    def passage_hashes(self, path: Path) -> set[str]:
+        """The embed hashes of the indexed passages of the note file at `path`."""
+        where = str(path)
+        rows = [r.path for r in self.store.files().values() if r.abs_path == where]
+        ids = self.store.chunk_ids_for_paths(rows) if rows else []
+        return {c.embed_hash for c in self.store.chunks_by_id(ids, with_text=False).values()}
+
+    def forget_vectors(self, hashes: Sequence[str]) -> None:
+        """A forgotten note's vectors out of the embedding cache and the vector file (its
+        rows would stay there until a rebuild); the caller holds the index lock."""
+        cache = EmbedCache(self.home / "embed-cache.sqlite")
+        try:
+            cache.drop(hashes)
+        finally:
+            cache.close()
+        drop_vector_file(self.store)
 
     def known_rate(self) -> float | None:
         """Passages per second this embedder last reached on this index, or None."""

@@ -27,6 +27,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -256,9 +257,11 @@ class NotesWriter:
                          "may change)")
 
     # -- the index ---------------------------------------------------------------------------
-    def _reindex(self, out: dict[str, Any]) -> dict[str, Any]:
+    def _reindex(self, out: dict[str, Any], forgot: set[str] | None = None) -> dict[str, Any]:
         """Bring the notes index up to date with what was written: the file's passages in
-        (or out), their vectors as far as the embed budget goes."""
+        (or out), their vectors as far as the embed budget goes. `forgot`: the embed hashes
+        of a forgotten entry's passages, whose text and vectors are then overwritten in the
+        index's files and dropped from the embedding cache and the vector file."""
         svc = self.svc
         with svc._lock(LOCK_S) as got:
             if not got:
@@ -266,8 +269,11 @@ class NotesWriter:
                 out["notes"].append("another process holds the notes index; the next search "
                                     "or `dsh-recall notes index` brings the change in")
                 return out
-            rep = svc.index_lexical()
-            svc.store.prune_vectors()
+            with svc.store.scrubbing() if forgot is not None else nullcontext():
+                rep = svc.index_lexical()
+                svc.store.prune_vectors()
+            if forgot:
+                svc.forget_vectors(sorted(forgot))
             try:
                 svc.embed_pending(self.cfg.embed_budget_s)
             except RecallError as e:
@@ -373,6 +379,7 @@ class NotesWriter:
             if now is None or now.id != e.id or now.meta.get("forgotten"):
                 raise InputError(f"entry {e.id} was forgotten or changed meanwhile")
             e = now
+            hashes = self.svc.passage_hashes(found.path)
             forgotten.record(e.id, e.body, self.svc.home)
             if keep_file:
                 e.meta["forgotten"] = _now()[1]
@@ -391,4 +398,4 @@ class NotesWriter:
         out["notes"].append(f"{found.path} was {what}: that file change is yours to keep or "
                             "revert (your editor, backup or git); history and objects "
                             "searches no longer show text quoting it")
-        return self._reindex(out)
+        return self._reindex(out, forgot=hashes)

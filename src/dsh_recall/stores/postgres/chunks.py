@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -242,6 +243,10 @@ class PgChunkStore(PgVectorTable, PgBulkLoad):
         """Drop vectors no chunk refers to any more."""
         self._q("DELETE FROM {s}.vectors v WHERE NOT EXISTS "
                 "(SELECT 1 FROM {s}.chunks c WHERE c.embed_hash = v.hash)")
+
+    def scrubbing(self) -> AbstractContextManager[None]:
+        """Deletes are the database's: its VACUUM reclaims their rows (nothing to do here)."""
+        return nullcontext()
 
     def vector_matrix(self, path_prefix: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         sql = "SELECT c.id, v.vec FROM {s}.chunks c JOIN {s}.vectors v ON v.hash = c.embed_hash"

@@ -83,5 +83,14 @@ class PgEmbedCache:
         sql: Any = f"SELECT count(*) FROM {self.s}.cache" + (" WHERE fp = %s" if fp else "")
         return int(self.conn.execute(sql, (fp,) if fp else None).fetchone()[0])
 
+    def drop(self, hashes: Sequence[str]) -> None:
+        """Forget these texts' vectors under every fingerprint (a note the user forgot;
+        the database's VACUUM reclaims the rows)."""
+        try:
+            with self.conn.transaction():
+                self.conn.execute(f"DELETE FROM {self.s}.cache WHERE hash = ANY(%s)", (list(hashes),))
+        except Exception as e:  # noqa: BLE001 - psycopg's errors are imported in util only
+            raise self._error("delete", e) from e
+
     def close(self) -> None:
         pg_util.release(self.url, self.conn)

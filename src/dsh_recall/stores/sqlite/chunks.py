@@ -11,7 +11,8 @@ import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from ...core.errors import LexicalQueryError, StoreError
@@ -27,6 +28,7 @@ from .split import split_match as split_match  # re-exported: tests
 from .terms import ONE_TOKEN as _ONE_TOKEN
 from .terms import TermCounts
 from .util import connect, parse_symbols
+from .util import scrubbing as util_scrubbing
 from .vectors import SqliteVectorTable, matrix
 
 APPLICATION_ID = 0x44524331  # "DRC1": marks a dsh-recall chunk store
@@ -392,6 +394,14 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
     def prune_vectors(self) -> None:
         """Drop vectors no chunk refers to any more."""
         self.conn.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT embed_hash FROM chunks)")
+
+    @contextmanager
+    def scrubbing(self) -> Iterator[None]:
+        """What is deleted inside is overwritten, in the index, its WAL and its score-list
+        cache (util.scrubbing; the lists are all dropped): for a note the user forgot."""
+        with util_scrubbing(self.conn, ("chunks_fts",)):
+            yield
+        self.impacts.clear(scrub=True)
 
     def vector_matrix(self, path_prefix: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, matrix of unit vectors) for every chunk that has a vector, read from

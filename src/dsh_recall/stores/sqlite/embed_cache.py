@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...core.lazy import np
-from .util import connect
+from .util import connect, scrubbing
 
 APPLICATION_ID = 0x44524332  # "DRC2": one past the chunk store's "DRC1"
 
@@ -40,6 +40,21 @@ class EmbedCache:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+
+    def drop(self, hashes: Sequence[str]) -> None:
+        """Forget these texts' vectors under every fingerprint, their bytes overwritten (a
+        note the user forgot)."""
+        hashes = list(hashes)
+        with scrubbing(self.conn):
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                for i in range(0, len(hashes), 500):
+                    part = hashes[i:i + 500]
+                    self.conn.execute(f"DELETE FROM cache WHERE hash IN ({','.join('?' * len(part))})", part)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         self.conn.close()

@@ -37,6 +37,7 @@ from pathlib import Path
 from ...core.lazy import np
 from ...core.text import fts_quote
 from .. import fts5
+from . import util
 from .impact_sum import top  # noqa: F401  (the sum of entries: callers use impacts.top)
 from .util import private_db
 
@@ -429,15 +430,20 @@ class ImpactCache:
         finally:
             conn.close()
 
-    def clear(self) -> None:
-        """Forget every entry, here and in the file (benches measure first sight)."""
+    def clear(self, scrub: bool = False) -> None:
+        """Forget every entry, here and in the file (benches measure first sight); `scrub`:
+        the file's deleted pages overwritten too (a note the user forgot named its terms)."""
         with self._lock:
             self._mem.clear()
             self._held = 0
         conn = self._file()
         if conn is not None:
             try:
-                conn.execute("DELETE FROM impact")
+                if scrub:
+                    with util.scrubbing(conn):
+                        conn.execute("DELETE FROM impact")
+                else:
+                    conn.execute("DELETE FROM impact")
             except sqlite3.Error:
                 pass
 

@@ -8,6 +8,8 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from ...core.errors import StoreError
@@ -94,3 +96,21 @@ def parse_symbols(raw: str) -> tuple[str, ...]:
     """A chunk's symbols column (a JSON list); copies of a file repeat it, and ranking reads
     a few hundred rows a search."""
     return tuple(json.loads(raw))
+
+
+@contextmanager
+def scrubbing(conn: sqlite3.Connection, fts_tables: Sequence[str] = ()) -> Iterator[None]:
+    """Deletes inside overwrite what they free (PRAGMA secure_delete); at the end the FTS5
+    tables' segments are merged (a delete only marks its rows in them) and the WAL is
+    checkpointed and truncated, so what was deleted is not left readable in the database's
+    files. Returns quietly when a reader keeps the WAL from being truncated now."""
+    prev = int(conn.execute("PRAGMA secure_delete").fetchone()[0])
+    conn.execute("PRAGMA secure_delete = 1")
+    try:
+        yield
+        for t in fts_tables:
+            conn.execute(f"INSERT INTO {t}({t}) VALUES('optimize')")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.execute(f"PRAGMA secure_delete = {prev}")
+
