@@ -604,3 +604,22 @@ def test_forget_leaves_neither_text_nor_vectors_in_the_index_files(tmp_path: Pat
     assert not [p for p, b in after.items() if any(h.encode() in b for h in hashes)]
     assert d["path"] not in search(w, "qxzvrt lumbago staging vault")
     assert any(p.endswith("facts.md") for p in search(w, "office plant fern"))  # the rest answers
+
+
+def test_forget_says_what_it_could_not_overwrite_now(tmp_path: Path, monkeypatch) -> None:
+    """A vector file another process holds does not undo a forget: the entry is forgotten,
+    and the answer says its rows stay in the file until the next rebuild."""
+    from dsh_recall.core.errors import RecallError
+    from dsh_recall.services.notes import service as notes_service
+
+    def busy(store):
+        raise RecallError("another process holds the vector file; try again")
+
+    monkeypatch.setattr(notes_service, "drop_vector_file", busy)
+    w = world(tmp_path)
+    with NotesWriter(w["cfg"], Viewer.user(), user=True, workspace=w["repo"]) as wr:
+        d = wr.save("The lab fridge holds the reagents at four degrees.")
+        g = wr.forget(d["id"])
+    assert g["action"] == "forgotten" and g["file"] == "deleted"
+    assert any("vector file until the next rebuild" in n for n in g["notes"])
+    assert d["path"] not in search(w, "lab fridge reagents four degrees")

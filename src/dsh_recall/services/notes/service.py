@@ -6,6 +6,7 @@ notes/levels.py, the hybrid step with its deadline services/hybrid.py."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -131,15 +132,24 @@ class NotesService:
         ids = self.store.chunk_ids_for_paths(rows) if rows else []
         return {c.embed_hash for c in self.store.chunks_by_id(ids, with_text=False).values()}
 
-    def forget_vectors(self, hashes: Sequence[str]) -> None:
+    def forget_vectors(self, hashes: Sequence[str]) -> list[str]:
         """A forgotten note's vectors out of the embedding cache and the vector file (its
-        rows would stay there until a rebuild); the caller holds the index lock."""
-        cache = EmbedCache(self.home / "embed-cache.sqlite")
+        rows would stay there until a rebuild); the caller holds the index lock. Returns
+        what could not be done now (the entry is forgotten all the same)."""
+        left: list[str] = []
         try:
-            cache.drop(hashes)
-        finally:
-            cache.close()
-        drop_vector_file(self.store)
+            cache = EmbedCache(self.home / "embed-cache.sqlite")
+            try:
+                cache.drop(hashes)
+            finally:
+                cache.close()
+        except (RecallError, sqlite3.Error) as e:
+            left.append(f"its vectors stay in the embedding cache for now: {e}")
+        try:
+            drop_vector_file(self.store)
+        except RecallError as e:
+            left.append(f"its rows stay in the vector file until the next rebuild: {e}")
+        return left
 
     def known_rate(self) -> float | None:
         """Passages per second this embedder last reached on this index, or None."""

@@ -273,7 +273,7 @@ class NotesWriter:
                 rep = svc.index_lexical()
                 svc.store.prune_vectors()
             if forgot:
-                svc.forget_vectors(sorted(forgot))
+                out["notes"].extend(svc.forget_vectors(sorted(forgot)))
             try:
                 svc.embed_pending(self.cfg.embed_budget_s)
             except RecallError as e:
