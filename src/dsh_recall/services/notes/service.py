@@ -24,7 +24,6 @@ from ...rank.notes_rank import Hit, coverage, recall_block, relevant, source_wei
 from ...readers.notes import resolve_roots
 from ...stores import registry
 from ...stores.contracts import ChunkRow, ChunkStore, FileRow
-from ...stores.sqlite.embed_cache import EmbedCache
 from .. import channel as channel_mod
 from .. import hybrid, rerank, usage
 from ..base import Answer, Backlog, Viewer, backlog_item
@@ -138,7 +137,7 @@ class NotesService:
         what could not be done now (the entry is forgotten all the same)."""
         left: list[str] = []
         try:
-            cache = EmbedCache(self.home / "embed-cache.sqlite")
+            cache = registry.embed_cache(None, self.home)  # the notes' cache: the recall home's
             try:
                 cache.drop(hashes)
             finally:

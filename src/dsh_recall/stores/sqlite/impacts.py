@@ -31,7 +31,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from ...core.lazy import np
@@ -439,10 +439,7 @@ class ImpactCache:
         conn = self._file()
         if conn is not None:
             try:
-                if scrub:
-                    with util.scrubbing(conn):
-                        conn.execute("DELETE FROM impact")
-                else:
+                with util.scrubbing(conn) if scrub else nullcontext():
                     conn.execute("DELETE FROM impact")
             except sqlite3.Error:
                 pass
