@@ -20,7 +20,10 @@ from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from .channel import Viewer
 
-__all__ = ["Answer", "Backlog", "Source", "Viewer", "backlog_item"]
+__all__ = ["MATCHES", "Answer", "Backlog", "Source", "Viewer", "backlog_item", "match_note"]
+
+# An answer's confidence, most sure first (Answer["match"]).
+MATCHES = ("strong", "weak", "none")
 
 
 class Backlog(TypedDict):
@@ -45,6 +48,12 @@ class Answer(TypedDict, total=False):
     notes: list[str]  # what a person should know about this answer
     layers: list[str]  # the layers that answered ("lexical", "vector", ...)
     backlog: list[Backlog]  # what is still owed; empty when the source is complete
+    # How sure the answer is (MATCHES): "strong" (its best hit answers the query), "weak"
+    # (the closest hits, none of which clearly does) or "none" (nothing related found; any
+    # hits shown are the closest, each marked weak). Every hit carries its own `match` too
+    # ("strong" | "weak"). How each source decides is in its docs (docs/code-ranking.md
+    # #confidence for code).
+    match: str
     offset: int
     next_offset: int | None
     elapsed_ms: float
@@ -56,6 +65,15 @@ def backlog_item(source: str, what: str, pending: int, command: str, job: str,
     if hint:
         item["hint"] = hint
     return item
+
+
+def match_note(match: str) -> str:
+    """The one sentence a front end shows beside an answer that is not strong."""
+    if match == "none":
+        return "no good match: nothing here clearly answers this; the hits shown are the closest"
+    if match == "weak":
+        return "weak match: the hits shown are the closest, none clearly answers this"
+    return ""
 
 
 @runtime_checkable

@@ -4,6 +4,13 @@ overlaps the lexical query, which releases the GIL in SQLite), the lexical layer
 and the vector layer is waited for until the search deadline. The rankings are fused by
 rank (rank/fuse.fuse_layers). A layer that is unavailable, fails or is late leaves a note
 and the answer comes from the others.
+
+A layer votes only where it has looked. While vectors are pending (a fresh tree, an
+interrupted index job, a new source root) the lexical layer's best candidates are handed to
+the vector layer (`Head`), which scores them, embedding those still without a vector within
+the deadline; its weight in the fusion is then the share of that head it scored
+(`Head.coverage`), so a few vectors of changelogs and dot-files embedded in path order can no
+longer outrank lexical hits they were never compared against.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
@@ -32,6 +40,42 @@ Scored = list[tuple[int, float]]  # (chunk id, score) best first
 VectorWait = Callable[[float], "Scored | None"]
 
 
+# How many of the lexical layer's best candidates the vector layer must have looked at to
+# vote with its full weight (and embeds on demand when they have no vector): the head the
+# answer's first page and its priors are drawn from.
+HEAD = 24
+TITLE_MIN = 0.05  # a title ranking weighed less than this is not worth its query
+
+
+class Head:
+    """The lexical layer's best ids, handed from the ranking to the vector layer's thread,
+    and back from it the share of them it scored (`coverage`). Thread-safe by its event:
+    `publish` once, `wait` any number of times."""
+
+    def __init__(self, size: int = HEAD) -> None:
+        self.size = size
+        self._ids: list[int] = []
+        self._ready = threading.Event()
+        self.coverage = 1.0  # set by the vector layer when vectors are pending
+        self.embedded = 0  # vectors the search embedded for it
+        self.partial = False  # vectors were pending: coverage was measured
+
+    def publish(self, ids: Sequence[int]) -> None:
+        self._ids = list(dict.fromkeys(ids))[: self.size]
+        self._ready.set()
+
+    def wait(self, deadline: float) -> list[int]:
+        """The head, once the lexical layer answered (empty when it did not in time)."""
+        self._ready.wait(max(0.0, deadline - time.monotonic()))
+        return list(self._ids)
+
+    def scored(self, ids: Sequence[int], looked: AbstractSet[int], embedded: int) -> None:
+        """The vector layer scored `looked` of the head `ids` (embedding `embedded`)."""
+        self.partial = True
+        self.embedded = embedded
+        self.coverage = (sum(1 for i in ids if i in looked) / len(ids)) if ids else 0.0
+
+
 @dataclass
 class Ranked:
     """The fused layers: (chunk id, fused score, {layer: rank}) best first; `norm` scales a
@@ -42,6 +86,7 @@ class Ranked:
     used: list[str] = field(default_factory=list)  # the layers that answered
     lexical: dict[int, float] = field(default_factory=dict)
     vector: dict[int, float] = field(default_factory=dict)
+    coverage: float = 1.0  # the share of the lexical head the vector layer scored
 
 
 def start_beside(store: ChunkStore, work: Callable[[ChunkStore], Scored],
@@ -104,33 +149,50 @@ def fill_before_ranking(store: ChunkStore, emb: Embedder, budget_s: float, deadl
 def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | None,
          vector: Callable[[], VectorWait | None] | None, deadline: float, notes: list[str],
          lexical_weight: float, vector_weight: float, rrf_k: int,
-         title: Callable[[], Scored] | None = None, title_weight: float = 0.0) -> Ranked:
+         title: Callable[[], Scored] | None = None, title_weight: float = 0.0,
+         head: Head | None = None) -> Ranked:
     """Run the layers asked for and fuse them. `lexical`: the lexical query (None when the
     query has no usable terms: the layer answers, empty); `vector`: starts the vector layer
     (start_beside) or gives None when it is unavailable (it left a note). `title`: a second
     lexical query of a long query's title alone, fused with `title_weight` times the lexical
     layer's weight when the vector layer did not answer (not asked for, vectors pending,
-    late or failed): the vector layer reads a long query's head, its title, already."""
+    late or failed): the vector layer reads a long query's head, its title, already.
+    `head`: handed the lexical layer's best ids for the vector layer (see Head); the vector
+    layer's weight is then scaled by the share of them it scored."""
     rankings: dict[str, list[int]] = {}
     used: list[str] = []
     wait = None
     if vector is not None and "vector" in layers and query.strip() and vector_weight > 0:
         wait = vector()
     lex_scores: dict[int, float] = {}
-    if "lexical" in layers:
-        if lexical is not None:
-            hits = lexical()
-            rankings["lexical"] = [i for i, _ in hits]
-            lex_scores = dict(hits)
-        used.append("lexical")
+    try:
+        if "lexical" in layers:
+            if lexical is not None:
+                hits = lexical()
+                rankings["lexical"] = [i for i, _ in hits]
+                lex_scores = dict(hits)
+            used.append("lexical")
+    finally:  # the vector layer waits for it: never leave it waiting for a failed query
+        if head is not None:
+            head.publish(rankings.get("lexical", []))
     vec_scores: dict[int, float] = {}
+    coverage = 1.0
     if wait is not None:
         vec = wait(deadline)
         if vec is not None:
             rankings["vector"] = [i for i, _ in vec]
             vec_scores = dict(vec)
             used.append("vector")
-    if title is not None and title_weight > 0 and "lexical" in used and "vector" not in used:
+            if head is not None and head.partial:
+                coverage = head.coverage
+                vector_weight *= coverage
+    # The title ranking stands in for the vector layer's reading of a long query's head: in
+    # full when that layer did not answer, for the share it could not vote on when partial.
+    if "vector" in used:
+        title_weight *= 1.0 - coverage
+    if title is not None and title_weight > TITLE_MIN and "lexical" in used:
         rankings["title"] = [i for i, _ in title()]
+    else:
+        title_weight = 0.0
     fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k, title_weight)
-    return Ranked(fused, norm, used, lex_scores, vec_scores)
+    return Ranked(fused, norm, used, lex_scores, vec_scores, coverage)

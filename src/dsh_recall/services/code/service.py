@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,6 +34,7 @@ from ..vectors import (
     sync_fingerprint,
     sync_vector_file,
     vector_index,
+    vectors_for,
 )
 from . import indexing, priors, scope
 from .indexing import IndexReport
@@ -48,6 +49,9 @@ EMBED_HINT = f"`{INDEX_COMMAND}` embeds them"
 # is one more the priors read (SWE-bench dev, lexical only: Acc@5 0.843 at 50 as at the full
 # pool, MRR 0.649 against 0.654, each repository unchanged).
 TITLE_TOP = 50
+# Of a search's deadline, what the head's embedding leaves for ranking, priors and excerpts.
+HEAD_RESERVE_S = 0.5
+HEAD_NOTE = "vectors pending:"  # how the note on the lexical head's comparison begins
 
 
 class CodeService:
@@ -299,8 +303,10 @@ class CodeService:
             problems = last.get("problems") or []
             pending = self.store.pending_count()
             if pending and "vector" in layers and self._embedder_error is None:
-                notes.append(f"{pending} chunks wait for vectors (found by words only meanwhile); "
-                             f"{EMBED_HINT}")
+                compared = any(n.startswith(HEAD_NOTE) for n in notes)
+                notes.append(f"{pending} chunks wait for vectors"
+                             + ("" if compared else " (found by words only meanwhile)")
+                             + f"; {EMBED_HINT}")
                 backlog.append(backlog_item("code", "vectors", pending, INDEX_COMMAND, "code.embed",
                                             hint=EMBED_HINT))
             # An Answer, with code's own keys beside the common ones (pending, scope, the sizes).
@@ -366,12 +372,16 @@ class CodeService:
             def title() -> list[tuple[int, float]]:
                 return beside(deadline) or []
 
+        head = hybrid.Head()
         ranked = hybrid.rank(query, layers, lexical=lexical if chosen else None,
                              vector=lambda: self._start_vector_ranking(query, pool, prefix, notes,
-                                                                       deadline),
+                                                                       deadline, head),
                              deadline=deadline, notes=notes, lexical_weight=cfg.lexical_weight,
                              vector_weight=cfg.vector_weight, rrf_k=cfg.rrf_k,
-                             title=title if heading else None, title_weight=cfg.title_weight)
+                             title=title if heading else None, title_weight=cfg.title_weight,
+                             head=head)
+        if head.partial and "vector" in ranked.used:
+            notes.append(self._head_note(head))
         intent = intent_terms(query, terms, cfg.long_query_words)
         fused, rows = priors.apply_priors(self.store, cfg, query, intent, ranked.fused[: pool * 2],
                                           None if files else limit)
@@ -421,30 +431,62 @@ class CodeService:
             return False
         return self.embedder() is not None
 
+    @staticmethod
+    def _head_note(head: hybrid.Head) -> str:
+        """What answered while vectors are pending: how much of the lexical head the vector
+        layer compared (and so how much its vote counted)."""
+        made = f", {head.embedded} embedded for this search" if head.embedded else ""
+        if head.coverage >= 0.999:
+            return (f"{HEAD_NOTE} the vector layer compared every one of the best word "
+                    f"matches by meaning{made}")
+        return (f"{HEAD_NOTE} the vector layer compared {head.coverage:.0%} of the best word "
+                f"matches{made}, so its vote counted for that share and words decided the rest")
+
     def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
-                              deadline: float) -> hybrid.VectorWait | None:
+                              deadline: float, head: hybrid.Head | None = None
+                              ) -> hybrid.VectorWait | None:
         """Start the vector ranking (services/hybrid.py), or None with a note when the
-        layer is unavailable."""
+        layer is unavailable. While vectors are pending, the layer scores the lexical
+        `head` too, embedding (a local embedder, within the search's budget and deadline)
+        those without a vector, and says in `head` what share of it it scored."""
         emb = self.embedder()
         if emb is None:
             notes.append(f"vector layer unavailable: {self._embedder_error}")
             return None
 
         def work(store: ChunkStore) -> list[tuple[int, float]]:
-            if not emb.remote and self.cfg.embed_budget_s > 0 and store.pending_count():
-                # A search fills in the vectors that fit its budget and its deadline;
-                # `index` (or the MCP server's job) the rest.
-                hybrid.fill_before_ranking(store, emb, self.cfg.embed_budget_s, deadline,
-                                           self._index_lock,
-                                           lambda s: self.embed_pending(s, store=store))
-            elif self._vectors.delta_size(store) > DELTA_SYNC:
+            pending = store.pending_count()
+            if not pending and self._vectors.delta_size(store) > DELTA_SYNC:
                 # Many vectors outside the memory-mapped file (an index written before
                 # it existed): build it once if no indexer is busy.
                 with self._index_lock(0) as got:
                     if got:
                         sync_vector_file(store)
+            # The query first: a cold process loads the model while the lexical layer answers.
             q = emb.embed_query(query[:4000])
-            return self._vectors.rank(store, q, pool, prefix)
+            if not pending or head is None:
+                return self._vectors.rank(store, q, pool, prefix)
+            ids = head.wait(deadline)
+            local = not emb.remote and self.cfg.embed_budget_s > 0
+            stop = min(time.monotonic() + self.cfg.embed_budget_s, deadline - HEAD_RESERVE_S)
+            with self._index_lock(0) as got:
+                before = time.monotonic()
+                h_ids, h_mat, made = vectors_for(
+                    store, emb, registry.embed_cache(self.cfg.store, self.home),
+                    lambda r: embed_text(r.path, r.symbols, r.text), ids,
+                    stop if local else before, persist=got)
+                if got and local:
+                    # The rest of the backlog too, when it all fits what the budget leaves
+                    # (vectors.fill_what_fits); else `index` (or the MCP server's job) fills it.
+                    hybrid.fill_before_ranking(
+                        store, emb, self.cfg.embed_budget_s - (time.monotonic() - before),
+                        deadline, lambda _t: nullcontext(True),
+                        lambda s: self.embed_pending(s, store=store))
+            scores = dict(self._vectors.rank(store, q, pool, prefix))
+            if len(h_ids) and h_mat.shape[1] == len(q):
+                scores.update(zip(h_ids.tolist(), (h_mat @ q).tolist()))
+            head.scored(ids, set(h_ids.tolist()), made)
+            return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
 
         return hybrid.start_beside(self.store, work, notes)
 
