@@ -55,6 +55,28 @@ def cases(which: list[str], limit: int) -> list[dict[str, Any]]:
     return out[:limit] if limit else out
 
 
+def fresh_home(tag: str, ws: Path, src: str) -> Path:
+    """A new recall home holding a lexical-only index of the tree and nothing else (no
+    vectors, no embedding cache): the state of a first search. Copied from a template made
+    once per tree and package."""
+    from dsh_recall.core.config import load_config
+    from dsh_recall.services.code import CodeService
+
+    home = WORK / "templates" / Path(src).parent.name / tag
+    if not home.exists():
+        part = home.with_suffix(".part")
+        shutil.rmtree(part, ignore_errors=True)
+        svc = CodeService(ws, load_config(ws), home=part)
+        with svc._index_lock(None):
+            svc.index_lexical()
+        svc.close()
+        part.rename(home)
+    fresh = Path(tempfile.mkdtemp(dir=WORK))
+    shutil.rmtree(fresh)
+    shutil.copytree(home, fresh)
+    return fresh
+
+
 def run_arm(src: str, items: list[dict[str, Any]], modes: list[str]) -> list[dict[str, Any]]:
     """In this process, with the package from `src`: each case's ranked files per mode."""
     sys.path.insert(0, src)  # the arm's own package, imported before code_swebench adds ours
@@ -69,7 +91,6 @@ def run_arm(src: str, items: list[dict[str, Any]], modes: list[str]) -> list[dic
     def files_of(answer: dict[str, Any]) -> list[str]:
         return list(dict.fromkeys(r["path"] for r in answer["results"]))
 
-    template: dict[str, Path] = {}
     out: list[dict[str, Any]] = []
     full_home = WORK / "full-home"
     for c in items:
@@ -79,20 +100,8 @@ def run_arm(src: str, items: list[dict[str, Any]], modes: list[str]) -> list[dic
         # Issues: files ranked (`--files`, as bench/code_swebench.py); questions: the
         # default answer a person reads, its chunks' files in order.
         kw: dict[str, Any] = {"files": True} if c["set"] == "issues" else {}
-        if c["tag"] not in template:  # a lexical-only index of the tree, copied for each case
-            home = WORK / "templates" / Path(src).parent.name / c["tag"]
-            if not home.exists():
-                shutil.rmtree(home.with_suffix(".part"), ignore_errors=True)
-                svc = CodeService(ws, cfg, home=home.with_suffix(".part"))
-                with svc._index_lock(None):
-                    svc.index_lexical()
-                svc.close()
-                home.with_suffix(".part").rename(home)
-            template[c["tag"]] = home
         if "first" in modes or "lexical" in modes:
-            fresh = Path(tempfile.mkdtemp(dir=WORK))
-            shutil.rmtree(fresh)
-            shutil.copytree(template[c["tag"]], fresh)
+            fresh = fresh_home(c["tag"], ws, src)
             svc = CodeService(ws, cfg, home=fresh)
             if "first" in modes:
                 t0 = time.monotonic()

@@ -13,11 +13,18 @@ def rrf(
     *,
     k: int = 60,
     weights: Mapping[str, float] | None = None,
+    unseen: Mapping[str, AbstractSet[int]] | None = None,
 ) -> list[tuple[int, float, dict[str, int]]]:
     """Fuse ranked id lists. Returns (item, score, {ranker: 1-based rank}) best first.
 
     score = sum over rankers of weight / (k + rank). Ties break by best single rank, then id,
     so the order is deterministic.
+
+    `unseen`: per ranker, items it never looked at (a vector layer's candidates that have no
+    vector yet). A ranker cannot vote against what it has not seen: such an item's score is
+    the sum over the rankers that did see it, scaled by all rankers' weight over theirs (as
+    if the unseen one ranked it as they did on average), not the bare sum, which counted
+    the missing vote as a vote against.
     """
     weights = weights or {}
     scores: dict[int, float] = {}
@@ -36,6 +43,19 @@ def rrf(
                 scores[item] = scores.get(item, 0.0) + w / (k + rank)
             else:
                 scores.setdefault(item, 0.0)
+    if unseen:
+        total = sum(max(0.0, weights.get(n, 1.0)) for n in rankings)
+        for name, items_ in unseen.items():
+            if name not in rankings:
+                continue
+            for item in items_:
+                if item not in scores or name in ranks[item]:
+                    continue
+                missing = sum(max(0.0, weights.get(n, 1.0)) for n in unseen
+                              if n in rankings and item in unseen[n] and n not in ranks[item])
+                seen_w = total - missing
+                if seen_w > 0:
+                    scores[item] *= total / seen_w
     order = sorted(scores, key=lambda i: (-scores[i], min(ranks[i].values()), i))
     return [(i, scores[i], ranks[i]) for i in order]
 
@@ -193,8 +213,9 @@ NATURAL_LEXICAL_SHARE = 0.25
 
 
 def fuse_layers(rankings: Mapping[str, Sequence[int]], query: str, lexical_weight: float,
-                vector_weight: float, k: int,
-                title_weight: float = 0.0) -> tuple[list[tuple[int, float, dict[str, int]]], float]:
+                vector_weight: float, k: int, title_weight: float = 0.0,
+                unseen: Mapping[str, AbstractSet[int]] | None = None,
+                ) -> tuple[list[tuple[int, float, dict[str, int]]], float]:
     """The hybrid step code and notes share: the layers' rankings fused by RRF, weighted by
     the query's shape (layer_weights); a "title" ranking (a long query's title alone) counts
     `title_weight` times the lexical layer. Returns (fused best first, norm): `score * norm`
@@ -203,5 +224,5 @@ def fuse_layers(rankings: Mapping[str, Sequence[int]], query: str, lexical_weigh
         return [], 1.0
     weights = layer_weights(query, lexical_weight, vector_weight)
     weights["title"] = weights["lexical"] * title_weight
-    fused = rrf(rankings, k=k, weights=weights)
+    fused = rrf(rankings, k=k, weights=weights, unseen=unseen)
     return fused, (k + 1) / max(1e-9, sum(weights[n] for n in rankings))

@@ -48,8 +48,9 @@ TITLE_MIN = 0.05  # a title ranking weighed less than this is not worth its quer
 
 
 class Head:
-    """The lexical layer's best ids, handed from the ranking to the vector layer's thread,
-    and back from it the share of them it scored (`coverage`). Thread-safe by its event:
+    """The lexical layer's candidates, handed from the ranking to the vector layer's thread
+    (which embeds the best `size` of them when they have no vector), and back from it the
+    share of them it scored (`coverage`: its fusion weight) and what it did not (`unseen`). Thread-safe by its event:
     `publish` once, `wait` any number of times."""
 
     def __init__(self, size: int = HEAD) -> None:
@@ -59,21 +60,41 @@ class Head:
         self.coverage = 1.0  # set by the vector layer when vectors are pending
         self.embedded = 0  # vectors the search embedded for it
         self.partial = False  # vectors were pending: coverage was measured
+        self.index_share = 1.0  # the share of the whole index with a vector
+        self.unseen: set[int] = set()  # lexical candidates the vector layer has no vector for
+        self.looked: frozenset[int] = frozenset()  # what it scored
+        self.head_coverage = 1.0  # the share of the head it scored
+        self.pool_size = self.looked_in_pool = 0
+        self._pool: list[int] = []
 
     def publish(self, ids: Sequence[int]) -> None:
-        self._ids = list(dict.fromkeys(ids))[: self.size]
+        self._pool = list(dict.fromkeys(ids))
+        self._ids = self._pool[: self.size]
         self._ready.set()
+
+    def pool(self) -> list[int]:
+        """Every lexical candidate (after `wait`): the vector layer scores those with a vector."""
+        return list(self._pool)
 
     def wait(self, deadline: float) -> list[int]:
         """The head, once the lexical layer answered (empty when it did not in time)."""
         self._ready.wait(max(0.0, deadline - time.monotonic()))
         return list(self._ids)
 
-    def scored(self, ids: Sequence[int], looked: AbstractSet[int], embedded: int) -> None:
-        """The vector layer scored `looked` of the head `ids` (embedding `embedded`)."""
+    def scored(self, ids: Sequence[int], looked: AbstractSet[int], embedded: int,
+               index_share: float = 0.0) -> None:
+        """The vector layer scored `looked` of the lexical candidates (of the head `ids`,
+        embedding `embedded` of them); of the whole index, `index_share` has vectors."""
         self.partial = True
+        self.looked = frozenset(looked)
+        self.unseen = {i for i in self._pool if i not in looked}
         self.embedded = embedded
-        self.coverage = (sum(1 for i in ids if i in looked) / len(ids)) if ids else 0.0
+        self.index_share = index_share
+        pool = self._pool or list(ids)
+        self.head_coverage = (sum(1 for i in ids if i in looked) / len(ids)) if ids else 0.0
+        self.pool_size = len(pool)
+        self.looked_in_pool = sum(1 for i in pool if i in looked)
+        self.coverage = self.looked_in_pool / len(pool) if pool else 0.0
 
 
 @dataclass
@@ -186,13 +207,22 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
             if head is not None and head.partial:
                 coverage = head.coverage
                 vector_weight *= coverage
-    # The title ranking stands in for the vector layer's reading of a long query's head: in
-    # full when that layer did not answer, for the share it could not vote on when partial.
+    # The title ranking stands in for the vector layer's reading of a long query's head over
+    # the whole index: in full when that layer did not answer, and for the share of the
+    # index it could not search when vectors are pending (it then compared the lexical
+    # head, which the title ranking reaches beyond).
     if "vector" in used:
-        title_weight *= 1.0 - coverage
+        title_weight *= 1.0 - (head.index_share if head is not None and head.partial else 1.0)
     if title is not None and title_weight > TITLE_MIN and "lexical" in used:
         rankings["title"] = [i for i, _ in title()]
     else:
         title_weight = 0.0
-    fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k, title_weight)
+    unseen = None
+    if head is not None and head.partial and "vector" in used:
+        # Every candidate of the other rankings the vector layer did not score (the title
+        # ranking's reach beyond the lexical pool included) is unseen by it.
+        others = {i for name, ids in rankings.items() if name != "vector" for i in ids}
+        unseen = {"vector": others - head.looked}
+    fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k, title_weight,
+                              unseen)
     return Ranked(fused, norm, used, lex_scores, vec_scores, coverage)

@@ -16,7 +16,9 @@ from ...core.config import Config
 from ...core.errors import InputError, RecallError
 from ...core.paths import ensure_dir, recall_home, workspace_dir
 from ...core.process import InFlight, release_free_memory
+from ...core.text import code_tokens
 from ...embedders import Embedder
+from ...rank import confidence
 from ...rank import excerpt as excerpt_mod
 from ...rank import lexical as lex
 from ...rank.fuse import intent_terms
@@ -297,6 +299,15 @@ class CodeService:
             results = results[offset:want]
             if rerank.is_problem(reranked):
                 notes.append(rerank.note(reranked))
+            conf = [r.pop("_conf") for r in results]
+            match = confidence.answer_match([c[0] for c in conf], [c[1] for c in conf],
+                                            any(c[2] for c in conf), conf[0][3] if conf else (0, 0))
+            if match == "none":
+                for r in results:
+                    r["match"] = "weak"
+            if explain:
+                for r, c in zip(results, conf, strict=True):
+                    r["coverage"], r["cosine"] = c[0], c[1]
             returned = sum(len(r["excerpt"]) for r in results)
             source = sum(row.chars for row in map(self.store.file, {r["path"] for r in results}) if row)
             last = json.loads(self.store.get_meta("last_index") or "{}")
@@ -311,7 +322,7 @@ class CodeService:
                                             hint=EMBED_HINT))
             # An Answer, with code's own keys beside the common ones (pending, scope, the sizes).
             out: dict[str, Any] = {
-                "query": query[:200], "results": results, "pending": pending,
+                "query": query[:200], "results": results, "match": match, "pending": pending,
                 "layers": used, "returned_chars": returned, "source_chars": source,
                 "scope": focus_label or prefix or ".", "notes": list(dict.fromkeys(notes + problems)),
                 "elapsed_ms": round((time.monotonic() - t0) * 1000, 1), "rerank": reranked,
@@ -405,10 +416,25 @@ class CodeService:
         texts = self.store.chunks_by_id([i for i, _, _ in picked if not rows[i].text])
         results: list[dict[str, Any]] = []
         stale_cache: dict[str, bool] = {}
+        long = bool(cfg.long_query_words) and len(query.split()) > cfg.long_query_words
+        idents = sorted(lex.identifier_terms(query)) if not long else []
+        df = self.store.doc_freqs(list(dict.fromkeys(terms + idents))) if terms else {}
+        weights = confidence.term_weights(
+            terms, df, self.store.chunk_count(), long,
+            [t for t, tier in lex.focus_tiers(query).items() if tier == 0] if long else ())
+        unknown = confidence.unknown_identifiers(idents, df)
+        # A hit's cosine is evidence wherever the vector layer scored it (exact, whatever
+        # share of the candidates it compared).
+        cosines = ranked.vector if "vector" in ranked.used else {}
+        head_cos = sorted(cosines.values(), reverse=True)[:100]
+        gap = head_cos[0] - sum(head_cos) / len(head_cos) if len(head_cos) >= 20 else None
         for item, score, ranks in picked:
             row = texts.get(item, rows[item])
             if not row.text and item not in texts:
                 continue  # re-indexed between the two reads: gone
+            tokens = set(code_tokens(f"{row.path}\n{' '.join(row.symbols)}\n{row.text}"))
+            cov = confidence.coverage(weights, tokens)
+            cos = cosines.get(item)
             text, s, e = excerpt_mod.bound_excerpt(row.text, row.start_line, chosen or terms,
                                                    cfg.excerpt_lines)
             res = {
@@ -416,8 +442,11 @@ class CodeService:
                 "score": round(score * ranked.norm, 4), "symbols": list(row.symbols),
                 "excerpt": text, "language": row.language,
                 "stale": self._is_stale(row.path, stale_cache),
+                "match": confidence.hit_match(cov, cos) if not unknown[1] else "weak",
+                "_conf": (round(cov, 3), None if cos is None else round(cos, 3), long, unknown),
             }
             if explain:
+                res["gap"] = None if gap is None else round(gap, 4)
                 res["ranks"] = ranks
                 res["lexical_score"] = round(ranked.lexical.get(item, 0.0), 4)
                 res["vector_score"] = round(ranked.vector.get(item, 0.0), 4)
@@ -433,14 +462,12 @@ class CodeService:
 
     @staticmethod
     def _head_note(head: hybrid.Head) -> str:
-        """What answered while vectors are pending: how much of the lexical head the vector
-        layer compared (and so how much its vote counted)."""
+        """What answered while vectors are pending: how many candidates the vector layer
+        compared (and so how much its vote counted)."""
         made = f", {head.embedded} embedded for this search" if head.embedded else ""
-        if head.coverage >= 0.999:
-            return (f"{HEAD_NOTE} the vector layer compared every one of the best word "
-                    f"matches by meaning{made}")
-        return (f"{HEAD_NOTE} the vector layer compared {head.coverage:.0%} of the best word "
-                f"matches{made}, so its vote counted for that share and words decided the rest")
+        return (f"{HEAD_NOTE} the vector layer compared {head.looked_in_pool} of the "
+                f"{head.pool_size} word matches (the best {head.size} first{made}), so its "
+                f"vote counted {head.coverage:.0%}")
 
     def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
                               deadline: float, head: hybrid.Head | None = None
@@ -467,6 +494,7 @@ class CodeService:
             if not pending or head is None:
                 return self._vectors.rank(store, q, pool, prefix)
             ids = head.wait(deadline)
+            pool_ids = head.pool()
             local = not emb.remote and self.cfg.embed_budget_s > 0
             stop = min(time.monotonic() + self.cfg.embed_budget_s, deadline - HEAD_RESERVE_S)
             with self._index_lock(0) as got:
@@ -485,7 +513,15 @@ class CodeService:
             scores = dict(self._vectors.rank(store, q, pool, prefix))
             if len(h_ids) and h_mat.shape[1] == len(q):
                 scores.update(zip(h_ids.tolist(), (h_mat @ q).tolist()))
-            head.scored(ids, set(h_ids.tolist()), made)
+            # The rest of the lexical candidates that have a vector: the layer looks at
+            # them too, so only those without one are unseen (rank/fuse.rrf).
+            rest = [i for i in pool_ids[len(ids):] if i not in scores]
+            r_ids, r_mat = store.vectors_of(rest) if rest else (h_ids[:0], h_mat[:0])
+            if len(r_ids) and r_mat.shape[1] == len(q):
+                scores.update(zip(r_ids.tolist(), (r_mat @ q).tolist()))
+            total = store.chunk_count()
+            share = 1.0 - store.pending_count() / total if total else 1.0
+            head.scored(ids, set(scores), made, share)
             return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
 
         return hybrid.start_beside(self.store, work, notes)
