@@ -180,6 +180,16 @@ def test_browser_shows_the_seeded_figures_and_searches_every_source(server, tmp_
         # A note's markup is shown as text, never run.
         assert "<img src=x" in driver.find_element(By.ID, "results").text
         assert not driver.find_elements(By.CSS_SELECTOR, "#results img")
+        # An answer that is not strong says so above its hits, as the API's sentence has it.
+        box.clear()
+        box.send_keys("flurbozite_handler")
+        driver.find_element(By.ID, "go").click()
+        wait.until(lambda d: d.find_element(By.ID, "results").get_attribute("data-state")
+                   in ("done", "error"))
+        api = json.loads(get(server["url"] + "api/search?q=flurbozite_handler&limit=12",
+                             {"Authorization": f"Bearer {server['token']}"})[2])
+        shown = driver.find_element(By.ID, "search-match")
+        assert (shown.text if shown.is_displayed() else "") == api["match_note"]
         assert driver.title == "dsh-recall"
         # Everything the page loaded came from the dashboard itself.
         origins = driver.execute_script(

@@ -348,12 +348,15 @@ def test_forget_over_mcp_leaves_no_source_that_finds_it(tmp_path: Path) -> None:
                 "history": [h["snippet"] for h in ok(hist)["hits"] + ok(coarse)["hits"]],
                 "all": [r["source"] for r in ok(every)["results"]
                         if "platform nine" in r["excerpt"]],
+                "folded": {r["source"]: r.get("folded", 0) for r in ok(every)["results"]
+                           if "platform nine" in r["excerpt"]},
                 "objects": [r["id"] for r in found]}
 
     before = everywhere()
     assert d["path"] in before["notes"] and before["objects"] == [obj.id]
     assert any("platform nine" in s for s in before["history"])
-    assert {"notes", "history", "objects"} <= set(before["all"])
+    # The log's line is the note's text: listed once, the note's hit standing for both.
+    assert {"notes", "history"} <= set(before["all"]) and before["folded"]["notes"] == 1
 
     _, (gone,) = mcp_calls(w, [("notes_forget", {"id": d["id"]})])
     g = ok(gone)

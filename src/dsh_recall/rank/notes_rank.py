@@ -1,5 +1,6 @@
 """Pure ranking helpers for notes: source weights, the auto-recall relevance gate and its
-bounded block, and evaluation cases (reading a cases file, ranking a case)."""
+bounded block, how sure an answer is (`judge`: its `match`, docs/notes.md#how-sure-an-answer-is),
+and evaluation cases (reading a cases file, ranking a case)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,85 @@ def coverage(terms: Sequence[str], df: dict[str, int], total: int, text: str,
     weights = {t: lex.idf(df.get(t, 0), n) for t in terms}
     whole = sum(weights.values())
     return sum(w for t, w in weights.items() if t in have) / whole if whole > 0 else 0.0
+
+
+# -- how sure an answer is (Answer["match"]) ---------------------------------------------------
+# A passage's evidence adds what its words show and what its meaning shows, each counted
+# against the amount that alone would settle it; 1 or more is a passage that answers.
+WORDS_BAR = 0.5  # holding half the query's information (IDF-weighted terms) settles it
+MEANING_BAR = 0.3  # so does a cosine this far above the index's mean cosine to the query
+UNRELATED = 0.5  # under half the bar: unrelated (cut from the tail of a strong answer)
+FAR_LESS = 0.5  # in a strong answer, under half the best passage's share of the terms: weak
+MIN_KEPT = 3  # a strong answer cut at its tail keeps at least this many passages
+
+_WORD_AT = re.compile(r"[A-Za-z0-9_]+")
+
+
+def evidence(coverage: float, cosine: float | None, mean_cosine: float | None) -> float:
+    """How much a passage shows it answers the query, 1.0 = enough (`WORDS_BAR`,
+    `MEANING_BAR`). `coverage`: its share of the query's terms (`coverage()`); `cosine` its
+    cosine to the query and `mean_cosine` the index's mean one, both None when the vector
+    layer did not rank it over every passage (then the words alone count)."""
+    meaning = 0.0 if cosine is None or mean_cosine is None else max(0.0, cosine - mean_cosine)
+    return coverage / WORDS_BAR + meaning / MEANING_BAR
+
+
+def written_names(query: str) -> list[str]:
+    """The words a query writes as names or identifiers, lower-cased: snake_case,
+    camelCase, letters with digits (`v3`, `E4471`), ALL CAPS, and a Capitalized word after
+    the first (a sentence's first word is capitalized anyway). A name the index has never
+    seen is the query's subject, and no passage can speak of it."""
+    out: list[str] = list(lex.identifier_terms(query))
+    for i, m in enumerate(_WORD_AT.finditer(query[:lex.MAX_QUERY_CHARS])):
+        w = m.group()
+        has_digit, has_alpha = any(c.isdigit() for c in w), any(c.isalpha() for c in w)
+        if ((has_digit and has_alpha) or (len(w) > 1 and w.isupper())
+                or (i > 0 and w[:1].isupper() and w[1:].islower())):
+            out.append(w.lower())
+    return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How sure a notes answer is: its `match`, each kept passage's, and how many of the
+    ranked passages it keeps (a strong answer drops its trailing unrelated ones)."""
+
+    match: str  # "strong" | "weak" | "none"
+    hits: tuple[str, ...]  # "strong" | "weak", one per kept passage
+    keep: int
+
+
+def judge(coverages: Sequence[float], cosines: Sequence[float | None],
+          mean_cosine: float | None, *, unknown_names: Sequence[str] = ()) -> Verdict:
+    """The match of an answer whose passages (best first) hold these shares of the query's
+    terms and have these cosines; `mean_cosine` is None unless the vector layer ranked
+    every passage (no vectors pending), and `unknown_names` are the names the query writes
+    that the index has never seen (`written_names`).
+
+    - strong: a passage's evidence reaches 1; each such passage is strong unless it holds
+      under `FAR_LESS` of the terms the best-covered passage holds. Trailing passages
+      under `UNRELATED` go (at least `MIN_KEPT` stay).
+    - none: no passage reaches it with all the evidence in (the meaning was checked), or
+      the query names something the index does not know.
+    - weak: no passage reaches it from the words alone and the meaning could not be
+      checked, but one holds some of them (`UNRELATED` or more).
+    Every passage of a weak or none answer is weak."""
+    n = len(coverages)
+    if n == 0:
+        return Verdict("none", (), 0)
+    ev = [evidence(c, s, mean_cosine) for c, s in zip(coverages, cosines, strict=True)]
+    if unknown_names:
+        return Verdict("none", ("weak",) * n, n)
+    best = max(coverages)
+    strong = [e >= 1.0 and c >= FAR_LESS * best for e, c in zip(ev, coverages, strict=True)]
+    if any(strong):
+        keep = n
+        while keep > MIN_KEPT and not strong[keep - 1] and ev[keep - 1] < UNRELATED:
+            keep -= 1
+        return Verdict("strong", tuple("strong" if s else "weak" for s in strong[:keep]), keep)
+    checked = mean_cosine is not None
+    match = "weak" if not checked and max(ev) >= UNRELATED else "none"
+    return Verdict(match, ("weak",) * n, n)
 
 
 def relevant(hit: Hit, min_coverage: float, min_cosine: float) -> bool:

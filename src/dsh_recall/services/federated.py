@@ -3,10 +3,14 @@ fused into one bounded answer, each hit labelled with its source.
 
 Each source ranks with its own pipeline (the same calls its own tool makes); the rankings
 are fused by reciprocal rank (rank/fuse.py), so no source's raw scores need to be
-comparable with another's; a relevance floor (rank/floor.py) then ranks a hit showing under
-half the query terms the answer's best hit shows after the others. Sources run in parallel
-threads under one deadline; a source that fails or runs late is reported in `sources` and
-the others still answer.
+comparable with another's; a relevance floor (rank/floor.py) then places each hit by how
+sure its source is: hits a source calls strong first, then weak ones, then every hit of a
+source that found nothing related (its answer's `match` is none), and a hit repeating
+another's text is folded into it. The fused answer has its own `match` (services/base.py):
+strong when a strong hit is in it, none when every source said none or found nothing, else
+weak (unknown, and left out, while a source with hits does not judge). Sources run in
+parallel threads under one deadline; a source that fails or runs late is reported in
+`sources` and the others still answer.
 
 Who is asking decides what each source shows, exactly as the per-source tools do
 (docs/security.md): history, notes and objects each take the same `viewer` (the MCP
@@ -30,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 from ..core.clean import as_at_most, as_name, as_path, as_query, cleaned
 from ..core.config import Config
 from ..core.errors import InputError
-from ..rank.floor import apply_floor
+from ..rank import floor
 from ..rank.fuse import rrf
 from . import rerank, usage
+from .base import MATCHES, match_note
 from .channel import Viewer
 
 if TYPE_CHECKING:
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
 SOURCES = ("code", "history", "notes", "objects")
 EXCERPT_CHARS = 700  # per hit: a pointer and enough text to judge it, not the whole thing
 MAX_HITS = 100  # the deepest an answer (all its pages) goes
+PAYLOAD = "_payload"  # a hit's text as folding compares it, when not its excerpt (not sent)
 
 
 def parse_sources(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -80,7 +86,22 @@ class _Run:
     hits: list[dict[str, Any]] = field(default_factory=list)
     status: str = "ok"
     notes: list[str] = field(default_factory=list)
+    match: str | None = None  # the source's own answer's match; None when it does not say
     ms: float = 0.0
+
+
+def _match(data: Any) -> str | None:
+    """An answer's (or hit's) `match` when it is one of base.MATCHES, else None."""
+    m = data.get("match") if isinstance(data, dict) else None
+    return m if m in MATCHES else None
+
+
+def _marked(hit: dict[str, Any], source_hit: Any) -> dict[str, Any]:
+    """`hit` with its source's mark for it, when the source gave one."""
+    m = _match(source_hit)
+    if m in ("strong", "weak"):
+        hit["match"] = m
+    return hit
 
 
 # -- the sources ------------------------------------------------------------------------------
@@ -100,11 +121,12 @@ def _code(query: str, limit: int, cfg: Config, workspace: Path, service: CodeSer
     finally:
         if own:
             svc.close()
-    hits = [{"source": "code", "title": f"{r['path']}:{r['start_line']}-{r['end_line']}",
-             "excerpt": bound_excerpt(r["excerpt"]), "path": r["path"],
-             "source_path": r["source_path"], "start_line": r["start_line"],
-             "end_line": r["end_line"], "stale": r["stale"]} for r in data["results"]]
-    return _Run(hits, "ok" if hits else "no match", list(data.get("notes") or []))
+    hits = [_marked({"source": "code", "title": f"{r['path']}:{r['start_line']}-{r['end_line']}",
+                     "excerpt": bound_excerpt(r["excerpt"]), "path": r["path"],
+                     "source_path": r["source_path"], "start_line": r["start_line"],
+                     "end_line": r["end_line"], "stale": r["stale"]}, r) for r in data["results"]]
+    return _Run(hits, "ok" if hits else "no match", list(data.get("notes") or []),
+                _match(data))
 
 
 def _history(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer | None,
@@ -119,12 +141,14 @@ def _history(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewe
     for h in data["hits"]:
         rng = (f"seq {h['start_seq']}" if h["start_seq"] == h["end_seq"]
                else f"seq {h['start_seq']}-{h['end_seq']}")
-        hits.append({"source": "history", "title": f"session {h['session']} {rng} ({h['role']})",
-                     "excerpt": bound_excerpt(h.get("snippet") or ""), "session": h["session"],
-                     "start_seq": h["start_seq"], "end_seq": h["end_seq"], "role": h["role"]})
+        hits.append(_marked({"source": "history",
+                             "title": f"session {h['session']} {rng} ({h['role']})",
+                             "excerpt": bound_excerpt(h.get("snippet") or ""),
+                             "session": h["session"], "start_seq": h["start_seq"],
+                             "end_seq": h["end_seq"], "role": h["role"]}, h))
     status: dict[str, str] = data.get("layer_status") or {}
     notes = [f"history {k}: {v}" for k, v in status.items() if k in ("access", "scope")]
-    return _Run(hits, "ok" if hits else "no match", notes)
+    return _Run(hits, "ok" if hits else "no match", notes, _match(data))
 
 
 def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer | None) -> _Run:
@@ -140,11 +164,12 @@ def _notes(query: str, limit: int, cfg: Config, workspace: Path, viewer: Viewer 
     hits = []
     for r in results:
         head = f" > {r['heading']}" if r.get("heading") else ""
-        hits.append({"source": "notes", "title": f"{r['path']}:{r['start_line']}-{r['end_line']}{head}",
-                     "excerpt": bound_excerpt(r["text"]), "path": r["path"],
-                     "start_line": r["start_line"], "end_line": r["end_line"],
-                     "heading": r.get("heading") or "", "level": r["level"]})
-    return _Run(hits, "ok" if hits else "no match", notes)
+        hits.append(_marked({"source": "notes",
+                             "title": f"{r['path']}:{r['start_line']}-{r['end_line']}{head}",
+                             "excerpt": bound_excerpt(r["text"]), "path": r["path"],
+                             "start_line": r["start_line"], "end_line": r["end_line"],
+                             "heading": r.get("heading") or "", "level": r["level"]}, r))
+    return _Run(hits, "ok" if hits else "no match", notes, _match(data))
 
 
 def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run:
@@ -157,11 +182,14 @@ def _objects(query: str, limit: int, cfg: Config, viewer: Viewer | None) -> _Run
     hits = []
     for r in data.get("results", []):
         text = "\n".join(f"{m['line']}: {m['text']}" for m in r["matches"])
-        hits.append({"source": "objects", "title": f"object {r['id']} line {r['line']}"
-                     + (f" ({r['tool']})" if r["tool"] else ""),
-                     "excerpt": bound_excerpt(text), "object_id": r["id"], "line": r["line"],
-                     "total_chars": r["chars"]})
-    return _Run(hits, "ok" if hits else "no match", list(data.get("notes", [])))
+        hits.append(_marked({"source": "objects", "title": f"object {r['id']} line {r['line']}"
+                             + (f" ({r['tool']})" if r["tool"] else ""),
+                             "excerpt": bound_excerpt(text), "object_id": r["id"],
+                             "line": r["line"], "total_chars": r["chars"],
+                             # what folding compares: the lines without their numbers
+                             PAYLOAD: "\n".join(m["text"] for m in r["matches"])}, r))
+    return _Run(hits, "ok" if hits else "no match", list(data.get("notes", [])),
+                _match(data))
 
 
 # -- fusion -----------------------------------------------------------------------------------
@@ -226,12 +254,16 @@ def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[st
     notes: list[str] = []
     ranked: dict[str, list[int]] = {}
     pool: list[dict[str, Any]] = []
+    said: dict[str, tuple[str | None, int]] = {}  # source -> (its match, its hits)
     for name in sources:
         run = runs.get(name)
         if run is None:
             status[name] = {"status": f"did not answer within {deadline:.1f} s", "hits": 0}
             continue
         status[name] = {"status": run.status, "hits": len(run.hits), "ms": run.ms}
+        if run.match:
+            status[name]["match"] = run.match
+        said[name] = (run.match, len(run.hits))
         notes += [n for n in run.notes if n not in notes]
         ranked[name] = []
         for rank, hit in enumerate(run.hits, 1):
@@ -240,19 +272,35 @@ def search_all(query: str, *, cfg: Config, workspace: Path, sources: Sequence[st
     fused = rrf(ranked, k=cfg.rrf_k)
     norm = cfg.rrf_k + 1  # a source's first hit scores 1.0
     merged = [{**pool[i], "score": round(score * norm, 4)} for i, score, _ in fused]
-    # A source holding only a weak match no longer ranks its first hit 2nd or 3rd: hits
-    # showing under half the query terms of the answer's best rank after the rest.
-    merged = apply_floor(query, merged)
+    # A source holding only a weak match no longer ranks its first hit 2nd or 3rd: each
+    # hit goes in the tier its source's judgment puts it (rank/floor.py).
+    answers = {name: m for name, (m, _) in said.items()}
+    merged = floor.order(query, merged, answers)
+    merged, folded = floor.fold(merged, _payload)
+    if folded:
+        notes.append(f"{folded} hit{'s' if folded > 1 else ''} repeating another's text "
+                     "folded into it (`folded` counts the copies)")
     merged, reranked = rerank.apply(cfg, "all", query, merged, _rerank_text)
     if rerank.is_problem(reranked):
         notes.append(rerank.note(reranked))
-    results = merged[:limit]
+    elif reranked == rerank.APPLIED or reranked.startswith("partial"):
+        merged = floor.order(query, merged, answers)  # reordered within each tier only
+    results = [{k: v for k, v in r.items() if k != PAYLOAD} for r in merged[:limit]]
     returned = sum(len(r["excerpt"]) for r in results)
     usage.record("all", "search", returned, sum(p["rep"] for p in parts if p["op"] == "search"),
                  hits=len(results), workspace=str(workspace))
-    return {"query": query[:200], "sources": status, "results": results, "notes": notes,
-            "rerank": reranked, "returned_chars": returned,
-            "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}
+    out: dict[str, Any] = {"query": query[:200], "sources": status, "results": results}
+    match = floor.answer_match(results, said)
+    if match is not None:
+        out["match"] = match
+    out.update({"notes": notes, "rerank": reranked, "returned_chars": returned,
+                "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)})
+    return out
+
+
+def _payload(hit: Any) -> str:
+    """The text folding compares of a hit (rank/floor.fold)."""
+    return str(hit.get(PAYLOAD) or hit.get("excerpt") or "")
 
 
 def _rerank_text(hit: dict[str, Any]) -> str:
@@ -261,16 +309,23 @@ def _rerank_text(hit: dict[str, Any]) -> str:
 
 
 def render_text(d: dict[str, Any]) -> str:
-    """Human / model-facing text: one block per hit, labelled with its source."""
+    """Human / model-facing text: how sure the answer is when it is not strong, then one
+    block per hit, labelled with its source (and weak, or how many copies it stands for)."""
     lines: list[str] = []
+    said = match_note(d.get("match") or "")
+    if said:
+        lines += [f"-- {said}", ""]
     for r in d["results"]:
-        lines.append(f"== [{r['source']}] {r['title']}" + ("  (stale)" if r.get("stale") else ""))
+        lines.append(f"== [{r['source']}] {r['title']}" + ("  (stale)" if r.get("stale") else "")
+                     + ("  (weak)" if r.get("match") == "weak" else "")
+                     + (f"  (+{r['folded']} identical)" if r.get("folded") else ""))
         if r.get("excerpt"):
             lines.append(r["excerpt"])
         lines.append("")
     if not d["results"]:
         lines.append("no results")
-    lines.append("-- sources: " + "; ".join(f"{k} {v['status']} ({v['hits']})"
-                                             for k, v in d["sources"].items()))
+    lines.append("-- sources: " + "; ".join(
+        f"{k} {v['status']} ({v['hits']}" + (f", {v['match']}" if v.get("match") else "") + ")"
+        for k, v in d["sources"].items()))
     lines += [f"-- note: {n}" for n in d.get("notes", [])]
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ...services.base import match_note
 from ...services.code import CodeService, find_workspace
 from .common import emit, get_config, handle_errors, json_option
 
@@ -30,11 +31,15 @@ def _service(ctx: click.Context, ws: Path, **overrides: Any) -> CodeService:
 
 
 def render_search(data: dict[str, Any]) -> str:
-    lines: list[str] = []
+    # How sure the answer is, when it is not (the value is the service's: base.match_note).
+    said = match_note(data.get("match") or "")
+    lines: list[str] = [f"-- {said}", ""] if said else []
     for r in data["results"]:
         sym = f"  [{', '.join(r['symbols'][:4])}]" if r["symbols"] else ""
         stale = "  (stale: file changed since indexed)" if r["stale"] else ""
-        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}  score {r['score']}{sym}{stale}")
+        weak = "  (weak)" if r.get("match") == "weak" else ""
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}  score {r['score']}"
+                     f"{weak}{sym}{stale}")
         if "ranks" in r:
             ranks = ", ".join(f"{k} #{v}" for k, v in r["ranks"].items())
             lines.append(f"   ranks: {ranks}")

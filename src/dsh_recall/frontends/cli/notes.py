@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ...services.base import match_note
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.notes import NotesService, remember_roots
 from .common import emit, get_config, handle_errors, json_option
@@ -78,12 +79,17 @@ def index_cmd(ctx: click.Context, roots: tuple[str, ...], wait: bool, accept_spe
 
 
 def _render_search(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    said = match_note(d.get("match") or "")
+    lines: list[str] = [f"-- {said}", ""] if said else []
     for r in d["results"]:
         head = f" [{r['heading']}]" if r["heading"] else ""
         stale = "  (stale: edited since indexed)" if r.get("stale") else ""
+        weak = "  (weak)" if r.get("match") == "weak" else ""
         lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{head}  {r['level']}  "
-                     f"score {r['score']}{stale}")
+                     f"score {r['score']}{weak}{stale}")
+        if "evidence" in r:
+            lines.append(f"   evidence {r['evidence']}: coverage {r['coverage']}, "
+                         f"cosine {r['cosine']}")
         lines.append(r["text"])
         lines.append("")
     if not d["results"]:

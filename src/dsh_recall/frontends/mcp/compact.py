@@ -148,7 +148,7 @@ def _notes(d: dict[str, Any]) -> list[str]:
 
 
 def search_all(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines: list[str] = render_mod.match_head(d)
     for r in d.get("results", []):
         src = r["source"]
         if src == "history":
@@ -158,7 +158,8 @@ def search_all(d: dict[str, Any]) -> str:
         else:
             head = r["title"]
         stale = " (changed since indexed)" if r.get("stale") else ""
-        lines.append(f"== [{src}] {head}{stale}")
+        lines.append(f"== [{src}] {head}{stale}{render_mod.weak_mark(d, r)}"
+                     f"{render_mod.folded_mark(r)}")
         if r.get("excerpt"):
             lines.append(r["excerpt"])
     if not d.get("results"):
@@ -172,10 +173,11 @@ def search_all(d: dict[str, Any]) -> str:
 
 
 def code_search(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines: list[str] = render_mod.match_head(d)
     for r in d.get("results", []):
         stale = " (changed since indexed)" if r.get("stale") else ""
-        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{stale}")
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{stale}"
+                     f"{render_mod.weak_mark(d, r)}")
         lines.append(r.get("excerpt", ""))
     if not d.get("results"):
         lines.append("no results")
@@ -186,10 +188,11 @@ def code_search(d: dict[str, Any]) -> str:
 
 
 def history_search(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines: list[str] = render_mod.match_head(d)
     for h in d.get("hits", []):
         lines.append(f"== {h['session']}#{h['start_seq']} {h.get('role', '')}"
-                     + (f" ({h['tool']})" if h.get("tool") else ""))
+                     + (f" ({h['tool']})" if h.get("tool") else "")
+                     + render_mod.weak_mark(d, h))
         if h.get("snippet"):
             lines.append(h["snippet"])
     if not d.get("hits"):
@@ -215,10 +218,11 @@ def history_detail(d: dict[str, Any]) -> str:
 
 
 def notes_search(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines: list[str] = render_mod.match_head(d)
     for r in d.get("results", []):
         head = f" > {r['heading']}" if r.get("heading") else ""
-        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{head}")
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{head}"
+                     f"{render_mod.weak_mark(d, r)}")
         lines.append(r.get("text", ""))
     if not d.get("results"):
         lines.append("no matching notes")

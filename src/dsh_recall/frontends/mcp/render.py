@@ -1,7 +1,10 @@
 """Compact text renderings of tool answers: what a model reads when it ignores structure.
 
 One function per tool, all `dict -> str`, pure. They favour the information a model acts on
-(where, which lines, the excerpt, what to call next) over decoration.
+(where, which lines, the excerpt, what to call next) over decoration. A search answer that
+is not strong starts with one line saying so (services/base.match_note); in an answer that
+is otherwise sure, or does not say, a weak hit's head ends `(weak)` (in a weak or none
+answer every hit is, and the first line has said it).
 """
 
 from __future__ import annotations
@@ -9,6 +12,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+
+from ...services.base import match_note
+
+
+def match_head(d: dict[str, Any]) -> list[str]:
+    """The answer's match line, once at the top, when it is weak or none; else nothing."""
+    said = match_note(str(d.get("match") or ""))
+    return [f"-- {said}"] if said else []
+
+
+def weak_mark(d: dict[str, Any], hit: dict[str, Any]) -> str:
+    """` (weak)` for a weak hit of an answer whose first line does not already say so."""
+    if hit.get("match") == "weak" and d.get("match") not in ("weak", "none"):
+        return " (weak)"
+    return ""
 
 
 def _tail(d: dict[str, Any]) -> list[str]:
@@ -21,11 +39,12 @@ def _tail(d: dict[str, Any]) -> list[str]:
 
 
 def code_search(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines: list[str] = match_head(d)
     for r in d.get("results", []):
         sym = f" [{', '.join(r.get('symbols', [])[:4])}]" if r.get("symbols") else ""
         stale = " (stale: changed since indexed)" if r.get("stale") else ""
-        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{sym}{stale}")
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{sym}{stale}"
+                     f"{weak_mark(d, r)}")
         lines.append(r.get("excerpt", ""))
     if not d.get("results"):
         lines.append("no results")
@@ -76,7 +95,7 @@ def configure(d: dict[str, Any]) -> str:
 
 def history_search(d: dict[str, Any]) -> str:
     scope = d.get("scope", {})
-    lines = [f"scope: {scope.get('kind')} {scope.get('value') or ''}".rstrip()]
+    lines = match_head(d) + [f"scope: {scope.get('kind')} {scope.get('value') or ''}".rstrip()]
     sessions = d.get("sessions") or {}
     for h in d.get("hits", []):
         title = (sessions.get(h["session"]) or {}).get("title") or ""
@@ -87,7 +106,7 @@ def history_search(d: dict[str, Any]) -> str:
             head += f" ({h['tool']})"
         if title:
             head += f"  [{title[:60]}]"
-        lines.append(head)
+        lines.append(head + weak_mark(d, h))
         if h.get("snippet"):
             lines.append(h["snippet"])
     if not d.get("hits"):
@@ -153,10 +172,11 @@ def object_recall(d: dict[str, Any]) -> str:
 
 
 def notes_search(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines: list[str] = match_head(d)
     for r in d.get("results", []):
         head = f" > {r['heading']}" if r.get("heading") else ""
-        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{head} ({r['level']})")
+        lines.append(f"== {r['path']}:{r['start_line']}-{r['end_line']}{head} ({r['level']})"
+                     f"{weak_mark(d, r)}")
         lines.append(r.get("text", ""))
     if not d.get("results"):
         lines.append("no matching notes")
@@ -164,11 +184,16 @@ def notes_search(d: dict[str, Any]) -> str:
     return "\n".join(lines + _tail(d))
 
 
+def folded_mark(hit: dict[str, Any]) -> str:
+    """` (+N identical)` for a fused hit that N copies of its text were folded into."""
+    return f" (+{hit['folded']} identical)" if hit.get("folded") else ""
+
+
 def search_all(d: dict[str, Any]) -> str:
-    lines: list[str] = []
+    lines: list[str] = match_head(d)
     for r in d.get("results", []):
         stale = " (stale: changed since indexed)" if r.get("stale") else ""
-        lines.append(f"== [{r['source']}] {r['title']}{stale}")
+        lines.append(f"== [{r['source']}] {r['title']}{stale}{weak_mark(d, r)}{folded_mark(r)}")
         if r.get("excerpt"):
             lines.append(r["excerpt"])
     if not d.get("results"):

@@ -62,6 +62,11 @@ PAGE_OUT = {"next_cursor": S("Present when more results exist: call again with t
             "truncated": {"type": "boolean",
                           "description": "True when a long text was cut to fit the token budget."}}
 PAGE_REQ = ["truncated"]
+# How sure an answer is (services/base.py MATCHES), and each of its hits; left out by a
+# source that does not judge.
+MATCH_OUT = S("strong | weak (the closest hits, none clearly answers) | none (nothing "
+              "related found)", enum=["strong", "weak", "none"])
+HIT_MATCH = S(enum=["strong", "weak"])
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,9 @@ CODE_RESULT = obj({
     "start_line": I(), "end_line": I(), "score": NUM,
     "symbols": STRS, "excerpt": S("The lines start_line..end_line, verbatim."),
     "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
-})
+    "match": HIT_MATCH,
+}, required=["path", "source_path", "start_line", "end_line", "score", "symbols", "excerpt",
+             "stale"])
 
 CODE_SEARCH = ToolSpec(
     name="code_search",
@@ -108,7 +115,7 @@ CODE_SEARCH = ToolSpec(
         "cursor": CURSOR_IN,
     }, required=["query"]),
     output_schema=obj({
-        "query": S(), "results": arr(CODE_RESULT),
+        "query": S(), "results": arr(CODE_RESULT), "match": MATCH_OUT,
         "layers": {**STRS, "description": "Ranking layers that answered (lexical, vector)."},
         "pending": I("Chunks still waiting for vectors."),
         "scope": S(), "notes": STRS,
@@ -190,7 +197,7 @@ CONFIGURE = ToolSpec(
 HISTORY_HIT = obj({
     "session": S(), "start_seq": I(), "end_seq": I(), "message_ids": STRS, "role": S(),
     "time": S(), "snippet": S(), "score": NUM, "layers": STRS, "kind": S(), "tool": S(),
-    "flags": STRS,
+    "flags": STRS, "match": HIT_MATCH,
 }, required=["session", "start_seq", "end_seq", "role", "snippet", "score"])
 
 HISTORY_SEARCH = ToolSpec(
@@ -213,7 +220,7 @@ HISTORY_SEARCH = ToolSpec(
     }, required=["query"]),
     output_schema=obj({
         "query": S(), "scope": obj({"kind": S(), "value": S()}, required=["kind"]),
-        "hits": arr(HISTORY_HIT),
+        "hits": arr(HISTORY_HIT), "match": MATCH_OUT,
         "sessions": free_obj("session id -> {title, date}"),
         "layers": STRS, "layer_status": free_obj("layer -> ok | no match | why it is off"),
         **PAGE_OUT,
@@ -312,8 +319,10 @@ NOTES_SEARCH = ToolSpec(
         "query": S(),
         "results": arr(obj({"path": S(), "start_line": I(), "end_line": I(), "heading": S(),
                             "level": S(), "score": NUM, "text": S(), "source_path": S(),
-                            "stale": BOOL}, required=["path", "start_line", "end_line",
-                                                       "level", "score", "text"])),
+                            "stale": BOOL, "match": HIT_MATCH},
+                           required=["path", "start_line", "end_line", "level", "score",
+                                     "text"])),
+        "match": MATCH_OUT,
         "layers": STRS, "access": obj({"channel": S(), "reason": S()}, required=["channel"]),
         "pending": I(), "notes": STRS, "rerank": S("The optional rerank stage: applied, partial, "
                                                   "disabled, skipped, failed or timed out."),
@@ -335,6 +344,7 @@ SEARCH_ALL_HIT = obj({
     "session": S(), "start_seq": I(), "end_seq": I(), "role": S(),
     "heading": S(), "level": S(),
     "object_id": S(), "line": I(), "total_chars": I(),
+    "match": HIT_MATCH, "folded": I("Hits with this same text folded into this one."),
 }, required=["source", "rank", "score", "title", "excerpt"])
 
 SEARCH_ALL = ToolSpec(
@@ -355,7 +365,7 @@ SEARCH_ALL = ToolSpec(
         "cursor": CURSOR_IN,
     }, required=["query"]),
     output_schema=obj({
-        "query": S(), "results": arr(SEARCH_ALL_HIT),
+        "query": S(), "results": arr(SEARCH_ALL_HIT), "match": MATCH_OUT,
         "sources": free_obj("source -> {status, hits, ms}: which sources answered"),
         "notes": STRS, "rerank": S("The optional rerank stage over the merged hits: applied, "
                                    "partial, disabled, skipped, failed or timed out."),

@@ -146,6 +146,10 @@ class Dashboard:
         from ...services.background import say
 
         say(data, self.background.fill(data.get("backlog") or [], cfg=cfg, workspace=ws), FILLING)
+        # The sentence a person reads above an answer that is not strong (services/base.py).
+        from ...services.base import match_note
+
+        data["match_note"] = match_note(data.get("match") or "")
         return data
 
     def close(self) -> None:

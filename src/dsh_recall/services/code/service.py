@@ -464,10 +464,10 @@ class CodeService:
     def _head_note(head: hybrid.Head) -> str:
         """What answered while vectors are pending: how many candidates the vector layer
         compared (and so how much its vote counted)."""
-        made = f", {head.embedded} embedded for this search" if head.embedded else ""
-        return (f"{HEAD_NOTE} the vector layer compared {head.looked_in_pool} of the "
-                f"{head.pool_size} word matches (the best {head.size} first{made}), so its "
-                f"vote counted {head.coverage:.0%}")
+        made = f"; {head.embedded} embedded for this search" if head.embedded else ""
+        return (f"{HEAD_NOTE} the vector layer compared {head.looked_in_pool} of "
+                f"{head.pool_size} word matches (the best first{made}), so its vote counted "
+                f"{head.coverage:.0%}")
 
     def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
                               deadline: float, head: hybrid.Head | None = None
@@ -519,9 +519,9 @@ class CodeService:
             r_ids, r_mat = store.vectors_of(rest) if rest else (h_ids[:0], h_mat[:0])
             if len(r_ids) and r_mat.shape[1] == len(q):
                 scores.update(zip(r_ids.tolist(), (r_mat @ q).tolist()))
-            total = store.chunk_count()
-            share = 1.0 - store.pending_count() / total if total else 1.0
-            head.scored(ids, set(scores), made, share)
+            left, total = store.pending_count(), store.chunk_count()
+            if left:  # else the search embedded the whole backlog: a complete layer
+                head.scored(ids, set(scores), made, 1.0 - left / total if total else 1.0)
             return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
 
         return hybrid.start_beside(self.store, work, notes)

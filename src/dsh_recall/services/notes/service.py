@@ -10,17 +10,28 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from ...core.clean import as_int, as_limit, as_offset, as_query, cleaned
 from ...core.config import Config
 from ...core.errors import RecallError
+from ...core.lazy import np
 from ...core.paths import ensure_dir, recall_home
 from ...embedders import Embedder
 from ...policy import access
 from ...rank import lexical as lex
-from ...rank.notes_rank import Hit, coverage, recall_block, relevant, source_weight
+from ...rank.notes_rank import (
+    Hit,
+    coverage,
+    evidence,
+    judge,
+    recall_block,
+    relevant,
+    source_weight,
+    written_names,
+)
 from ...readers.notes import resolve_roots
 from ...stores import registry
 from ...stores.contracts import ChunkRow, ChunkStore, FileRow
@@ -48,6 +59,16 @@ INDEX_COMMAND = "dsh-recall notes index"
 # hint: a front end that embeds them itself puts its own words in its place.
 EMBED_HINT = f"`{INDEX_COMMAND}` embeds them"
 # Who asks when no viewer is given: the user at this machine (as for every source).
+
+
+@dataclass
+class Evidence:
+    """What a ranking learnt beside its hits that the answer's match needs (`judge`)."""
+
+    # The index's mean cosine to the query, when the vector layer answered over every
+    # passage (none pending); None otherwise: then a passage's meaning was not checked.
+    mean_cosine: float | None = None
+    unknown_names: list[str] = field(default_factory=list)  # names the index never saw
 
 
 def hit_text(h: Hit) -> str:
@@ -212,10 +233,11 @@ class NotesService:
 
     def _start_vector(self, query: str, pool: int, allowed_ids: set[int] | None,
                       notes: list[str], deadline: float,
-                      waiting: list[int]) -> hybrid.VectorWait | None:
+                      waiting: list[int], means: list[float]) -> hybrid.VectorWait | None:
         """Start the vector ranking (services/hybrid.py), or None with a note when the
         layer is unavailable; `waiting` gets how many passages a local embedder leaves
-        without a vector once the search filled what fits."""
+        without a vector once the search filled what fits, `means` the mean cosine of the
+        query to the passages `allowed_ids` names when every passage has a vector."""
         emb = self.embedder()
         if emb is None:
             notes.append(f"vector layer unavailable: {self._embedder_error}")
@@ -237,16 +259,23 @@ class NotesService:
                                                lambda s: self.embed_pending(s, store=store))
                 waiting.append(store.pending_count())
             q = emb.embed_query(query[:4000])
-            return self._vectors.rank(store, q, pool, allowed=allowed_ids)
+            top = self._vectors.rank(store, q, pool, allowed=allowed_ids)
+            if (waiting[-1] if waiting else store.pending_count()) == 0:
+                # every passage ranked: a cosine can be weighed against the typical one
+                keep = None if allowed_ids is None else np.fromiter(
+                    allowed_ids, dtype=np.int64, count=len(allowed_ids))
+                means.append(self._vectors.mean_cosine(store, q, keep))
+            return top
 
         return hybrid.start_beside(self.store, work, notes)
 
     def _hits(self, query: str, limit: int, allowed: frozenset[str] | None,
               layers: Sequence[str], notes: list[str], used: list[str],
-              waiting: list[int] | None = None) -> list[Hit]:
+              waiting: list[int] | None = None, seen: Evidence | None = None) -> list[Hit]:
         """Ranked hits restricted to levels in `allowed` (None = everything), within the
         search deadline. `waiting` gets how many passages still wait for a vector (when a
-        local embedder answered: it says so in `notes` too)."""
+        local embedder answered: it says so in `notes` too); `seen` what the answer's match
+        needs besides the hits."""
         deadline = time.monotonic() + self.cfg.search_deadline_s
         store = self.store
         total = store.chunk_count()
@@ -262,6 +291,7 @@ class NotesService:
             paths = [p for p, lv in levels.items() if access.may_see(lv, allowed)]
             allowed_ids = set(store.chunk_ids_for_paths(paths))
         left: list[int] = []  # filled by the vector layer's thread
+        means: list[float] = []  # likewise
 
         def lexical() -> list[tuple[int, float]]:
             # Filtered sessions rank over every match so hidden notes cannot crowd out
@@ -272,7 +302,8 @@ class NotesService:
 
         ranked = hybrid.rank(
             query, layers, lexical=lexical if chosen else None,
-            vector=lambda: self._start_vector(query, pool, allowed_ids, notes, deadline, left),
+            vector=lambda: self._start_vector(query, pool, allowed_ids, notes, deadline, left,
+                                              means),
             deadline=deadline, notes=notes, lexical_weight=1.0, vector_weight=1.0,
             rrf_k=self.ncfg.rrf_k)
         used.extend(ranked.used)
@@ -281,12 +312,19 @@ class NotesService:
                          f"meanwhile); {EMBED_HINT}")
             if waiting is not None:
                 waiting.append(left[0])
+        df = store.doc_freqs(terms) if terms else {}
+        if seen is not None:
+            seen.mean_cosine = means[0] if means and "vector" in ranked.used else None
+            # A long paste (an issue, a log) names things in passing: not its subject.
+            words = self.cfg.long_query_words
+            asked = set(terms) if not words or len(query.split()) <= words else set()
+            seen.unknown_names = [t for t in written_names(query)
+                                  if t in asked and not df.get(t, 0)]
         if not ranked.fused:
             return []
         rows = store.chunks_by_id([i for i, _, _ in ranked.fused])
         if levels is None:
             levels = self.levels_of(r.path for r in rows.values())
-        df = store.doc_freqs(terms) if terms else {}
         out: list[Hit] = []
         for item, score, ranks in ranked.fused:
             row = rows.get(item)
@@ -318,12 +356,14 @@ class NotesService:
         used: list[str] = []
         hits: list[Hit] = []
         waiting: list[int] = []
+        seen = Evidence()
         reranked = "skipped: nothing to rerank"
+        verdict = judge([], [], None)
         if ch.allowed is not None and not ch.allowed:
             notes.append(f"nothing returned: {ch.reason}")
         else:
             self._ensure_indexed(notes, backlog)
-            hits = self._hits(query, limit, ch.allowed, layers, notes, used, waiting)
+            hits = self._hits(query, limit, ch.allowed, layers, notes, used, waiting, seen)
             if waiting:
                 backlog.append(backlog_item("notes", "vectors", waiting[0], INDEX_COMMAND,
                                             "notes.embed", hint=EMBED_HINT))
@@ -332,10 +372,27 @@ class NotesService:
             hits = entries.after_successors(hits, entries.successors(hits))
             if rerank.is_problem(reranked):
                 notes.append(rerank.note(reranked))
-            hits = hits[offset:limit]
+            # How sure the answer is, over every page up to this one (docs/notes.md).
+            hits = hits[:limit]
+            verdict = judge([h.coverage for h in hits], [h.cosine for h in hits],
+                            seen.mean_cosine, unknown_names=seen.unknown_names)
+            if verdict.keep < len(hits) and verdict.keep > offset:
+                notes.append(f"{len(hits) - verdict.keep} more passages left out: they hold "
+                             "little of the query")
+            hits = hits[:verdict.keep]
+            if seen.unknown_names:
+                notes.append("no note mentions " + ", ".join(seen.unknown_names[:3]))
+            hits = hits[offset:]
             notes.extend(f"{p} is superseded by entry {succ}: rely on its successor"
                          for p, succ in entries.successors(hits).items())
-        results = [h.as_result(self._is_stale(h.row), explain) for h in hits]
+        marks = verdict.hits[offset:]
+        results = []
+        for h, mark in zip(hits, marks, strict=True):
+            r = h.as_result(self._is_stale(h.row), explain)
+            r["match"] = mark
+            if explain:
+                r["evidence"] = round(evidence(h.coverage, h.cosine, seen.mean_cosine), 4)
+            results.append(r)
         last = json.loads(self.store.get_meta("last_index") or "{}")
         spec = self.spec_state()
         if spec["pending"]:
@@ -346,7 +403,8 @@ class NotesService:
             notes.append(NO_ROOTS)
         notes = list(dict.fromkeys(notes + (last.get("problems") or [])))  # each note once
         out: dict[str, Any] = {
-            "query": query[:200], "results": results, "layers": used, "rerank": reranked,
+            "query": query[:200], "results": results, "match": verdict.match,
+            "layers": used, "rerank": reranked,
             "access": {"channel": ch.kind, "reason": ch.reason},
             "pending": self.store.pending_count(), "notes": notes,
             "elapsed_ms": round((time.monotonic() - t0) * 1000, 1)}

@@ -180,14 +180,21 @@ async function search(ev) {
   const sources = [...document.querySelectorAll("input[name=src]:checked")].map((c) => c.value);
   const params = new URLSearchParams({ q, sources: sources.join(","), workspace: $("ws-select").value, limit: "12" });
   $("search-status").textContent = "searching…";
+  $("search-match").hidden = true;
   $("results").dataset.state = "searching";
   try {
     const d = await getJSON(`/api/search?${params}`);
+    // How sure the answer is, above it when it is not strong (the server's sentence).
+    $("search-match").textContent = d.match_note || "";
+    $("search-match").hidden = !d.match_note;
     $("results").replaceChildren(...d.results.map((r) => {
       const li = el("li");
       li.dataset.source = r.source;
+      if (r.match) li.dataset.match = r.match;
       const head = el("div");
       head.append(el("span", r.source, `badge ${r.source}`), el("span", r.title, "title"));
+      if (r.match === "weak") head.append(el("span", "weak", "weak small"));
+      if (r.folded) head.append(el("span", `  +${r.folded} identical`, "muted small"));
       if (r.stale) head.append(el("span", "  stale", "muted small"));
       li.append(head);
       if (r.excerpt) li.append(el("pre", r.excerpt, "excerpt"));
