@@ -426,8 +426,6 @@ class CodeService:
         # A hit's cosine is evidence wherever the vector layer scored it (exact, whatever
         # share of the candidates it compared).
         cosines = ranked.vector if "vector" in ranked.used else {}
-        head_cos = sorted(cosines.values(), reverse=True)[:100]
-        gap = head_cos[0] - sum(head_cos) / len(head_cos) if len(head_cos) >= 20 else None
         for item, score, ranks in picked:
             row = texts.get(item, rows[item])
             if not row.text and item not in texts:
@@ -446,7 +444,6 @@ class CodeService:
                 "_conf": (round(cov, 3), None if cos is None else round(cos, 3), long, unknown),
             }
             if explain:
-                res["gap"] = None if gap is None else round(gap, 4)
                 res["ranks"] = ranks
                 res["lexical_score"] = round(ranked.lexical.get(item, 0.0), 4)
                 res["vector_score"] = round(ranked.vector.get(item, 0.0), 4)
