@@ -296,3 +296,22 @@ def test_confidence_pure():
     assert confidence.answer_match([0.9], [None], False, identifiers=(1, 1)) == "none"
     assert confidence.answer_match([0.9], [None], False, identifiers=(2, 1)) == "weak"
     assert confidence.answer_match([0.9], [None], True, identifiers=(2, 1)) == "strong"
+
+
+def test_background_embedding_gives_code_its_vectors_before_docs_and_dotfiles(tmp_path):
+    # Path order put AUTHORS, CHANGES.rst and .gitignore first: a job killed early left its
+    # vectors there.
+    ws = _tree(tmp_path / "ws")
+    svc = _fake(ws, tmp_path / "home")
+    try:
+        with svc._index_lock(None):
+            svc.index_lexical()
+        batch = svc.store.pending(10)
+        rows = svc.store.chunks_by_id([cid for _, cid in batch])
+        assert len(batch) == 10 and all(rows[cid].path.endswith(".py") for _, cid in batch)
+        everything = svc.store.pending(1000)  # then the rest, each once
+        assert len(everything) == len({h for h, _ in everything}) == svc.store.pending_count()
+        paths = [r.path for r in svc.store.chunks_by_id([c for _, c in everything]).values()]
+        assert {"AUTHORS", "CHANGES.rst", ".gitignore"} <= set(paths)
+    finally:
+        svc.close()

@@ -190,6 +190,7 @@ def test_schema_1_index_is_migrated(tmp_path):
     s.close()
     conn = sqlite3.connect(db)  # turn it back into a schema-1 file
     conn.execute("DROP INDEX chunks_vec_seq")
+    conn.execute("DROP INDEX chunks_pending_code")  # schema 6's, on the same column
     conn.execute("ALTER TABLE chunks DROP COLUMN vec_seq")
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
     conn.commit()

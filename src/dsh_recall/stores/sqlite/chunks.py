@@ -378,14 +378,21 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
     # -- vectors ------------------------------------------------------------
     def pending(self, limit: int) -> list[tuple[str, int]]:
         """(embed_hash, the first chunk id carrying it) for up to `limit` chunks whose vector
-        is missing, in id order. A walk of the vec_seq index that stops at `limit` (grouping
+        is missing: code chunks in id order, then the rest (prose, configuration) in id order. A walk of the vec_seq index that stops at `limit` (grouping
         every pending chunk per batch made a first embedding quadratic)."""
         first: dict[str, int] = {}
-        for h, cid in self.conn.execute(
+        # Code first (the partial index of pending code chunks), then prose and configuration:
+        # a first search asks for code, and a killed job's vectors should be code's.
+        rows = self.conn.execute(
+            f"SELECT embed_hash, id FROM chunks INDEXED BY chunks_pending_code WHERE "
+            f"{migrations.PENDING_CODE_WHERE} ORDER BY id LIMIT ?", (limit,)).fetchall()
+        if len(rows) < limit:
+            rows += self.conn.execute(
                 "SELECT embed_hash, id FROM chunks INDEXED BY chunks_vec_seq WHERE vec_seq IS NULL "
-                "ORDER BY id LIMIT ?", (limit,)):
+                "ORDER BY id LIMIT ?", (limit,)).fetchall()
+        for h, cid in rows:
             first.setdefault(h, cid)
-        return list(first.items())
+        return list(first.items())[:limit]
 
     def pending_count(self) -> int:
         """Chunks without a vector: an index range, not a join over every chunk."""

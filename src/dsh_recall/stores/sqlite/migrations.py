@@ -107,6 +107,14 @@ def _term_df_gen(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE term_df ADD COLUMN gen INTEGER NOT NULL DEFAULT 0")
 
 
+# Chunks of prose and configuration (rst, markdown, text, yaml, ...): embedded after code in
+# background work (stores/sqlite/chunks.pending). Kept here, beside the partial index that
+# serves it: its WHERE must match the query's exactly for SQLite to use it.
+PROSE_LANGUAGES = ("rst", "markdown", "text", "yaml", "ini", "json", "toml", "make", "xml", "csv")
+PENDING_CODE_WHERE = ("vec_seq IS NULL AND language NOT IN ("
+                      + ", ".join(f"'{x}'" for x in PROSE_LANGUAGES) + ")")
+PENDING_CODE_INDEX = f"CREATE INDEX IF NOT EXISTS chunks_pending_code ON chunks(id) WHERE {PENDING_CODE_WHERE}"
+
 CHUNKS: Migrations = [
     (1, CHUNKS_V1),
     (2, _chunks_vec_seq),
@@ -115,6 +123,7 @@ CHUNKS: Migrations = [
     (4, _term_df_gen),
     (5, "CREATE TABLE IF NOT EXISTS chunk_log (gen INTEGER NOT NULL, id INTEGER NOT NULL, "
         "inserted INTEGER NOT NULL);\nCREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen)"),
+    (6, PENDING_CODE_INDEX),
 ]
 
 CHUNKS_CREATE = """
@@ -138,8 +147,8 @@ CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL,
   gen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS chunk_log (gen INTEGER NOT NULL, id INTEGER NOT NULL,
   inserted INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen)
-"""
+CREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen);
+""" + PENDING_CODE_INDEX + "\n"
 
 # -- the history store -----------------------------------------------------------------------
 
