@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 
+from ..core.text import code_tokens
+
 # A hit holding half the query's idf mass (a paste's: its title's) answers it.
 STRONG_COVERAGE = 0.5
 # The shipped model's cosine for a hit on the query's topic: 0.36-0.80 for dev questions and
@@ -52,6 +54,32 @@ def term_weights(terms: Sequence[str], df: Mapping[str, int], n: int,
         out[t] = idf(d, max(n, 1))
     if long and title:  # a paste (an issue) is about its title: the rest is incidental
         out = {t: w for t, w in out.items() if t in title} or out
+    return out
+
+
+WORD_CHECKS = 20  # words holding a term as a substring checked before it counts as absent
+
+
+def held(terms: Collection[str], text: str) -> set[str]:
+    """Which of `terms` (query terms: code tokens, lower case) are code tokens of `text`,
+    without tokenizing all of it: every code token is a substring of the lower-cased text,
+    so a term that is not one is absent, and one that is is confirmed on the few words
+    holding it (`applied` holds "app" as a substring, not as a token)."""
+    low = text.lower()
+    out: set[str] = set()
+    for t in terms:
+        i, checks = low.find(t), 0
+        while i >= 0 and checks < WORD_CHECKS:
+            s, e = i, i + len(t)
+            while s > 0 and (low[s - 1].isalnum() or low[s - 1] == "_"):
+                s -= 1
+            while e < len(low) and (low[e].isalnum() or low[e] == "_"):
+                e += 1
+            if t in code_tokens(text[s:e]):
+                out.add(t)
+                break
+            checks += 1
+            i = low.find(t, e)
     return out
 
 

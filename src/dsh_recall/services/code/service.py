@@ -16,7 +16,6 @@ from ...core.config import Config
 from ...core.errors import InputError, RecallError
 from ...core.paths import ensure_dir, recall_home, workspace_dir
 from ...core.process import InFlight, release_free_memory
-from ...core.text import code_tokens
 from ...embedders import Embedder
 from ...rank import confidence
 from ...rank import excerpt as excerpt_mod
@@ -430,8 +429,8 @@ class CodeService:
             row = texts.get(item, rows[item])
             if not row.text and item not in texts:
                 continue  # re-indexed between the two reads: gone
-            tokens = set(code_tokens(f"{row.path}\n{' '.join(row.symbols)}\n{row.text}"))
-            cov = confidence.coverage(weights, tokens)
+            cov = confidence.coverage(weights, confidence.held(
+                weights, f"{row.path}\n{' '.join(row.symbols)}\n{row.text}"))
             cos = cosines.get(item)
             text, s, e = excerpt_mod.bound_excerpt(row.text, row.start_line, chosen or terms,
                                                    cfg.excerpt_lines)
