@@ -71,6 +71,11 @@ def held(terms: Collection[str], text: str) -> set[str]:
         i, checks = low.find(t), 0
         while i >= 0 and checks < WORD_CHECKS:
             s, e = i, i + len(t)
+            # Between two characters that are not letters or digits (an underscore, a dot,
+            # a space): a whole identifier or a snake_case part, a token either way.
+            if (s == 0 or not low[s - 1].isalnum()) and (e == len(low) or not low[e].isalnum()):
+                out.add(t)
+                break
             while s > 0 and (low[s - 1].isalnum() or low[s - 1] == "_"):
                 s -= 1
             while e < len(low) and (low[e].isalnum() or low[e] == "_"):

@@ -417,10 +417,10 @@ class CodeService:
         stale_cache: dict[str, bool] = {}
         long = bool(cfg.long_query_words) and len(query.split()) > cfg.long_query_words
         idents = sorted(lex.identifier_terms(query)) if not long else []
-        df = self.store.doc_freqs(list(dict.fromkeys(terms + idents))) if terms else {}
-        weights = confidence.term_weights(
-            terms, df, self.store.chunk_count(), long,
-            [t for t, tier in lex.focus_tiers(query).items() if tier == 0] if long else ())
+        title = [t for t, tier in lex.focus_tiers(query).items() if tier == 0] if long else []
+        judged = title or terms  # a paste with a title is judged on it alone
+        df = self.store.doc_freqs(list(dict.fromkeys(judged + idents))) if judged else {}
+        weights = confidence.term_weights(judged, df, self.store.chunk_count(), long, title)
         unknown = confidence.unknown_identifiers(idents, df)
         # A hit's cosine is evidence wherever the vector layer scored it (exact, whatever
         # share of the candidates it compared).
