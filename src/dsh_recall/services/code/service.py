@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,7 +21,7 @@ from ...rank import confidence
 from ...rank import excerpt as excerpt_mod
 from ...rank import lexical as lex
 from ...rank.fuse import intent_terms
-from ...readers.workspace import WalkReport, check_workspace_root, parse_source_roots, read_regular, walk
+from ...readers.workspace import WalkReport, check_workspace_root, read_regular, walk
 from ...stores import registry
 from ...stores.contracts import ChunkStore
 from .. import hybrid, rerank, usage
@@ -35,12 +35,12 @@ from ..vectors import (
     sync_fingerprint,
     sync_vector_file,
     vector_index,
-    vectors_for,
 )
-from . import indexing, priors, scope
+from . import indexing, priors, scope, vector_layer
 from .indexing import IndexReport
 from .jobs import JobFile
 from .prepare import embed_text, sha256
+from .status import status_of
 
 INDEX_COMMAND = "dsh-recall index"
 # The end of a search's note on chunks still without a vector, and its backlog item's hint:
@@ -50,9 +50,6 @@ EMBED_HINT = f"`{INDEX_COMMAND}` embeds them"
 # is one more the priors read (SWE-bench dev, lexical only: Acc@5 0.843 at 50 as at the full
 # pool, MRR 0.649 against 0.654, each repository unchanged).
 TITLE_TOP = 50
-# Of a search's deadline, what the head's embedding leaves for ranking, priors and excerpts.
-HEAD_RESERVE_S = 0.5
-HEAD_NOTE = "vectors pending:"  # how the note on the lexical head's comparison begins
 
 
 class CodeService:
@@ -313,7 +310,7 @@ class CodeService:
             problems = last.get("problems") or []
             pending = self.store.pending_count()
             if pending and "vector" in layers and self._embedder_error is None:
-                compared = any(n.startswith(HEAD_NOTE) for n in notes)
+                compared = any(n.startswith(vector_layer.HEAD_NOTE) for n in notes)
                 notes.append(f"{pending} chunks wait for vectors"
                              + ("" if compared else " (found by words only meanwhile)")
                              + f"; {EMBED_HINT}")
@@ -391,7 +388,7 @@ class CodeService:
                              title=title if heading else None, title_weight=cfg.title_weight,
                              head=head)
         if head.partial and "vector" in ranked.used:
-            notes.append(self._head_note(head))
+            notes.append(vector_layer.head_note(head))
         intent = intent_terms(query, terms, cfg.long_query_words)
         fused, rows = priors.apply_priors(self.store, cfg, query, intent, ranked.fused[: pool * 2],
                                           None if files else limit)
@@ -415,13 +412,9 @@ class CodeService:
         texts = self.store.chunks_by_id([i for i, _, _ in picked if not rows[i].text])
         results: list[dict[str, Any]] = []
         stale_cache: dict[str, bool] = {}
-        long = bool(cfg.long_query_words) and len(query.split()) > cfg.long_query_words
-        idents = sorted(lex.identifier_terms(query)) if not long else []
-        title = [t for t, tier in lex.focus_tiers(query).items() if tier == 0] if long else []
-        judged = title or terms  # a paste with a title is judged on it alone
-        df = self.store.doc_freqs(list(dict.fromkeys(judged + idents))) if judged else {}
-        weights = confidence.term_weights(judged, df, self.store.chunk_count(), long, title)
-        unknown = confidence.unknown_identifiers(idents, df)
+        long, weights, unknown = vector_layer.evidence_of(query, terms, self.store.doc_freqs,
+                                                          self.store.chunk_count(),
+                                                          cfg.long_query_words)
         # A hit's cosine is evidence wherever the vector layer scored it (exact, whatever
         # share of the candidates it compared).
         cosines = ranked.vector if "vector" in ranked.used else {}
@@ -456,15 +449,6 @@ class CodeService:
             return False
         return self.embedder() is not None
 
-    @staticmethod
-    def _head_note(head: hybrid.Head) -> str:
-        """What answered while vectors are pending: how many candidates the vector layer
-        compared (and so how much its vote counted)."""
-        made = f"; {head.embedded} embedded for this search" if head.embedded else ""
-        return (f"{HEAD_NOTE} the vector layer compared {head.looked_in_pool} of "
-                f"{head.pool_size} word matches (the best first{made}), so its vote counted "
-                f"{head.coverage:.0%}")
-
     def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
                               deadline: float, head: hybrid.Head | None = None
                               ) -> hybrid.VectorWait | None:
@@ -489,36 +473,7 @@ class CodeService:
             q = emb.embed_query(query[:4000])
             if not pending or head is None:
                 return self._vectors.rank(store, q, pool, prefix)
-            ids = head.wait(deadline)
-            pool_ids = head.pool()
-            local = not emb.remote and self.cfg.embed_budget_s > 0
-            stop = min(time.monotonic() + self.cfg.embed_budget_s, deadline - HEAD_RESERVE_S)
-            with self._index_lock(0) as got:
-                before = time.monotonic()
-                h_ids, h_mat, made = vectors_for(
-                    store, emb, registry.embed_cache(self.cfg.store, self.home),
-                    lambda r: embed_text(r.path, r.symbols, r.text), ids,
-                    stop if local else before, persist=got)
-                if got and local:
-                    # The rest of the backlog too, when it all fits what the budget leaves
-                    # (vectors.fill_what_fits); else `index` (or the MCP server's job) fills it.
-                    hybrid.fill_before_ranking(
-                        store, emb, self.cfg.embed_budget_s - (time.monotonic() - before),
-                        deadline, lambda _t: nullcontext(True),
-                        lambda s: self.embed_pending(s, store=store))
-            scores = dict(self._vectors.rank(store, q, pool, prefix))
-            if len(h_ids) and h_mat.shape[1] == len(q):
-                scores.update(zip(h_ids.tolist(), (h_mat @ q).tolist()))
-            # The rest of the lexical candidates that have a vector: the layer looks at
-            # them too, so only those without one are unseen (rank/fuse.rrf).
-            rest = [i for i in pool_ids[len(ids):] if i not in scores]
-            r_ids, r_mat = store.vectors_of(rest) if rest else (h_ids[:0], h_mat[:0])
-            if len(r_ids) and r_mat.shape[1] == len(q):
-                scores.update(zip(r_ids.tolist(), (r_mat @ q).tolist()))
-            left, total = store.pending_count(), store.chunk_count()
-            if left:  # else the search embedded the whole backlog: a complete layer
-                head.scored(ids, set(scores), made, 1.0 - left / total if total else 1.0)
-            return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+            return vector_layer.rank_with_head(self, store, emb, q, pool, prefix, deadline, head)
 
         return hybrid.start_beside(self.store, work, notes)
 
@@ -526,38 +481,7 @@ class CodeService:
     def status(self, probe: bool = True) -> dict[str, Any]:
         """The index as it stands: files, chunks, vectors pending, roots, the last job, and
         the embedder (with `probe`, a remote endpoint is asked whether it answers)."""
-        last = json.loads(self.store.get_meta("last_index") or "{}")
-        roots, problems = parse_source_roots(self.cfg.source_roots, self.workspace)
-        paths = list(self.store.files())
-        scopes = self.scopes(paths)
-        chunks = self.store.chunk_count()
-        pending = self.store.pending_count()
-        out: dict[str, Any] = {
-            "workspace": str(self.workspace), "database": str(self.store.path),
-            "indexed": bool(last), "last_indexed": last.get("time"),
-            "files": len(paths), "chunks": chunks, "vectors": chunks - pending, "pending": pending,
-            "index_bytes": self.store.size_bytes(),
-            "fingerprint": {"embedder": self.store.get_meta("embedder"),
-                            "chunker": self.store.get_meta("chunker")},
-            "embedder": {"name": self.cfg.embedder.name},
-            "roots": [{"label": "", "path": str(self.workspace), "ok": True}]
-                     + [{"label": r.label, "path": str(r.path), "ok": True} for r in roots],
-            "problems": problems, "skipped": last.get("skipped", {}), "scopes": scopes,
-            "job": self.job(),
-        }
-        emb = self.embedder()
-        if emb is None:
-            out["embedder"]["error"] = self._embedder_error
-        elif emb.remote:
-            if probe:
-                ok, msg = emb.probe(min(10.0, self.cfg.embedder.timeout_s))
-                out["embedder"]["endpoint_ok"] = ok
-                out["embedder"]["endpoint"] = msg
-                if ok:
-                    out["embedder"]["fingerprint"] = emb.fingerprint
-        else:
-            out["embedder"]["fingerprint"] = emb.fingerprint
-        return out
+        return status_of(self, probe)
 
     def keep_warm(self) -> CodeService:
         """For a long-lived process (the MCP server, the web viewer): a query whose common

@@ -1,0 +1,49 @@
+"""`CodeService.status`: the index as it stands, for `status`, MCP `code_index` and the
+dashboard."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ...readers.workspace import parse_source_roots
+
+if TYPE_CHECKING:
+    from .service import CodeService
+
+
+def status_of(svc: CodeService, probe: bool = True) -> dict[str, Any]:
+    """The index as it stands: files, chunks, vectors pending, roots, the last job, and
+    the embedder (with `probe`, a remote endpoint is asked whether it answers)."""
+    last = json.loads(svc.store.get_meta("last_index") or "{}")
+    roots, problems = parse_source_roots(svc.cfg.source_roots, svc.workspace)
+    paths = list(svc.store.files())
+    scopes = svc.scopes(paths)
+    chunks = svc.store.chunk_count()
+    pending = svc.store.pending_count()
+    out: dict[str, Any] = {
+        "workspace": str(svc.workspace), "database": str(svc.store.path),
+        "indexed": bool(last), "last_indexed": last.get("time"),
+        "files": len(paths), "chunks": chunks, "vectors": chunks - pending, "pending": pending,
+        "index_bytes": svc.store.size_bytes(),
+        "fingerprint": {"embedder": svc.store.get_meta("embedder"),
+                        "chunker": svc.store.get_meta("chunker")},
+        "embedder": {"name": svc.cfg.embedder.name},
+        "roots": [{"label": "", "path": str(svc.workspace), "ok": True}]
+                 + [{"label": r.label, "path": str(r.path), "ok": True} for r in roots],
+        "problems": problems, "skipped": last.get("skipped", {}), "scopes": scopes,
+        "job": svc.job(),
+    }
+    emb = svc.embedder()
+    if emb is None:
+        out["embedder"]["error"] = svc._embedder_error
+    elif emb.remote:
+        if probe:
+            ok, msg = emb.probe(min(10.0, svc.cfg.embedder.timeout_s))
+            out["embedder"]["endpoint_ok"] = ok
+            out["embedder"]["endpoint"] = msg
+            if ok:
+                out["embedder"]["fingerprint"] = emb.fingerprint
+    else:
+        out["embedder"]["fingerprint"] = emb.fingerprint
+    return out
