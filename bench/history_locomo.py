@@ -111,7 +111,8 @@ def bm25_runs(turns: dict[str, list[tuple[str, str]]], qs: list[dict]) -> list[l
 # LoCoMo's category ids (the upstream data; 5 = adversarial, left out).
 CATEGORIES = {4: "single-hop", 1: "multi-hop", 2: "temporal", 3: "open-domain"}
 # The turn rules (history config keys, docs/history.md) and the value each takes when on.
-RULES = ("answer_share", "speaker_boost", "time_boost", "date_boost", "session_boost")
+RULES = ("answer_share", "speaker_boost", "time_boost", "date_boost", "session_boost",
+         "decision_boost")
 
 
 def groups(qs: list[dict]) -> dict[str, list[int]]:

@@ -67,6 +67,8 @@ class HistoryConfig(Section):
     time_boost: float = Field(0.5, ge=0, le=10)  # "when" questions: turns with time words
     date_boost: float = Field(1.0, ge=0, le=10)  # turns dated in the dates a query names
     session_boost: float = Field(0.3, ge=0, le=10)  # turns of the best-scoring sessions
+    # "what did we decide / why": the turn that states it (decision, because, we keep)
+    decision_boost: float = Field(0.5, ge=0, le=10)
     session_turns: int = Field(3, ge=1, le=50)  # a session scores its best N turns
     prf_terms: int = Field(0, ge=0, le=50)  # pseudo-relevance feedback terms (off: no gain)
     prf_docs: int = Field(3, ge=1, le=20)  # ... taken from the first pass's best N turns

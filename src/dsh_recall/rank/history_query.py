@@ -1,4 +1,5 @@
-"""Query handling for history search: terms, FTS5 match strings, snippets. Pure.
+"""Query handling for history search: terms, FTS5 match strings, snippets, and how much of
+a query a hit holds (the answer's confidence). Pure.
 
 Any user text is a valid query: every term is quoted for FTS5 (core.text.fts_quote), so
 `NEAR(`, `"`, `*` or `AND` are matched as words, never parsed as syntax.
@@ -6,10 +7,11 @@ Any user text is a valid query: every term is quoted for FTS5 (core.text.fts_quo
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from ..core.text import cjk_bigrams, fts_quote, is_cjk
+from ..core.text import cjk_bigrams, code_tokens, fts_quote, is_cjk
 from .query import content_terms, distinct_tokens
 
 # Function words that carry no topic: dropping them keeps OR queries and trigram queries
@@ -158,12 +160,37 @@ def cjk_body(text: str) -> str:
     return " ".join(g for g in cjk_bigrams(text) if len(g) == 2)
 
 
+def best_line(text: str, query_terms: Sequence[str]) -> int:
+    """The index of the line of `text` that holds the most of the query (each term weighs 1,
+    shared among the lines holding it, so a rare term outvotes a common one), the first
+    line on a tie or when none holds a term."""
+    lines = [ln.lower() for ln in text.split("\n")]
+    holding = {t: [k for k, ln in enumerate(lines) if t in ln] for t in query_terms if t}
+    score = [0.0] * len(lines)
+    for ks in holding.values():
+        for k in ks:
+            score[k] += 1 / len(ks)
+    return max(range(len(lines)), key=lambda k: (score[k] > 1e-9, score[k], -k)) if lines else 0
+
+
 def snippet(text: str, query_terms: list[str], max_chars: int) -> str:
     """A window of `text` around its best query-term matches, at most `max_chars` long.
 
-    The window chosen holds the most of the query: each term weighs 1, shared among its
-    matches, so a rare term ("01000") is not outvoted by a common one ("line" on every
-    line); only matches the window shows whole are counted."""
+    It starts at the line that holds the most of the query (`best_line`; "…" stands for
+    the lines before it), not at the block's first line: a turn's decision or a tool
+    result's matching line is what the hit is shown for. Within a longer text the window
+    chosen holds the most of the query: each term weighs 1, shared among its matches, so a
+    rare term ("01000") is not outvoted by a common one ("line" on every line); only
+    matches the window shows whole are counted."""
+    if max_chars > 1 and "\n" in text.strip():
+        k = best_line(text.strip(), query_terms)
+        if k > 0:
+            rest = _window("\n".join(text.strip().split("\n")[k:]), query_terms, max_chars - 1)
+            return "…" + rest.removeprefix("…")
+    return _window(text, query_terms, max_chars)
+
+
+def _window(text: str, query_terms: list[str], max_chars: int) -> str:
     flat = " ".join(text.split())
     if len(flat) <= max_chars:
         return flat
@@ -207,3 +234,73 @@ def snippet(text: str, query_terms: list[str], max_chars: int) -> str:
     if end < len(flat):
         out = out[:-1] + "…"
     return out[:max_chars]
+
+
+# -- confidence: how much of the query a hit holds -------------------------------------------
+
+def compounds(query: str) -> dict[str, tuple[str, ...]]:
+    """Each identifier the query writes (`SESSION_COOKIE_SAMESITE`, `parseHttpResponse`) ->
+    its parts as `terms` reads them: a hit holding every part holds the identifier too."""
+    out: dict[str, tuple[str, ...]] = {}
+    for word in re.findall(r"[A-Za-z0-9_]+", query):
+        toks = code_tokens(word)
+        if len(toks) > 1:
+            out[toks[0]] = tuple(dict.fromkeys(toks[1:]))
+    return out
+
+
+def term_weights(query_terms: Sequence[str], df: Mapping[str, int], n_docs: int) -> dict[str, float]:
+    """Each term's informativeness in the scope searched: its idf over the idf of a term no
+    block holds, so 1.0 for a term the index does not know (`df` 0 or absent) and near 0 for
+    one nearly every block holds. BM25's idf, log(1 + (N - df + 0.5) / (df + 0.5)), never
+    negative."""
+    n = max(0, int(n_docs))
+
+    def idf(d: int) -> float:
+        d = min(max(0, d), n)
+        return math.log(1.0 + (n - d + 0.5) / (d + 0.5))
+
+    top = idf(0)
+    return {t: (idf(df.get(t, 0)) / top if top > 0 else 1.0) for t in query_terms}
+
+
+def coverage(weights: Mapping[str, float], held: Iterable[str],
+             parts: Mapping[str, Sequence[str]] | None = None) -> float:
+    """The share of the query's informative weight the terms `held` carry (0..1); an
+    identifier counts as held when all its `parts` are."""
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    got = set(held)
+    for whole, ps in (parts or {}).items():
+        ps = [p for p in ps if p in weights]  # a part `terms` drops (a stopword) asks nothing
+        if ps and all(p in got for p in ps):
+            got.add(whole)
+    return sum(w for t, w in weights.items() if t in got) / total
+
+
+# Endings a word and a query term may differ by and still be the same word, longest first:
+# a rough Porter stem, for terms looked up without the word index (`holds_term`).
+_ENDINGS = ("ations", "ation", "ings", "ing", "edly", "ers", "ed", "er", "es", "ly", "s", "e")
+
+
+def light_stem(word: str) -> str:
+    """`word` without one common ending, keeping at least three characters."""
+    for end in _ENDINGS:
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            return word[: -len(end)]
+    return word
+
+
+def word_stems(text: str) -> set[str]:
+    """The `light_stem` of every token the word index reads in `text` (core.text.index_text:
+    code tokens, identifiers whole and in parts)."""
+    return {light_stem(t) for t in code_tokens(text)}
+
+
+def holds_term(text: str, term: str, stems: set[str] | None = None) -> bool:
+    """Does `text` have a token that is `term` up to a plural or verb ending (`light_stem`)?
+    Near what the word index's Porter stems say, without the index: for a term so common
+    that looking it up costs more than reading the few hits it is checked on. `stems`:
+    `word_stems(text)` when the caller has it."""
+    return light_stem(term) in (word_stems(text) if stems is None else stems)

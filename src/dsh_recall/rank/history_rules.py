@@ -5,7 +5,8 @@ rules (each one a `history` config key, 0 = off; docs/history.md gives each one'
 effect on LoCoMo):
 
 - answer partner (`answer_share`): a turn that asks a question passes a share of its score
-  to the next turn by another speaker, which is usually where the answer is.
+  to the next turn by another speaker, which is usually where the answer is (past the tool
+  calls and output an agent runs before it replies).
 - speaker (`speaker_boost`): a question that names one of the conversation's speakers
   prefers that speaker's turns.
 - time (`time_boost`): a "when" question prefers turns that carry a time expression.
@@ -14,10 +15,15 @@ effect on LoCoMo):
   points to from its session's date.
 - session (`session_boost`): sessions are scored by their best turns first, and the turns of
   the best sessions are lifted.
+- decision (`decision_boost`): a question about what was decided, agreed or chosen, or why,
+  prefers the turns that state one ("Decision: we keep X because ...", "we'll go with Y"),
+  said by a person or the agent, never a tool's output: the words of a question match its
+  own asking and the config a tool printed as well as the answer.
 - pseudo-relevance feedback (`prf_terms`): `feedback_terms` picks expansion terms from the
   first pass's top turns; the service runs them as one more lexical ranking.
 
-Time words are English only; a question in another language simply triggers no time rule.
+Time and decision words are English only; a question in another language simply triggers
+neither rule.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Protocol
 
 from .history_query import QUESTION_WORDS, STOPWORDS
 from .history_query import terms as query_terms
@@ -82,6 +89,22 @@ _WHEN = re.compile(r"^\s*(when|what (?:date|day|year|month|time)|which (?:date|d
                    r"how long ago|in what year|in which (?:year|month))\b", re.I)
 
 
+# A question about a decision: what was decided / agreed / chosen / settled, or why.
+_DECISION_QUESTION = re.compile(
+    r"\b(decid(?:e|ed|ing)|decisions?|agree(?:d|ment)?|cho(?:se|ose|osen|ice)|why|settle[ds]?|"
+    r"picked|opt(?:ed)?|went with|go(?:ing)? with|conclu(?:de|ded|sion))\b", re.I)
+# A turn that states one. Past or settled forms only: "we need to decide" states nothing.
+_DECISION_TURN = re.compile(
+    r"\b(decision|decided|agreed|chose|chosen|settled on|opted (?:for|to)|concluded|because|"
+    r"we (?:keep|stay with|stick with|went with)|(?:we|i)(?:['’]ll| will) (?:keep|stay with|"
+    r"stick with|go with|use)|(?:let['’]s|we['’]re|we are|i['’]m) (?:going with|keeping|"
+    r"sticking with)|that['’]s why|the reason (?:is|was))\b", re.I)
+_SENTENCE_END = re.compile(r"[.!?;\n]")
+# Roles and block kinds of tool traffic: output and calls state no decision.
+TOOL_ROLES = frozenset({"tool"})
+TOOL_KINDS = frozenset({"tool_call", "tool_result"})
+
+
 @dataclass(frozen=True)
 class Turn:
     """A candidate block as the rules see it."""
@@ -92,6 +115,7 @@ class Turn:
     role: str
     text: str
     day: date | None = None  # its session's (or event's) date, when known
+    kind: str = "text"  # the block's kind (chunkers/transcript: text, tool_call, tool_result, ...)
 
 
 # -- speakers -------------------------------------------------------------------------------
@@ -130,6 +154,16 @@ def question_dates(query: str, years: Sequence[int] = ()) -> list[tuple[date, da
     """Date ranges the query names: a day, a month of a year, a year, or a month alone
     (then in each of `years`, the years the scope's sessions span). Relative words in the
     query are not resolved: their anchor (now? the last session?) is a guess."""
+    return _dates(query, years)[0]
+
+
+def date_words(query: str) -> set[str]:
+    """The query's words that belong to a date it names ("may", "3", "2023" of "on May 3,
+    2023"): a turn dated in it holds them, whether or not its text writes them."""
+    return {w for a, b in _dates(query, ())[1] for w in re.findall(r"\w+", query[a:b].lower())}
+
+
+def _dates(query: str, years: Sequence[int]) -> tuple[list[tuple[date, date]], list[tuple[int, int]]]:
     out: list[tuple[date, date]] = []
     used: list[tuple[int, int]] = []
 
@@ -167,7 +201,7 @@ def question_dates(query: str, years: Sequence[int] = ()) -> list[tuple[date, da
             y = int(m[1] or m[2])
             out.append((date(y, 1, 1), date(y, 12, 31)))
             used.append(m.span())
-    return out
+    return out, used
 
 
 def turn_dates(text: str, day: date | None) -> list[tuple[date, date]]:
@@ -194,18 +228,53 @@ def dates_overlap(a: Sequence[tuple[date, date]], b: Sequence[tuple[date, date]]
     return any(lo1 <= hi2 and lo2 <= hi1 for lo1, hi1 in a for lo2, hi2 in b)
 
 
+# -- decisions ------------------------------------------------------------------------------
+
+class _Block(Protocol):
+    @property
+    def role(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+
+
+def is_tool(block: _Block) -> bool:
+    """Is the block (a Turn, a store's row) tool traffic, a call or its output, rather than
+    someone's turn?"""
+    return block.role in TOOL_ROLES or block.kind in TOOL_KINDS
+
+
+def asks_decision(query: str) -> bool:
+    """Does the question ask what was decided, agreed or chosen, or why?"""
+    return bool(_DECISION_QUESTION.search(query))
+
+
+def states_decision(turn: Turn) -> bool:
+    """Is the turn someone stating a decision or its reason: a marker ("decided", "because",
+    "we'll go with") in a sentence that does not end in a question mark, said by a person
+    or the agent, not by a tool?"""
+    if is_tool(turn):
+        return False
+    for m in _DECISION_TURN.finditer(turn.text):
+        end = _SENTENCE_END.search(turn.text, m.end())
+        if end is None or end.group() != "?":
+            return True
+    return False
+
+
 # -- score rules over a fused list ---------------------------------------------------------
 
 def answer_partner(scores: Mapping[int, float], turns: Mapping[int, Turn],
                    next_turn: Mapping[int, int], share: float) -> dict[int, float]:
     """Each turn that asks something ('?') passes `share` of its score to the next turn
-    when another speaker says it: the answer sits right after its question."""
+    when another speaker says it: the answer sits right after its question. `next_turn`
+    maps a turn to the next one that is not tool traffic (an agent reads and runs things
+    before it replies); tool traffic neither asks nor answers."""
     out = dict(scores)
     if share <= 0:
         return out
     for i, s in scores.items():
         t, n = turns.get(i), next_turn.get(i)
-        if t is None or n is None or n not in turns or "?" not in t.text:
+        if t is None or n is None or n not in turns or "?" not in t.text or is_tool(t) or is_tool(turns[n]):
             continue
         if turns[n].role != t.role:
             out[n] = out.get(n, 0.0) + share * s

@@ -6,6 +6,7 @@ import click
 
 from ...core.errors import InputError
 from ...services import history as svc
+from ...services.base import match_note
 from .common import emit, get_config, handle_errors, json_option
 
 
@@ -21,8 +22,10 @@ def _human_import(r: dict) -> str:
         lines.append(f"{f.get('status', '?'):9} {f['path']}: {f['events']} events, {f['blocks']} blocks, "
                      f"{f['skipped']} lines skipped{extra}")
     ix = r["index"]
-    lines.append(f"{ix['sessions']} sessions, {ix['blocks']} blocks indexed, {ix['vectors']} embedded "
+    lines.append(f"{ix['sessions']} sessions, {ix['blocks']} blocks indexed, "
+                 f"{ix['blocks'] - r.get('pending', 0)} embedded, {r.get('pending', 0)} waiting "
                  f"(semantic: {r['semantic']})")
+    lines += r.get("notes") or []
     return "\n".join(lines)
 
 
@@ -30,19 +33,26 @@ def _human_import(r: dict) -> str:
 @click.argument("paths", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["dsh", "claude-code", "codex", "generic", "cursor", "gemini", "opencode", "aider", "cline", "roo-code", "goose"]), default=None,
               help="Transcript format (default: detect per file).")
-@click.option("--embed", is_flag=True, help="Embed every block now (default: as many as fit in embed_budget_s).")
+@click.option("--embed", is_flag=True, help="Embed every block now (default: as many as fit in --embed-budget).")
+@click.option("--embed-budget", "budget", type=click.FloatRange(0, 3600), default=None,
+              help="Seconds to spend embedding after the import (default: 10, or embed_budget_s "
+                   "when larger); the blocks left wait for `--embed` or a server's background job.")
 @click.option("--channel", default=None,
               help="Access channel key that produced these sessions (default: none, the owner's).")
 @json_option
 @click.pass_context
 @handle_errors
 def import_cmd(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, embed: bool,
-               channel: str | None, as_json: bool) -> None:
+               budget: float | None, channel: str | None, as_json: bool) -> None:
     """Import transcripts; with no PATH, the default locations ($DSH_HOME/sessions,
-    ~/.claude/projects, ~/.codex/sessions)."""
+    ~/.claude/projects, ~/.codex/sessions). Then embeds what fits in the budget and says
+    how many blocks still wait for vectors."""
+    from ...services.history.importer import import_budget
+
     cfg = get_config(ctx)
-    emit(svc.import_paths(list(paths) or None, fmt, cfg, embed=embed, channel=channel), as_json,
-         _human_import)
+    emit(svc.import_paths(list(paths) or None, fmt, cfg, embed=embed, channel=channel,
+                          embed_budget_s=import_budget(cfg) if budget is None else budget),
+         as_json, _human_import)
 
 
 def _viewer(cfg, channel: str | None):
@@ -58,11 +68,13 @@ _CHANNEL_HELP = ("Answer as this access channel key (default: $DSH_RECALL_CHANNE
 
 
 def _human_search(r: dict) -> str:
+    notes = list(r.get("notes") or [])
     if not r["hits"]:
         sc = r["scope"]
-        return (f"no hits in {sc['kind']} {sc['value'] or ''} (layers: {', '.join(r['layers']) or 'none'}); "
-                "widen with --workspace NAME or --all")
-    out = []
+        return "\n".join([f"no hits in {sc['kind']} {sc['value'] or ''} (layers: "
+                          f"{', '.join(r['layers']) or 'none'}); widen with --workspace NAME or --all",
+                          *notes])
+    out = [note] if (note := match_note(r.get("match", "strong"))) else []
     sessions = r.get("sessions") or {}
     for h in r["hits"]:
         title = (sessions.get(h["session"]) or {}).get("title")
@@ -70,7 +82,7 @@ def _human_search(r: dict) -> str:
         out.append(head + (f"  «{title}»" if title else ""))
         out.append("    " + h["snippet"])
     out.append(f"layers: {', '.join(r['layers'])}")
-    return "\n".join(out)
+    return "\n".join(out + notes)
 
 
 @history.command("search")

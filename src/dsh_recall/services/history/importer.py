@@ -29,8 +29,9 @@ from ...readers.transcripts import DOCUMENTS, ReadContext, discover_default, exp
 from ...readers.transcripts.base import MAX_SKIP_NOTES, Piece, SessionMeta, TranscriptEvent, opt_str
 from ...readers.workspace import read_regular
 from ...stores.sqlite.history import BlockIn, HistoryStore, dumps_flags
+from ..base import backlog_item
 from .common import _cfg, open_store
-from .semantic import SemanticLayer
+from .semantic import EMBED_COMMAND, EMBED_HINT, EMBED_JOB, SemanticLayer
 
 if TYPE_CHECKING:
     from ..objects import ObjectService
@@ -275,6 +276,29 @@ def _import_part(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     return report, res.more
 
 
+# What `history import` (the CLI) may spend embedding after it wrote the lexical indexes,
+# at least: a person waits for it once, unlike a search (`embed_budget_s`), so it embeds a
+# few thousand blocks at a local model's rate and leaves a bigger backlog to
+# `history import --embed` or a long-lived process's background job (`EMBED_JOB`).
+IMPORT_EMBED_BUDGET_S = 10.0
+
+
+def import_budget(cfg: Config) -> float:
+    """The embedding budget of a CLI import: `IMPORT_EMBED_BUDGET_S`, or `embed_budget_s`
+    when the config gives searches more."""
+    return max(IMPORT_EMBED_BUDGET_S, cfg.embed_budget_s)
+
+
+def pending_note(pending: int, total: int, rate: float | None, gate: float) -> str:
+    """What a person should know while blocks wait for vectors; ends with EMBED_HINT."""
+    done = total - pending
+    eta = f", about {max(1, round(pending / rate))} s at this embedder's last rate" if rate else ""
+    state = ("the semantic layer is partial: searches answer by words only until "
+             f"{gate:.0%} are embedded" if total and done / total < gate else
+             "searches rank by vectors already; these are left out of them")
+    return f"{pending} of {total} blocks wait for vectors ({state}{eta}); {EMBED_HINT}"
+
+
 def import_paths(
     paths: Sequence[str] | None = None,
     fmt: str | None = None,
@@ -295,6 +319,9 @@ def import_paths(
 
     Lexical indexes are written first; then blocks are embedded: all of them with
     `embed=True`, else as many as fit in `embed_budget_s`. Embedding never fails an import.
+    What still waits for a vector is `pending`; while any does (and the embedder works)
+    the answer's `backlog` names the job that fills it (services/base.Backlog) and a note
+    says so, ending with the hint for a person.
     """
     cfg = _cfg(cfg)
     own = store is None
@@ -315,14 +342,27 @@ def import_paths(
         totals = {k: sum(r.get(k, 0) for r in reports) for k in ("events", "blocks", "skipped", "ignored")}
         budget = None if embed else (cfg.embed_budget_s if embed_budget_s is None else embed_budget_s)
         embedded, semantic = 0, "not embedded here (no budget): a search or a server embeds them"
+        works = True
         if budget is None or budget > 0:  # no budget: not even the embedder is loaded
             sem = SemanticLayer(store, cfg)
             if embed or backlog:
                 embedded = sem.fill(None, budget)
             elif touched:
                 embedded = sem.fill(touched, budget)
-            semantic = sem.status
-        return {"files": reports, **totals, "embedded": embedded, "semantic": semantic, "index": store.stats()}
+            semantic, works = sem.status, sem.status == "ok"
+            rate = sem.known_rate()
+        else:
+            rate = None
+        out: dict[str, Any] = {"files": reports, **totals, "embedded": embedded, "semantic": semantic,
+                               "index": store.stats()}
+        total = out["index"]["blocks"]
+        out["pending"] = pending = max(0, total - store.embedded_count(None))
+        out["notes"], out["backlog"] = [], []
+        if pending and works:
+            out["notes"].append(pending_note(pending, total, rate, cfg.history.coverage_gate))
+            out["backlog"].append(backlog_item("history", "vectors", pending, EMBED_COMMAND, EMBED_JOB,
+                                               hint=EMBED_HINT))
+        return out
     finally:
         if own:
             store.close()

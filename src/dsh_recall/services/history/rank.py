@@ -1,7 +1,7 @@
 """The history service's turn rules: what search.history_rules decides, fed from the store.
 
 `apply_rules` takes the fused (id, score, layer ranks) list of a search and returns it
-re-scored by the rules the `history` config turns on (answer partner, speaker, time, dates,
+re-scored by the rules the `history` config turns on (answer partner, speaker, time, dates, decisions,
 session-then-turn). `feedback_match` builds the pseudo-relevance feedback query. Each rule
 reads only the candidates' rows, their next blocks and their sessions' dates: a few indexed
 lookups, no model call.
@@ -20,9 +20,15 @@ from ...stores.sqlite.history import HistoryStore
 Fused = list[tuple[int, float, dict[str, int]]]
 
 
+def decision_boost(h: HistoryConfig) -> float:
+    """`history.decision_boost` (rank/history_rules.states_decision): a decision question's
+    turns that state one are multiplied by 1 + this."""
+    return float(h.decision_boost)
+
+
 def rules_on(h: HistoryConfig) -> bool:
     return any(x > 0 for x in (h.answer_share, h.speaker_boost, h.time_boost, h.date_boost,
-                               h.session_boost))
+                               h.session_boost, decision_boost(h)))
 
 
 def _day(ms: int | None) -> date | None:
@@ -35,7 +41,43 @@ def _turns(store: HistoryStore, ids: Sequence[int], rows: dict | None = None) ->
     rows = {i: rows[i] for i in ids if i in rows} if rows is not None else store.blocks(list(ids))
     days = {s["id"]: _day(s.get("created_ms"))
             for s in store.sessions(sorted({r.session for r in rows.values()}))} if rows else {}
-    return {i: hr.Turn(i, r.session, r.ord, r.role, r.text, days.get(r.session)) for i, r in rows.items()}
+    return {i: hr.Turn(i, r.session, r.ord, r.role, r.text, days.get(r.session), r.kind)
+            for i, r in rows.items()}
+
+
+# How many blocks of tool traffic (calls, outputs: a big output is several blocks) a
+# question's reply may sit behind.
+REPLY_REACH = 8
+
+
+def _replies(store: HistoryStore, turns: dict[int, hr.Turn], asking: Sequence[int],
+             rows: dict | None) -> dict[int, int]:
+    """Each asking turn -> the next block of its session that is not tool traffic (the
+    block right after it, in a conversation without tools), within REPLY_REACH blocks.
+    Adds the blocks it reads to `turns` (and to the caller's `rows`)."""
+    out: dict[int, int] = {}
+    at = {i: i for i in asking}  # asking turn -> the block reached so far
+    for _ in range(REPLY_REACH):
+        if not at:
+            break
+        nb = store.neighbours(sorted(set(at.values())))
+        new = sorted({n for ns in nb.values() for n in ns if n not in turns})
+        if rows is not None and new:
+            rows.update(store.blocks(new))  # the caller's rows then hold the partners too
+        turns.update(_turns(store, new, rows))
+        walking: dict[int, int] = {}
+        for i, c in at.items():
+            cur = turns[c]
+            n = next((n for n in nb.get(c, ()) if n in turns and turns[n].session == cur.session
+                      and turns[n].ord == cur.ord + 1), None)
+            if n is None:
+                continue
+            if hr.is_tool(turns[n]):
+                walking[i] = n
+            else:
+                out[i] = n
+        at = walking
+    return out
 
 
 def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused,
@@ -53,18 +95,8 @@ def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused,
     scores = {i: s for i, s, _ in head}
     turns = _turns(store, order, rows)
     if h.answer_share > 0:
-        # The block right after each candidate (its answer when the candidate asks).
-        nb = store.neighbours([i for i in order if i in turns and "?" in turns[i].text])
-        nxt: dict[int, int] = {}
-        new = sorted({n for ns in nb.values() for n in ns if n not in turns})
-        if rows is not None and new:
-            rows.update(store.blocks(new))  # the caller's rows then hold the partners too
-        turns.update(_turns(store, new, rows))
-        for i, ns in nb.items():
-            for n in ns:
-                if i in turns and n in turns and turns[n].ord == turns[i].ord + 1 \
-                        and turns[n].session == turns[i].session:
-                    nxt[i] = n
+        asking = [i for i in order if i in turns and "?" in turns[i].text and not hr.is_tool(turns[i])]
+        nxt = _replies(store, turns, asking, rows)
         scores = hr.answer_partner(scores, turns, nxt, h.answer_share)
     evidence = dict(scores)
     if h.speaker_boost > 0:
@@ -82,6 +114,9 @@ def apply_rules(store: HistoryStore, h: HistoryConfig, query: str, fused: Fused,
             hit = [i for i in scores if i in turns
                    and hr.dates_overlap(wanted, hr.turn_dates(turns[i].text, turns[i].day))]
             scores = hr.boost(scores, hit, h.date_boost)
+    if decision_boost(h) > 0 and hr.asks_decision(query):
+        scores = hr.boost(scores, [i for i in scores if i in turns and hr.states_decision(turns[i])],
+                          decision_boost(h))
     if h.session_boost > 0:
         scores = hr.session_lift(scores, turns, h.session_boost, h.session_turns)
     out = [(i, s, ranks.get(i, {})) for i, s in hr.ranked(scores, order)]

@@ -26,6 +26,7 @@ from ...stores.sqlite.history import HistoryStore, loads_flags
 from .. import forgotten, rerank, usage
 from ..base import Backlog, backlog_item
 from ..channel import Viewer
+from . import confidence
 from .common import LAYERS, SESSION_ENV, _cfg, _iso, open_store
 from .rank import apply_rules, feedback_match
 from .semantic import EMBED_COMMAND, EMBED_HINT, EMBED_JOB, SemanticLayer
@@ -85,15 +86,24 @@ def _restrict_scope(store: HistoryStore, scope: dict[str, Any], viewer: Viewer |
     return f"{ch.kind} channel: {ch.reason}; only sessions this channel may see"
 
 
+def partial_note(pending: int, total: int) -> str:
+    """The note of an answer whose semantic layer waits below its coverage gate; ends with
+    EMBED_HINT (a front end that fills the backlog itself says so instead)."""
+    return (f"semantic layer partial: {pending} of {total} blocks in scope still wait for "
+            f"vectors, so this answer is by words only; {EMBED_HINT}")
+
+
 def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[str] | None,
                  layers: Sequence[str]
-                 ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str], list[Backlog]]:
+                 ) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str], list[Backlog], list[str]]:
     """(id, score) lists per layer, best first, scores higher-is-better and >= 0; each
-    layer's status; and the backlog (blocks in scope still waiting for vectors)."""
+    layer's status; the backlog (blocks in scope still waiting for vectors); notes for a
+    person (the semantic layer partial)."""
     pool = cfg.history.candidate_pool
     rankings: dict[str, list[tuple[int, float]]] = {}
     status: dict[str, str] = {name: "not requested" for name in LAYERS}
     backlog: list[Backlog] = []
+    notes: list[str] = []
 
     def run(layer: str, match: str | None) -> list[tuple[int, float]]:
         # FTS5 bm25() is lower-is-better (negative); negate it.
@@ -116,9 +126,13 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
                 sem = SemanticLayer(store, cfg)
                 extra = {i for r in rankings.values() for i, _ in r}
                 ranked = sem.rank(query, scope, pool, gate=len(layers) > 1, extra=extra)
+                gated = sem.status.startswith("gated")
+                if gated:
+                    # Said in the notes too: a person reads those, not the layer statuses.
+                    notes.append(partial_note(sem.pending, sem.total))
                 if sem.pending:
-                    # The hint only when the layer's status tells a person the command.
-                    hint = EMBED_HINT if sem.status.endswith(EMBED_HINT) else ""
+                    # The hint only when a note or the layer's status tells a person the command.
+                    hint = EMBED_HINT if gated or sem.status.endswith(EMBED_HINT) else ""
                     backlog.append(backlog_item("history", "vectors", sem.pending, EMBED_COMMAND,
                                                 EMBED_JOB, hint=hint))
                 if sem.status != "ok":
@@ -134,7 +148,7 @@ def _rank_layers(store: HistoryStore, cfg: Config, query: str, scope: Sequence[s
             continue
         rankings[name] = ranked
         status[name] = "ok" if ranked else "no match"
-    return rankings, status, backlog
+    return rankings, status, backlog, notes
 
 
 def _feedback(store: HistoryStore, cfg: Config, query: str, scope: Sequence[str] | None,
@@ -199,15 +213,18 @@ def search(
                                   "hits": [], "layers": [], "offset": offset, "has_more": False,
                                   "next_offset": None}
         if not query.strip() or (scope["sessions"] is not None and not scope["sessions"]):
+            answer["match"] = "none"
             answer["layer_status"] = {n: "not run" for n in LAYERS}
             if access_note:
                 answer["layer_status"]["access"] = access_note
             return answer
-        rankings, status, backlog = _rank_layers(store, cfg, query, scope["sessions"], layers)
+        rankings, status, backlog, notes = _rank_layers(store, cfg, query, scope["sessions"], layers)
         answer["layers"] = [n for n in LAYERS if n in rankings]
         answer["layer_status"] = status
         if backlog:
             answer["backlog"] = backlog
+        if notes:
+            answer["notes"] = notes
         if access_note:
             status["access"] = access_note
         fused = fuse_layers(rankings, cfg.history)
@@ -228,14 +245,17 @@ def search(
                     for h, v in zip(hits, sorted((h.score for h in hits), reverse=True))]
         status["rerank"] = answer["rerank"] = reranked
         terms = hq.terms(query)
+        rate = confidence.Rater(store, query, scope["sessions"], rows, rankings.get("semantic"))
+        answer["match"] = "strong"  # as wide as the real value, so the budget fit holds
         if detail:
             n = limit or 20
-            page = _detail_hits(store, hits, rows, terms, offset, n + 1)
+            page = _detail_hits(store, hits, rows, terms, offset, n + 1, rate)
             answer["hits"] = page[:n]
         else:
             answer["next_offset"] = 10**6  # as wide as the real value, so the budget fit holds
             page = _coarse(store, cfg, answer, hits, rows, terms, offset, limit or cfg.history.max_sessions,
-                           evidence)
+                           evidence, rate)
+        answer["match"] = confidence.answer_match(rate.shown(answer["hits"]))
         # One hit beyond the page is looked for, so `has_more` is exact, not a guess; hits
         # the coarse budget left out come first on the next page.
         answer["has_more"] = len(page) > len(answer["hits"])
@@ -274,7 +294,7 @@ def _hit(ev: dict | None, rows: dict[int, Any], best: BlockHit, start: int, end:
 
 
 def _detail_hits(store: HistoryStore, hits: list[BlockHit], rows: dict[int, Any], terms: list[str],
-                 offset: int, limit: int) -> list[dict[str, Any]]:
+                 offset: int, limit: int, rate: confidence.Rater | None = None) -> list[dict[str, Any]]:
     best: dict[tuple[str, int], BlockHit] = {}
     for h in hits:  # fused order: the first block of an event is its best
         best.setdefault((h.session, h.seq), h)
@@ -285,6 +305,8 @@ def _detail_hits(store: HistoryStore, hits: list[BlockHit], rows: dict[int, Any]
         ev = evs.get((h.session, h.seq))
         ids = [ev["message_id"]] if ev and ev["message_id"] else []
         out.append(_hit(ev, rows, h, h.seq, h.seq, ids, h.layers, hq.snippet(rows[h.block].text, terms, 400)))
+    if rate is not None:
+        rate(out, [h.block for h in chosen])
     return out
 
 
@@ -311,7 +333,7 @@ def _strong_hits(hits: list[BlockHit], fusion: str, limit: int,
 
 def _coarse(store: HistoryStore, cfg: Config, answer: dict[str, Any], hits: list[BlockHit],
             rows: dict[int, Any], terms: list[str], offset: int, limit: int,
-            evidence: dict[int, float] | None = None) -> list[Any]:
+            evidence: dict[int, float] | None = None, rate: confidence.Rater | None = None) -> list[Any]:
     """Up to events_per_session events per session, `limit` events from at most max_sessions
     sessions a page, cut to the token budget.
 
@@ -358,6 +380,8 @@ def _coarse(store: HistoryStore, cfg: Config, answer: dict[str, Any], hits: list
         hit = _hit(evs.get((e.session, e.best.seq)), rows, e.best, e.start_seq, e.end_seq, ids, layers, "")
         hit["score"] = round(e.score, 5)
         full.append((hit, rows[e.best.block].text))
+    if rate is not None:  # before the fit: the budget holds the matches too
+        rate([h for h, _ in full], [e.best.block for e in picked], [[h.block for h in e.hits] for e in picked])
     _fit_budget(answer, full, terms, hc.coarse_budget_tokens)
     return rest
 

@@ -56,6 +56,7 @@ class SemanticLayer:
         # a backlog, or past the gate: blocks a hook imported without embedding them).
         self.pending = 0
         self.hashed = 0  # blocks the last fill gave an embed hash
+        self.total = 0  # blocks in scope at the last rank
         try:
             # Kept per process: a long-lived server asks the history layer again and again.
             self.emb = shared_embedder(cfg.embedder)
@@ -147,7 +148,7 @@ class SemanticLayer:
             return []
         if total == 0:
             return []
-        self.pending = total - done
+        self.pending, self.total = total - done, total
         if gate and done / total < gate_at:
             self.status = f"gated: {done}/{total} blocks embedded ({done / total:.0%} < {gate_at:.0%})"
             if self.behind:

@@ -64,7 +64,8 @@ class HistoryService:
               channel: str | None = None, backlog: bool = True,
               embed_budget_s: float | None = None) -> dict[str, Any]:
         """Import transcripts (the default locations when `paths` is None), lexical first,
-        then embed within the budget (all with `embed=True`): importer.import_paths."""
+        then embed within the budget (all with `embed=True`): importer.import_paths. The
+        answer's `pending` and `backlog` say what still waits for vectors."""
         from .importer import import_paths
 
         return import_paths(paths, fmt, self.cfg, embed, self.store, progress, channel, backlog,
@@ -77,7 +78,8 @@ class HistoryService:
         """Ranked history the viewer may see (search.search): the scope is `session`, else
         `workspace`, else every session with `all_sessions`, else $DSH_RECALL_SESSION or the
         cwd's workspace. A semantic layer gated behind more blocks than a search may embed
-        puts them in `backlog`."""
+        puts them in `backlog` and says so in `notes`. `match` (and each hit's) says how
+        sure the answer is (confidence.py)."""
         data = _search(query, session=session, workspace=workspace,
                        all_sessions=all_sessions, limit=limit, layers=layers, detail=detail,
                        cfg=self.cfg, store=self.store, cwd=cwd, offset=offset, viewer=viewer)
