@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.errors import RecallError
 from ..embedders import Embedder
@@ -66,6 +67,7 @@ class Head:
         self.head_coverage = 1.0  # the share of the head it scored
         self.pool_size = self.looked_in_pool = 0
         self._pool: list[int] = []
+        self.query_vector: Any = None  # the vector layer's query embedding, once it has one
 
     def publish(self, ids: Sequence[int]) -> None:
         self._pool = list(dict.fromkeys(ids))

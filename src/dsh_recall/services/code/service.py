@@ -415,9 +415,10 @@ class CodeService:
         long, weights, unknown = vector_layer.evidence_of(query, terms, self.store.doc_freqs,
                                                           self.store.chunk_count(),
                                                           cfg.long_query_words)
-        # A hit's cosine is evidence wherever the vector layer scored it (exact, whatever
-        # share of the candidates it compared).
-        cosines = ranked.vector if "vector" in ranked.used else {}
+        # Each hit's own cosine is evidence (vector_layer.with_cosines), whatever share of
+        # the candidates the vector layer compared.
+        cosines = vector_layer.with_cosines(self.store, ranked.vector, [i for i, _, _ in picked],
+                                            head.query_vector) if "vector" in ranked.used else {}
         for item, score, ranks in picked:
             row = texts.get(item, rows[item])
             if not row.text and item not in texts:
@@ -471,6 +472,8 @@ class CodeService:
                         sync_vector_file(store)
             # The query first: a cold process loads the model while the lexical layer answers.
             q = emb.embed_query(query[:4000])
+            if head is not None:
+                head.query_vector = q
             if not pending or head is None:
                 return self._vectors.rank(store, q, pool, prefix)
             return vector_layer.rank_with_head(self, store, emb, q, pool, prefix, deadline, head)

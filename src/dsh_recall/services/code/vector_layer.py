@@ -83,3 +83,17 @@ def evidence_of(query: str, terms: Sequence[str], doc_freqs: Callable[[Sequence[
     df = doc_freqs(list(dict.fromkeys(judged + idents))) if judged else {}
     weights = confidence.term_weights(judged, df, chunks, long, title)
     return long, weights, confidence.unknown_identifiers(idents, df)
+
+
+def with_cosines(store: ChunkStore, cosines: Mapping[int, float], ids: Sequence[int],
+                 q: np.ndarray | None) -> dict[int, float]:
+    """`cosines` and, for those of `ids` it lacks (hits the vector layer ranked below its
+    top), their exact cosines to the query vector `q` from their stored vectors: a hit's
+    confidence reads its own cosine, not the absence of a rank."""
+    missing = [i for i in ids if i not in cosines]
+    if not missing or q is None:
+        return dict(cosines)
+    m_ids, m_mat = store.vectors_of(missing)
+    if not len(m_ids) or m_mat.shape[1] != len(q):
+        return dict(cosines)
+    return {**cosines, **dict(zip(m_ids.tolist(), (m_mat @ q).tolist()))}
