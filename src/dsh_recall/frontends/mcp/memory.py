@@ -4,7 +4,8 @@ Offered in the full profile only when the user made a notes folder writable
 (`notes.write_roots` in their own config): a server without one lists none of them (no
 schema cost per request), and a call to one says how the user enables writes. The caller
 is the server's channel, as for every tool: the model cannot pick a level wider than that
-channel, nor a folder the user did not list (the tools take no folder at all).
+channel, nor a folder the user did not list (the tools take no folder at all), nor
+change or learn of an entry another channel saved (services/notes/authors.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ LEVEL = S("public | personal (default: the narrowest your channel and the folder
 ENTRY_ID = S("The entry's id (12 hex), or the path a notes_search hit showed for it.")
 
 WRITE_RESULT = obj({
-    "action": S("saved | merged (the same as an existing entry: no copy) | superseded | "
+    "action": S("saved | merged (the same as an entry you saved: no copy) | superseded | "
                 "forgotten"),
     "id": S("The entry's id: pass it to notes_supersede or notes_forget."),
     "level": S(), "path": S("The note's path, as notes_search shows it."),
@@ -43,7 +44,7 @@ NOTES_SAVE = ToolSpec(
         "entry, searchable by notes_search in later sessions). Save when the user asks you to "
         "remember something or states a standing preference; not for the current task's "
         "progress. One fact per call, in a sentence or a short list. Text the same as an "
-        "existing entry is merged into it. To correct an entry, use notes_supersede."),
+        "entry you saved is merged into it. To correct an entry, use notes_supersede."),
     input_schema=obj({"text": S("What to remember (markdown)."), "level": LEVEL},
                      required=["text"]),
     output_schema=WRITE_RESULT,

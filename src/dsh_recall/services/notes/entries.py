@@ -17,8 +17,10 @@ is exactly as visible as its front matter says. The front matter:
     created: 2026-12-02T01:52:51Z
     updated: 2026-12-02T01:52:51Z
     source: "session id"            (JSON-quoted: any text is one valid YAML scalar)
-    channel: owner
+    channel: owner                  (the kind of channel that saved it: its author, authors.py)
     by: 9c1d...                     (a hash of the channel key that saved it, when one did)
+    shared: true                    (optional, set by the owner by hand: a guest's or group's
+                                     entry promoted into every reader's auto-recall)
     supersedes: 0a1b2c3d4e5f        (optional)
     superseded_by: 5f4e3d2c1b0a     (optional, with superseded: <date>)
     forgotten: <date>               (optional: forgotten, file kept; never indexed)
@@ -46,7 +48,7 @@ from ...readers.workspace import read_regular
 ID_CHARS = 12
 ENTRY = re.compile(r"(?:^|/)(\d{4}-\d{2}-\d{2})-(?:[a-z0-9-]*-)?([0-9a-f]{12})(?:\.md|/public\.md)$")
 FIELDS = ("id", "level", "created", "updated", "source", "channel", "by", "supersedes",
-          "superseded_by", "superseded", "forgotten", "merged")
+          "superseded_by", "superseded", "forgotten", "merged", "shared")
 QUOTED = frozenset({"source"})
 HEAD_BYTES = 4096  # the front matter is at the top and short
 NEAR_SAME = 0.8  # word-set Jaccard at or above which two entries are one (merged)

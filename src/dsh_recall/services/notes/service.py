@@ -48,7 +48,7 @@ from ..vectors import (
     sync_fingerprint,
     vector_index,
 )
-from . import entries, indexing
+from . import authors, entries, indexing
 from .indexing import embed_text
 from .levels import NoteLevels
 from .roots import NO_ROOTS, notes_key, remembered_roots
@@ -393,6 +393,7 @@ class NotesService:
             if explain:
                 r["evidence"] = round(evidence(h.coverage, h.cosine, seen.mean_cosine), 4)
             results.append(r)
+        authors.label_results(results, hits, viewer)  # who saved an entry, if not the reader
         last = json.loads(self.store.get_meta("last_index") or "{}")
         spec = self.spec_state()
         if spec["pending"]:
@@ -424,7 +425,9 @@ class NotesService:
             return ""
         notes: list[str] = []
         self._ensure_indexed(notes)
-        hits = self._hits(message, limit, ch.allowed, LAYERS, notes, [])
+        # A guest's or group's entry stays out of another reader's context (authors.py).
+        hits = authors.for_context(self._hits(message, limit, ch.allowed, LAYERS, notes, []),
+                                   viewer)
         keep = [h for h in hits if relevant(h, self.ncfg.auto_recall_min_coverage,
                                             self.ncfg.auto_recall_min_cosine)][:limit]
         return recall_block(keep, budget)

@@ -10,7 +10,10 @@ Who may write where (docs/notes.md, docs/security.md):
   (its conversation is public) public or personal; a channel that cannot be determined
   writes nothing. Without a level, the narrower of that and the root's default;
 - a written entry's level comes from its file name as every note's does (entries.py), and
-  a name the user's `notes.levels` would read otherwise is refused, never written.
+  a name the user's `notes.levels` would read otherwise is refused, never written;
+- a caller merges into, supersedes and forgets only the entries its own channel wrote (the
+  owner: any), never through a symbolic link, and a guest or group channel keeps at most
+  `authors.QUOTA` entry files (authors.py).
 
 Every body is cleaned (valid Unicode, no NUL, LF line ends), bounded (`max_write_chars`)
 and scrubbed of credentials (`[scrub]`, as history import and object put are) before
@@ -21,7 +24,6 @@ check, the write and the re-index, so two saves of the same text make one entry.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -45,7 +47,7 @@ from ...readers.workspace import read_regular
 from .. import forgotten
 from ..base import Viewer
 from ..vectors import file_lock
-from . import entries
+from . import authors, entries
 from .entries import Entry
 from .service import NotesService
 
@@ -130,6 +132,7 @@ class NotesWriter:
         self.cfg = cfg
         self.viewer = viewer
         self.user = user
+        self.author = authors.of_viewer(viewer, user)
         self.svc = NotesService(cfg, roots=roots, workspace=workspace, home=home)
         self.targets = self._targets(workspace)
 
@@ -205,6 +208,7 @@ class NotesWriter:
 
     # -- reading entries ---------------------------------------------------------------------
     def _files(self, t: Target) -> Iterator[Path]:
+        """The entry files of a write root, none through a symbolic link."""
         try:
             names = sorted(os.listdir(t.folder))
         except OSError:
@@ -215,8 +219,23 @@ class NotesWriter:
             p = t.folder / name
             if name.endswith(".md") and entries.is_entry(name):
                 yield p
-            elif entries.is_entry(f"{name}/public.md"):
+            elif entries.is_entry(f"{name}/public.md") and not p.is_symlink():
                 yield p / "public.md"
+
+    @staticmethod
+    def _unlinked(t: Target, path: Path) -> bool:
+        """No part of `path` below its write root is a symbolic link (a link to a folder
+        elsewhere would carry a write, a rewrite or a delete out of the write root)."""
+        try:
+            rel = path.relative_to(t.folder)
+        except ValueError:
+            return False
+        p = t.folder
+        for part in rel.parts:
+            p = p / part
+            if p.is_symlink():
+                return False
+        return True
 
     def _read(self, path: Path) -> Entry | None:
         """The entry in a file, whole; None for a file that is not one (a symlink, no front
@@ -231,27 +250,28 @@ class NotesWriter:
 
     def _by(self) -> str:
         """Who saved an entry, as a hash of the channel key (never the key itself)."""
-        key = self.viewer.key
-        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16] if key else ""
+        return authors.key_hash(self.viewer.key)
 
     def find(self, value: str) -> Found:
         """The entry with this id (or path) that this caller may change, else an InputError
-        that reads the same whether it exists or is hidden. A channel that does not see
-        everything (group, guest) may change only the entries it saved itself."""
+        that reads the same whether it exists or is hidden. A channel other than the owner's
+        (group, guest) may change only the entries it saved itself (authors.may_change),
+        those at any level."""
         eid = parse_id(value)
-        mine_only = not (self.user or self.viewer.sees_everything)
         for t in self.targets:
             for p in [*t.folder.glob(f"*{eid}.md"), *t.folder.glob(f"*{eid}/public.md")]:
-                e = self._read(p)
-                if e is None or e.id != eid or e.meta.get("forgotten"):
+                e = self._read(p) if self._unlinked(t, p) else None
+                if (e is None or e.id != eid or e.meta.get("forgotten")
+                        or not authors.may_change(e.meta, self.author)):
                     continue
                 shown = self.display(t, p)
                 level = self.svc.levels_of([shown]).get(shown, access.PERSONAL)
                 if self.svc.store.file(shown) is None:  # not indexed yet: by its name
                     level = self.svc.level(shown)
-                if mine_only and (not self._by() or e.meta.get("by") != self._by()):
-                    continue
-                if access.may_see(level, self.viewer.channel.allowed):
+                # A guest's own entry, at any level: it wrote the text (a channel that now
+                # may see nothing, a broken session map say, changes nothing).
+                mine = not self.author.owner and bool(self.viewer.channel.allowed)
+                if mine or access.may_see(level, self.viewer.channel.allowed):
                     return Found(t, p, e)
         raise InputError(f"no saved entry {eid} in the write roots (or not one this channel "
                          "may change)")
@@ -299,24 +319,33 @@ class NotesWriter:
     def save(self, text: str, *, level: str | None = None, source: str | None = None,
              root: str | None = None) -> dict[str, Any]:
         """Save `text` as an entry; one the same or near-same (entries.same) at the same
-        level in that root is merged into instead of a second copy."""
+        level in that root, saved by the same channel, is merged into instead of a second
+        copy."""
         t = self._target(root)
         lv = self._level(t, level)
         body = clean_body(text, self.cfg)
         with self._lock() as got:
             if not got:
                 raise RecallError("another writer holds these notes; try again")
-            out = self._merge(t, lv, body) or self._create(t, lv, body, source, None)
+            out = self._merge(t, lv, body)
+            if out is None:
+                self._check_quota()
+                out = self._create(t, lv, body, source, None)
             return self._reindex(out)
 
     def _merge(self, t: Target, lv: str, body: str) -> dict[str, Any] | None:
-        """Merge `body` into the live entry of level `lv` in `t` it is the same as, if any
+        """Merge `body` into the live entry of level `lv` in `t` it is the same as, if any,
+        among those this caller's channel saved: another's is neither changed nor named
         (the caller holds the write lock)."""
         for p in self._files(t):
             old = self._read(p)
             if (old is None or old.meta.get("level") != lv or old.meta.get("forgotten")
-                    or old.meta.get("superseded_by") or not entries.same(old.body, body)):
+                    or old.meta.get("superseded_by")
+                    or not authors.may_merge(old.meta, self.author)
+                    or not entries.same(old.body, body)):
                 continue
+            if not self.author.owner:
+                old.meta.pop("shared", None)  # the owner promoted the text before this one
             merged = entries.merged_body(old.body, body)
             old.meta["updated"] = _now()[1]
             old.meta["merged"] = str(int(old.meta.get("merged", "0") or 0) + 1)
@@ -327,6 +356,19 @@ class NotesWriter:
             return out
         return None
 
+    def _check_quota(self) -> None:
+        """A guest or group channel keeps at most authors.QUOTA entry files in the write
+        roots, forgotten ones kept on disk included (the caller holds the write lock)."""
+        if self.author.owner:
+            return
+        n = sum(1 for t in self.targets for p in self._files(t)
+                if authors.same(authors.of_entry(entries.read_front(str(p))), self.author))
+        if n >= authors.QUOTA:
+            raise InputError(f"this channel keeps {n} saved entries, the most a "
+                             f"{self.author.kind} channel may ({authors.QUOTA}): forget one "
+                             "it no longer needs (notes_forget with its id, without "
+                             "keep_file: its file is deleted), then save again")
+
     def _create(self, t: Target, lv: str, body: str, source: str | None,
                 supersedes: str | None) -> dict[str, Any]:
         """Write a new entry (the caller holds the write lock)."""
@@ -334,6 +376,9 @@ class NotesWriter:
         eid = secrets.token_hex(entries.ID_CHARS // 2)
         path = t.folder / entries.file_name(day, body, eid, lv)
         self._check_name(t, path, lv)
+        if not self._unlinked(t, path):
+            raise InputError(f"{self.display(t, path)} is behind a symbolic link; refusing to "
+                             "write through it")
         e = Entry({"id": eid, "level": lv, "created": stamp, "updated": stamp,
                    "source": source or "", "channel": self.viewer.channel.kind,
                    "by": self._by(), "supersedes": supersedes or ""}, body)
@@ -352,12 +397,14 @@ class NotesWriter:
             if not got:
                 raise RecallError("another writer holds these notes; try again")
             old = self._read(found.path)  # again, under the lock: one successor only
-            if old is None or old.id != found.entry.id or old.meta.get("forgotten"):
+            if (old is None or old.id != found.entry.id or old.meta.get("forgotten")
+                    or not self._unlinked(t, found.path)):
                 raise InputError(f"entry {found.entry.id} changed or went away meanwhile; "
                                  "search again")
             if old.meta.get("superseded_by"):
                 raise InputError(f"entry {old.id} is superseded already, by "
                                  f"{old.meta['superseded_by']}: supersede that one")
+            self._check_quota()
             out = self._create(t, lv, body, source, old.id)
             old.meta["superseded_by"] = out["id"]
             old.meta["superseded"] = _now()[1]
@@ -376,7 +423,8 @@ class NotesWriter:
             if not got:
                 raise RecallError("another writer holds these notes; try again")
             now = self._read(found.path)  # again, under the lock
-            if now is None or now.id != e.id or now.meta.get("forgotten"):
+            if (now is None or now.id != e.id or now.meta.get("forgotten")
+                    or not self._unlinked(t, found.path)):
                 raise InputError(f"entry {e.id} was forgotten or changed meanwhile")
             e = now
             hashes = self.svc.passage_hashes(found.path)
