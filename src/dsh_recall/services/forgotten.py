@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..core.paths import ensure_dir, recall_home
-from ..policy.forget import Fingerprint, Matcher, fingerprint, redact
+from ..policy.forget import WITHHELD, Fingerprint, Matcher, fingerprint, redact
 
 FILE = "forgotten.jsonl"
 MAX_BYTES = 64 << 20  # thousands of forgotten notes; past this the oldest stay filtered
@@ -113,3 +113,16 @@ def redact_events(events: list[dict[str, object]], home: Path | None = None) -> 
                 ev["text"] = new
                 flags = ev.get("flags")
                 ev["flags"] = [*(flags if isinstance(flags, list) else []), "forgotten"]
+
+
+def withhold(whole: str | Callable[[], str], shown: Sequence[str],
+             home: Path | None = None) -> list[str]:
+    """The parts of `whole` (or of what it returns: read only when a note was forgotten) a
+    caller is shown (a range, matching lines, an inline form), each line sharing words with
+    a forgotten note withheld when `whole` quotes one; the parts as they are otherwise. An
+    object's text is never rewritten: what it shows is."""
+    m = load(home)
+    if not m or not shown or not m.quotes(whole if isinstance(whole, str) else whole()):
+        return list(shown)
+    return ["\n".join(WITHHELD if m.shares(line) else line for line in part.split("\n"))
+            for part in shown]

@@ -63,8 +63,7 @@ def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> 
 
 
 def _clean(value: str | None) -> str | None:
-    """A name from outside (id, session, tool, channel) made storable: lone surrogates, as
-    argv and JSON can carry them, become U+FFFD."""
+    """A name from outside (id, session, tool, channel) made storable: lone surrogates -> U+FFFD."""
     return None if value is None else scrub_surrogates(join_surrogates(value))
 
 
@@ -80,8 +79,7 @@ class ObjectService:
     objects (`search`) and every listing (`stats`, `gc`, `reclaim`) takes an optional
     `viewer` (services.channel.Viewer; None: the user, unfiltered): an object of a channel
     it may not see is answered exactly as an unknown id (same message, no recall counted)
-    and left out of listings. `put(channel=...)` records the channel that produced a result.
-    """
+    and left out of listings. `put(channel=...)` records the channel that produced a result."""
 
     name = "objects"
 
@@ -215,7 +213,8 @@ class ObjectService:
         usage.object_offload(stored.id, len(final.text), chars, created)
         if created and (self.cfg.max_age_days is not None or self.cfg.max_bytes is not None):
             self.gc()
-        return PutResult(stored.id, final.text, chars, True)
+        # Neither the inline form nor any read of an object shows a forgotten note's quote.
+        return PutResult(stored.id, forgotten.withhold(text, [final.text])[0], chars, True)
 
     def reclaim(self, session: str, results: Sequence[ResultText],
                 context_tokens: int | None = None, channel: str | None = None,
@@ -324,7 +323,7 @@ class ObjectService:
         s, e = clamp_range(len(text), start, count)
         self.store.bump("recalls")
         usage.object_recall(row.id, e - s, len(text))
-        return GetResult(row.id, s, scrub_surrogates(text[s:e]), len(text))
+        return GetResult(row.id, s, scrub_surrogates(forgotten.withhold(text, [text[s:e]])[0]), len(text))
 
     @cleaned(obj_id=as_name, first=as_int, last=as_int, max_chars=as_int)
     def lines(self, obj_id: str, first: int, last: int, max_chars: int | None = None,
@@ -349,7 +348,8 @@ class ObjectService:
         e = min(e, cap)
         self.store.bump("recalls")
         usage.object_recall(row.id, e - s, len(text))
-        return {"id": row.id, "total": len(text), "start": s, "text": scrub_surrogates(text[s:e]),
+        shown = scrub_surrogates(forgotten.withhold(text, [text[s:e]])[0])
+        return {"id": row.id, "total": len(text), "start": s, "text": shown,
                 "line": first, "end_line": min(last, n), "line_count": n}
 
     @cleaned(query=as_query, limit=as_limit, offset=as_offset)
@@ -399,8 +399,9 @@ class ObjectService:
             usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)
         note = (f"query cut to its first {MAX_QUERY_CHARS:,} chars: a line search wants a "
                 "phrase, not a pasted block" if cut else None)
-        return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text),
-                                               m.context) for m in matches], note)
+        texts = forgotten.withhold(lambda: self._text(row)[:4 << 20], [m.text for m in matches])
+        return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(t), m.context) for m, t
+                                     in zip(matches, texts, strict=True)], note)
 
     @cleaned(obj_id=as_name, limit=as_count)
     def failures(self, obj_id: str, limit: int = SEARCH_LIMIT,
@@ -415,8 +416,9 @@ class ObjectService:
                               rank=rank_config(self._cfg) or logrank.DEFAULT)
         self.store.bump("recalls")
         usage.object_recall(row.id, sum(len(m.text) for m in lines), row.chars)
-        return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(m.text))
-                                     for m in lines], None, failures=True)
+        texts = forgotten.withhold(lambda: self._text(row)[:4 << 20], [m.text for m in lines])
+        return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(t)) for m, t
+                                     in zip(lines, texts, strict=True)], None, failures=True)
 
     # -- stats and retention -----------------------------------------------------------------
 
