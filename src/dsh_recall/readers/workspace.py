@@ -139,36 +139,54 @@ def parse_source_roots(entries: list[str], workspace: Path) -> tuple[list[RootSp
 IGNORE_FILE_BYTES = 1 << 20  # a .gitignore past this is read up to here
 
 
+SPEC_CHUNK = 256  # patterns per RE2 set when a .gitignore's whole set is too big to compile
+
+
 def ignore_spec(lines: list[str], problems: list[str] | None = None,
-                where: str = "ignore patterns") -> pathspec.PathSpec:
-    """A gitignore spec matched by RE2, whose time is linear in the path's length: the
+                where: str = "ignore patterns") -> list[pathspec.PathSpec]:
+    """Gitignore specs matched by RE2, whose time is linear in the path's length: the
     patterns come from the repository, and Python's backtracking `re` takes minutes (holding
-    the GIL) on `*a*a*a*a*a*a*a*a*a*b` against a long name. A line RE2 cannot compile is
-    dropped (it then ignores nothing) and named in `problems`."""
+    the GIL) on `*a*a*a*a*a*a*a*a*a*b` against a long name. One spec, or, when RE2 cannot
+    compile the whole set (a .gitignore of thousands of patterns outgrows its memory
+    budget), consecutive parts of SPEC_CHUNK patterns: checked in order, the last match
+    still wins, as in one spec. A line RE2 cannot compile is dropped (it then ignores
+    nothing) and named in `problems`."""
     import pathspec  # only a walk needs it (a search of an index does not walk)
 
-    try:
-        return pathspec.GitIgnoreSpec.from_lines(lines, backend="re2")
-    except Exception:  # noqa: BLE001 - re2's error type is private to pathspec; find the line
-        kept = []
-        for line in lines:
-            try:
-                pathspec.GitIgnoreSpec.from_lines([line], backend="re2")
-            except Exception:  # noqa: BLE001 - as above: this one line is what fails
-                if problems is not None:
-                    problems.append(f"{where}: pattern {line[:80]!r} cannot be matched "
-                                    "safely (dropped)")
-                continue
-            kept.append(line)
-        return pathspec.GitIgnoreSpec.from_lines(kept, backend="re2")
+    def compiled(part: list[str]) -> pathspec.PathSpec | None:
+        try:
+            return pathspec.GitIgnoreSpec.from_lines(part, backend="re2")
+        except Exception:  # noqa: BLE001 - re2's error type is private to pathspec
+            return None
+
+    whole = compiled(lines)
+    if whole is not None:
+        return [whole]
+    out: list[pathspec.PathSpec] = []
+    for i in range(0, len(lines), SPEC_CHUNK):
+        part = lines[i:i + SPEC_CHUNK]
+        spec = compiled(part)
+        if spec is None:  # find the lines that fail
+            kept = []
+            for line in part:
+                if compiled([line]) is None:
+                    if problems is not None:
+                        problems.append(f"{where}: pattern {line[:80]!r} cannot be matched "
+                                        "safely (dropped)")
+                    continue
+                kept.append(line)
+            spec = compiled(kept)
+        if spec is not None:
+            out.append(spec)
+    return out
 
 
-def _load_ignore(dir_path: str, problems: list[str] | None = None) -> pathspec.PathSpec | None:
+def _load_ignore(dir_path: str, problems: list[str] | None = None) -> list[pathspec.PathSpec]:
     gi = os.path.join(dir_path, ".gitignore")
     try:
         data = read_regular(gi, IGNORE_FILE_BYTES)
     except OSError:
-        return None
+        return []
     return ignore_spec(data.decode("utf-8", "replace").splitlines(), problems, gi)
 
 
@@ -203,14 +221,14 @@ def walk_root(root: RootSpec, *, max_file_bytes: int, extra_ignore: list[str],
     base = str(root.path)
     start_specs: list[tuple[str, pathspec.PathSpec]] = []
     if extra_ignore:
-        start_specs.append((base, ignore_spec(extra_ignore, report.problems, "config ignore")))
+        start_specs += [(base, sp) for sp in ignore_spec(extra_ignore, report.problems, "config ignore")]
     stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [(base, start_specs)]
     pseudo = pseudo_devs()
     while stack:
         dir_path, specs = stack.pop()
         own = _load_ignore(dir_path, report.problems)
-        if own is not None:
-            specs = specs + [(dir_path, own)]
+        if own:
+            specs = specs + [(dir_path, sp) for sp in own]
         try:
             entries = sorted(os.scandir(dir_path), key=lambda e: e.name)
         except OSError as e:
