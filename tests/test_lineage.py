@@ -188,9 +188,9 @@ def test_the_repository_config_runs_nothing(world):
 def test_git_runs_are_bounded_and_ignore_redirections(world, tmp_path, monkeypatch):
     repo = world["repo"]
     with pytest.raises(gitr.GitError, match="over 100 bytes"):
-        gitr.run(repo, ["log", "-p"], max_bytes=100)
+        gitr.run(gitr.find_repo(repo), ["log", "-p"], max_bytes=100)
     with pytest.raises(gitr.GitError, match="took over"):
-        gitr.run(repo, ["log", "-p"], timeout_s=1e-6)
+        gitr.run(gitr.find_repo(repo), ["log", "-p"], timeout_s=1e-6)
     other = tmp_path / "other"
     other.mkdir()
     git(other, "init", "-q")

@@ -8,9 +8,13 @@ from pathlib import Path
 
 from ...core.config import Config
 from ...core.paths import recall_home, stable_key
+from ...policy.scrub import scrub
+from ...readers import git
 from ...readers.git import Commit
 from ...stores import registry
 from ...stores.contracts import CommitRow, HunkRow, LineageStore
+
+git.clean_stderr_with(scrub)  # git may quote a file it read: no credential leaves
 
 
 def repo_key(root: Path) -> str:

@@ -58,10 +58,13 @@ def resolve(path: str, cwd: Path, roots: Sequence[Path] | None) -> Path:
         raise InputError(f"{path} is not a usable path: {type(e).__name__}") from None
     if roots is not None and not any(full.is_relative_to(r.resolve()) for r in roots):
         raise InputError(f"{path} is outside the workspace ({', '.join(str(r) for r in roots)})")
-    if not full.exists():
-        raise InputError(f"{path} does not exist")
-    if full.is_dir():
-        raise InputError(f"{path} is a directory; give a file and a line (PATH:LINE)")
+    try:
+        if not full.exists():
+            raise InputError(f"{path[:200]} does not exist")
+        if full.is_dir():
+            raise InputError(f"{path} is a directory; give a file and a line (PATH:LINE)")
+    except OSError as e:  # a name too long, a loop of links, no permission
+        raise InputError(f"{path[:200]} is not a usable path: {e.strerror or e}") from None
     return full
 
 
@@ -92,7 +95,7 @@ def locate(path: str, line: int, *, cwd: Path, roots: Sequence[Path] | None,
     """Find the repository, the file and where HEAD has the line; InputError when the path,
     the line or the file cannot be used."""
     full = resolve(path, cwd, roots)
-    repo = git.find_repo(full, timeout_s=timeout_s)
+    repo = git.find_repo(full, timeout_s=timeout_s, within=roots)
     try:
         rel = full.relative_to(repo.root.resolve()).as_posix()
     except ValueError:
