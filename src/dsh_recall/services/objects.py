@@ -7,6 +7,7 @@ the ranking across objects in objects_search; SQL in stores.sqlite.objects.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import time
@@ -68,8 +69,8 @@ def _clean(value: str | None) -> str | None:
 
 
 def _non_negative(name: str, value: float | None) -> None:
-    if value is not None and value < 0:
-        raise InputError(f"{name} must be 0 or more, not {value}")
+    if value is not None and not (value >= 0 and math.isfinite(value)):  # nan compares false
+        raise InputError(f"{name} must be a finite number, 0 or more, not {value}")
 
 
 class ObjectService:
@@ -144,7 +145,6 @@ class ObjectService:
             tool: str | None = None, channel: str | None = None,
             refuse_over_cap: bool = False) -> PutResult:
         """Offload `text` if it is over the threshold and the pointer form is shorter.
-
         (session, seq) makes it idempotent: a second put of the same pair returns the stored
         object (unless another channel stored it: then nothing is revealed and the text stays
         inline). Without `seq` the session's next seq is used. `channel` is recorded with the

@@ -167,9 +167,7 @@ def write_dsh_patch(path: Path, text: str) -> bool:
     if new == old:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, path)
+    _replace_private(path, new)
     return True
 
 
@@ -182,10 +180,19 @@ def remove_dsh_patch(path: Path) -> bool:
     new, _ = _without_overrides(before + after)
     if new == old:
         return False
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, path)
+    _replace_private(path, new)
     return True
+
+
+def _replace_private(path: Path, text: str) -> None:
+    """Write `path` whole (a temp file renamed over it), readable by the user alone: dsh's
+    settings card saves the plugin's embedding key into this patch."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an old temp file left with wider bits
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME,

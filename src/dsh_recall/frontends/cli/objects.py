@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ...core.errors import InputError
+from ...core.files import read_regular
 from ...services.objects import ObjectService
 from .common import emit, get_config, handle_errors, json_option
 
@@ -33,11 +34,12 @@ def _read_input(file: str, cap: int) -> bytes:
             st = os.stat(file)
             if stat.S_ISDIR(st.st_mode):
                 raise InputError(f"{name} is a directory; give a file, or - for stdin")
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block or never end
+                raise InputError(f"{name} is not a regular file; give a file, or pipe it to - (stdin)")
             if stat.S_ISREG(st.st_mode) and st.st_size > cap:
                 raise InputError(f"{name} is {st.st_size:,} bytes, over the object store's cap "
                                  f"of {cap:,} bytes (objects.max_object_bytes); nothing was stored")
-            with open(file, "rb") as fh:
-                raw = fh.read(cap + 1)
+            raw = read_regular(file, cap + 1, follow_symlinks=True)  # no FIFO swapped in since
     except OSError as e:
         raise InputError(f"cannot read {name}: {e.strerror or e}") from e
     if len(raw) > cap:
