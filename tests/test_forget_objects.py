@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_memory_write import mcp_calls, ok, world
-
 from dsh_recall.policy.forget import WITHHELD
 from dsh_recall.services.objects import ObjectService
+from test_memory_write import mcp_calls, ok, world
 
 NOTE = "The quokka release train leaves every second Thursday from platform nine."
 PAD = "".join(f"build step {i} ok\n" for i in range(400))
