@@ -46,3 +46,35 @@ def test_the_dsh_patch_file_is_written_for_the_user_alone(tmp_path: Path) -> Non
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     text = out.read_text()
     assert text.startswith("# the user's own lines\nother: 1\n")  # every line it did not write
+
+
+def test_an_mcp_error_text_is_one_bounded_line(tmp_path: Path) -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from dsh_recall.core.config import load_config
+    from dsh_recall.frontends.mcp.handlers import RecallApp
+    from dsh_recall.frontends.mcp.server import build_server
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "main.py").write_text("def main():\n    return 0\n")
+    app = RecallApp(workspace=repo, cfg=load_config(workspace=repo, overrides={"embedder": {"name": "fake"}}))
+
+    async def body():
+        async with Client(build_server(app, one_client=True)) as client:
+            return await client.call_tool("object_recall", {"id": "no\nsuch\r\nid" + "x" * 2000})
+    try:
+        res = asyncio.run(body())
+    finally:
+        app.close()
+    text = res.content[0].text
+    assert res.is_error and "\n" not in text and "\r" not in text and len(text) <= 520
+
+
+def test_one_line_pure():
+    from dsh_recall.frontends.mcp.render import ERROR_CHARS, one_line
+
+    assert one_line(ValueError("a\nb\r\n\x1bc\td")) == "a b c d"
+    assert len(one_line(ValueError("x" * 5000))) == ERROR_CHARS

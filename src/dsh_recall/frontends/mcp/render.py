@@ -228,3 +228,12 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 def render(tool: str, data: dict[str, Any]) -> str:
     """The text rendering of a tool's answer."""
     return RENDERERS.get(tool, generic)(data)
+
+ERROR_CHARS = 500  # an error text's bound: a message may quote what the caller sent
+
+
+def one_line(e: BaseException) -> str:
+    """An error's text on one line (line breaks and control characters become spaces),
+    at most ERROR_CHARS."""
+    text = "".join(" " if (c < " " or c == "\x7f") else c for c in str(e))
+    return " ".join(text.split())[:ERROR_CHARS]

@@ -28,6 +28,7 @@ from ...core.config import Config
 from ...core.errors import RecallError
 from ...core.paths import recall_home
 from .handlers import RecallApp, log
+from .render import one_line
 
 # The instructions of each tool profile are in handlers.INSTRUCTIONS.
 
@@ -102,13 +103,15 @@ def build_server(app: RecallApp, one_client: bool = False) -> Server:
         try:
             data, text = await anyio.to_thread.run_sync(client.call, name, args)
         except RecallError as e:
-            # Tool errors go back as results so the model can read them and correct itself.
-            return types.CallToolResult(content=[types.TextContent(text=f"error: {e}")],
+            # Tool errors go back as results so the model can read them and correct itself:
+            # one line, whatever the message quoted (a query, a path, a file's line).
+            return types.CallToolResult(content=[types.TextContent(text=f"error: {one_line(e)}")],
                                         is_error=True)
         except Exception as e:  # never let one bad call take the server down
             log(f"tool {name} failed: {type(e).__name__}: {e}")
             return types.CallToolResult(
-                content=[types.TextContent(text=f"internal error in {name}: {type(e).__name__}: {e}")],
+                content=[types.TextContent(text=f"internal error in {name}: {type(e).__name__}: "
+                                                f"{one_line(e)}")],
                 is_error=True)
         return types.CallToolResult(content=[types.TextContent(text=text)],
                                     structured_content=data)
