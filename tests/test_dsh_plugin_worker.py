@@ -278,3 +278,12 @@ def test_a_question_about_a_decision_recalls_the_turns_that_made_it(tmp_path):
     # The turn that made the decision, with its reason, not only a line that names the term.
     assert "We decided to keep the SameSite=Lax default because the SSO redirect breaks" in block
     assert block.count("\n- seq ") <= 3 and 'recall id="s-dec#<seq>"' in block
+
+
+def test_a_short_kept_tail_verifies_no_spill_file(tmp_path):
+    # `a\n[output truncated; full output: PATH]` matched any spill file ending in a newline:
+    # a marker the model printed could swap in another output of the user's.
+    p = _spill(tmp_path, "another command's output\nwith its secrets\na\n")
+    for kept in ("a\n", "\n", "secrets\na\n"):
+        text = f"{kept}[output truncated; full output: {p}]"
+        assert restore_spilled(text, lambda path: read_spill(path, 1 << 26)).paths == ()

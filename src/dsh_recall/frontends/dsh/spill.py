@@ -27,6 +27,8 @@ _DIR = re.compile(r"dsh-subprocess-[A-Za-z0-9._-]{1,200}")
 # The kept tail is compared with the file's end over this many chars: enough to tell one
 # output from another, cheap on any size (the first kept char may be a cut UTF-8 sequence).
 _CHECK_CHARS = 4096
+# The least a kept tail must hold to verify anything: dsh keeps kilobytes of a stream it cuts.
+_MIN_KEPT = 512
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,9 @@ def read_spill(path: str, max_bytes: int) -> str | None:
 
 def _matches_tail(full: str, kept: str) -> bool:
     """Whether `kept` (dsh's kept tail, maybe starting inside a cut character) is the end
-    of `full`. An empty tail verifies nothing (dsh cuts only a stream it kept 64 KB of):
+    of `full`. A tail under _MIN_KEPT verifies nothing (dsh cuts only a stream it kept 64 KB of):
     it would let a marker the model printed swap in any spill-named file of the user."""
-    if not kept:
+    if len(kept) < _MIN_KEPT:  # a short tail ("a\n") is the end of half the files there are
         return False
     probe = kept[-_CHECK_CHARS:]
     if len(probe) == len(kept) and len(kept) > 1:
