@@ -339,3 +339,19 @@ def test_cli_import_takes_the_new_formats(monkeypatch):
     assert r.exit_code == 0, r.output
     files = json.loads(r.output)["files"]
     assert files[0]["format"] == "cline" and files[0]["events"] == 4
+
+
+def test_a_document_adds_a_bounded_amount_to_the_store(cfg, tmp_path, monkeypatch):
+    # A chat database repeats itself (each message quoting the thread): a hostile one of
+    # 0.9 MB grew the history store to 951 MB. Past its bound the rest stays out, said once.
+    from dsh_recall.services.history import documents
+
+    monkeypatch.setattr(documents, "GROWTH", 0)  # nothing per byte: the floor alone
+    monkeypatch.setattr(documents, "GROWTH_FLOOR", 300)  # the fixture's events: 63-142 chars
+    doc = tmp_path / "proj" / ".aider.chat.history.md"
+    doc.parent.mkdir()
+    shutil.copy(AIDER, doc)
+    f = svc.import_paths([str(doc)], cfg=cfg)["files"][0]
+    assert 0 < f["events"] < 6 and sum("stopped after" in n for n in f["notes"]) == 1, f
+    # An unchanged document is not read again (the bound is per import of a changed one).
+    assert svc.import_paths([str(doc)], cfg=cfg)["files"][0]["status"] == "unchanged"

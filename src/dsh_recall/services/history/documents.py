@@ -37,6 +37,9 @@ from .importer import (
     _write_each,
 )
 
+GROWTH = 16  # a document adds at most this many chars per byte of its own (plus the floor)
+GROWTH_FLOOR = 4 << 20
+
 
 def _digests(events: list[TranscriptEvent]) -> list[str]:
     """The running hash after each event (element i covers events[:i + 1])."""
@@ -77,6 +80,10 @@ def import_document(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     written = blocks = 0
     touched: list[str] = []
     originals = _Originals(channel)
+    # What one document may add to the store: a chat database repeats itself (a message
+    # quoting the thread before it), and a hostile one of 0.9 MB grew a 951 MB store.
+    room = GROWTH * size + GROWTH_FLOOR
+    full = False
     try:
         for sid, events in by_session.items():
             if not events:
@@ -93,7 +100,15 @@ def import_document(store: HistoryStore, path: Path, fmt: str, cfg: Config,
                 prev = None
             fresh = events[prev["line_no"]:] if prev is not None else events
             rows: list[tuple[dict, list[BlockIn]]] = []
+            if full:
+                break
             for ev in fresh:
+                room -= sum(len(p.text) for p in ev.pieces)
+                if room < 0:  # the rest of this document stays out; it is said once
+                    full = True
+                    notes.append(f"stopped after {written + len(rows):,} events: this document would "
+                                 f"add over {GROWTH}x its own size ({size:,} bytes) to the history store")
+                    break
                 try:
                     ev = _scrubbed(originals.event(ev), cfg)
                     rows.append((_event_row(ev), _blocks(ev, cfg.history.result_block_chars)))
