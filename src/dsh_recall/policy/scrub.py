@@ -5,13 +5,16 @@ The provider rules are detect-secrets' own (Yelp; its plugins' `denylist` regexe
 over the whole text at once: its line-by-line scanner with the entropy plugins costs ~12 s
 per MB of log and flags every git SHA). Our additions cover what it leaves to its
 line-oriented keyword and entropy plugins or does not know: private key blocks whole,
-`password=` / `token:` pairs, env assignments, bearer tokens, `sk-` keys of the current
-formats, Google API keys, GitHub fine-grained tokens, whole JWTs. Every pattern is bounded
-(no nested repetition), so a scan stays linear in the text.
-"""
+`password=` / `token:` pairs, CLI flags, `aws configure set`, `.netrc`, URL userinfo,
+`Authorization: Basic` / `Bearer`, `curl -u`, env assignments, `sk-` keys of the current
+formats, Google API keys, GitHub fine-grained tokens, whole JWTs. A key's value is
+replaced whole (`value_span`): quoted to its own closing quote at any escape depth, bare
+to whitespace. Every pattern is bounded or possessive and a scan continues after each
+value, so it stays linear in the text (bench/scrub_corpus.py measures recall)."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import math
 import re
@@ -37,9 +40,11 @@ class Rule:
     bounded: bool = False
 
 
-# detect-secrets plugin -> our kind, and for each of its patterns the group that holds the
-# secret (0: the whole match; its GitHub pattern's group 1 is only the prefix).
-# detect-secrets plugin (module, class) -> our kind and which regex group is the secret.
+# detect-secrets plugin (module, class) -> our kind and which regex group is the secret
+# (0: the whole match; its GitHub pattern's group 1 is only the prefix). Left out: npm
+# (`//.+/:_authToken=`: quadratic over a long line; our `token=` pair takes its value),
+# artifactory (its match includes the character before the key), keyword and entropy
+# (line-oriented; ours are the pairs and env rules below).
 # Their patterns are derived into policy/scrub_rules.py by scripts/scrub_rules.py (importing
 # the library costs a process about 200 ms; a hook that stores an object is one process).
 LIBRARY: dict[tuple[str, str], tuple[str, dict[int, int]]] = {
@@ -49,13 +54,14 @@ LIBRARY: dict[tuple[str, str], tuple[str, dict[int, int]]] = {
     ("discord", "DiscordBotTokenDetector"): ("discord-token", {}),
     ("github_token", "GitHubTokenDetector"): ("github-token", {}),
     ("gitlab_token", "GitLabTokenDetector"): ("gitlab-token", {}),
-    ("npm", "NpmDetector"): ("npm-token", {0: 1}),
     ("openai", "OpenAIDetector"): ("openai-key", {}),
     ("pypi_token", "PypiTokenDetector"): ("pypi-token", {}),
     ("sendgrid", "SendGridDetector"): ("sendgrid-key", {}),
     ("slack", "SlackDetector"): ("slack-token", {}),
     ("square_oauth", "SquareOAuthDetector"): ("square-secret", {}),
     ("stripe", "StripeDetector"): ("stripe-key", {}),
+    ("telegram_token", "TelegramBotTokenDetector"): ("telegram-token", {}),
+    ("twilio", "TwilioKeyDetector"): ("twilio-key", {}),
 }
 
 PLACEHOLDER = re.compile(r"\[secret:[a-z0-9-]+\]")
@@ -117,41 +123,175 @@ def _digits_and_letters(v: str, m: re.Match[str] | None = None) -> bool:
 # client_secret credential(s), any case: spelt first letter + case-blind rest, so the engine
 # can search for the first letter (a case-blind alternation costs 3x as much per MB).
 _CRED_WORDS = (r"(?:[Pp](?i:ass(?:wd|word|phrase)|wd|rivate[_-]?key)|[Ss](?i:ecret)|[Tt](?i:oken)"
-               r"|[Aa](?i:pi[_-]?key|pikey|ccess[_-]?key)|[Cc](?i:lient[_-]?secret|redentials?))")
-_VALUE = r"""(?:(["'])([^"'\r\n]{1,256})\1|([^\s"'`,;&()}{\[\]]{1,256}))"""
+               r"|[Aa](?i:pi[_-]?key|pikey|ccess[_-]?key)|[Cc](?i:lient[_-]?secret|redentials?))"
+               r"(?:[_-](?i:id|key|value))?")
+# Where a value starts: an opening quote (escaped, inside a JSON string, too) or nothing;
+# `value_span` finds where it ends.
+_OPEN = r"""(?P<q>\\{0,15}["'])?"""
+# A bare value: a shell word (closed quoted pieces without spaces and backslash escapes
+# belong to it), ended by whitespace, by an unclosed quote (the end of the string it sits
+# in) or by an escape of that string (`\n`, `\"`).
+_BARE = re.compile(r"""(?:[^\s"'`\\]|\\[^\s"nrt\\]|"[^"\s\\]{0,4096}+"|'[^'\s\\]{0,4096}+'){1,8192}+""")
+_CODE_CALL = re.compile(r"[A-Za-z_][A-Za-z_.]*[\[(]")
 
+
+def _closing(text: str, at: int, q: str) -> int:
+    """Where the value opened by quote `q` (maybe escaped, `\\"`) at `at` ends: the same
+    quote at the same escape depth; a quote escaped deeper is part of the value."""
+    depth = len(q) - 1
+    # No length cap (an STS token is 1 KB, a pasted key file more); a quote never closed
+    # ends at the line's end. A later opening of the same quote is this one's close, so
+    # repeated keys cannot make the scan quadratic.
+    limit = text.find("\n", at)
+    limit = len(text) if limit < 0 else limit
+    j = at
+    while True:
+        j = text.find(q[-1], j, limit)
+        if j < 0:
+            return limit
+        run = 0
+        while j - run - 1 >= at and text[j - run - 1] == "\\":
+            run += 1
+        if run >= depth and (run - depth) % (2 * (depth + 1)) == 0:
+            return j - depth
+        j += 1
+
+
+def _key_start(text: str, at: int) -> int:
+    """The start of the key a credential word sits in (`db_password`, `X-Api-Key`)."""
+    i = at
+    while i > 0 and at - i < 64 and (text[i - 1].isalnum() or text[i - 1] in "_.-"):
+        i -= 1
+    return i
+
+
+def value_span(text: str, m: re.Match[str], memo: list[int] | None = None) -> tuple[int, int]:
+    """The value a key = value match starts: a quoted value runs to its closing quote
+    (whatever it holds), a bare one to whitespace, except that `&` ends a value in a
+    query string (`?key=v&b=c`) and `;` one in a connection string (`Server=x;Password=v;`)."""
+    q = m.group("q")
+    at = m.end()
+    if q:
+        return at, _closing(text, at, q)
+    if memo is not None and memo[0] <= at < memo[1]:
+        end = memo[1]  # inside the word a rejected value scanned: the same end, not a rescan
+    else:
+        bare = _BARE.match(text, at)
+        if bare is None:
+            return at, at
+        end = bare.end()
+        if memo is not None:
+            memo[:] = [at, end]
+    before = text[_key_start(text, m.start()) - 1: _key_start(text, m.start())]
+    stops = "&#" if before in ("?", "&") else ";" if before == ";" else ""
+    for c in stops:
+        cut = text.find(c, at, end)
+        end = cut if cut >= 0 else end
+    while end > at and text[end - 1] in ",;.)]}>":
+        end -= 1
+    return at, end
+
+
+_HEAD = re.compile(r"[^,;)\]}|&+?:]*")
+_MEMBER = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+_SHORT = re.compile(r"[a-z_$]{1,2}(?:[,)\]}?:]|\|\||&&)")
+
+
+def _not_code(v: str) -> bool:
+    """Not code that computes a value (`os.environ['KEY']`, `getpass()`, `Optional[str]`,
+    minified `password:t.password}`, `token:e||n`): a call, or a head up to an operator or
+    a closing bracket that is a member, a word like `null` or a minified name."""
+    if _CODE_CALL.match(v) or _SHORT.match(v):
+        return False
+    head = _HEAD.match(v)
+    h = head.group(0) if head else v
+    return h == v or not (_MEMBER.fullmatch(h) or h.lower() in _NOT_VALUES)
+
+
+def _basic_pair(v: str, m: re.Match[str]) -> bool:
+    """`Basic` credentials: base64 of `user:password`."""
+    try:
+        raw = base64.b64decode(v + "=" * (-len(v) % 4), validate=True)
+    except ValueError:
+        return False
+    return b":" in raw and raw.isascii()
+
+
+def _named(v: str, m: re.Match[str]) -> bool:
+    return bool(_CRED_NAME.search(m.group("name").upper())) and _value(v) and _not_code(v)
+
+
+def _flag(v: str, m: re.Match[str]) -> bool:
+    return not v.startswith("-") and _value(v) and _not_code(v)
+
+
+def _pair(v: str, m: re.Match[str]) -> bool:
+    return _value(v) and _not_code(v)
+
+
+def _url_password(v: str, m: re.Match[str]) -> bool:
+    """Any real password (`%21x`, `p@ss`), not a template's slot (`${PASS}`, `<password>`)."""
+    return not v.startswith(("$", "{", "<", "*", "[secret:"))
+
+
+_B64 = r"[A-Za-z0-9+/]{8,8192}+={0,2}"
 _OURS: tuple[Rule, ...] = (
     Rule("private-key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
         # The body: base64 and header lines (`Proc-Type: 4,ENCRYPTED`), never a `--`, so an
         # attempt from a header without its END stops at the next header, not 16 KB on.
-        r"(?:[A-Za-z0-9+/=:,.\s\\]|-(?!-)){0,16384}?"
+        r"(?:[A-Za-z0-9+/=:,.\s\\]|-(?!-)){0,65536}?"
         r"-----END (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----")),
     # A block cut short (a truncated log): the header and the base64 lines after it.
     Rule("private-key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:(?:\\r)?(?:\\n)|\r?\n|[ \t]){1,4}(?:[A-Za-z0-9+/=:\-]{1,100}(?:(?:\\r)?(?:\\n)|\r?\n)){0,400}"
+        r"(?:(?:\\r)?(?:\\n)|\r?\n|[ \t]){1,4}(?:[A-Za-z0-9+/=:\-]{1,100}(?:(?:\\r)?(?:\\n)|\r?\n)){0,1000}"
         r"[A-Za-z0-9+/=]{0,100}")),
+    Rule("private-key", re.compile(r"PuTTY-User-Key-File-[23]: [^\r\n]{0,256}(?:\r?\n|\\n)"
+                                   r"(?:[A-Za-z-]{1,32}: [^\r\n\\]{0,4096}(?:\r?\n|\\n)){0,200}")),
     Rule("jwt", re.compile(
-        r"eyJ[A-Za-z0-9_-]{8,4096}={0,2}\.eyJ[A-Za-z0-9_-]{8,8192}={0,2}\.[A-Za-z0-9_-]{0,1024}={0,2}"), bounded=True),
+        r"(?<![\w-])eyJ[\w-]{8,4096}+={0,2}\.eyJ[\w-]{8,8192}+={0,2}\.[\w-]{0,1024}+={0,2}", re.ASCII),
+        bounded=True),
     Rule("github-token", re.compile(r"github_pat_[A-Za-z0-9_]{22,255}"), bounded=True),
+    Rule("github-token", re.compile(r"gh[pousr]_[A-Za-z0-9]{36,251}"), bounded=True),
     Rule("api-key", re.compile(
         r"sk-(?:ant-[a-z]{2,8}\d{2}-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,256}"),
         check=_digits_and_letters, bounded=True),
     Rule("google-api-key", re.compile(r"AIza[0-9A-Za-z_-]{35}(?![\w-])"), bounded=True),
-    Rule("stripe-key", re.compile(r"[sr]k_(?:live|test)_[0-9a-zA-Z]{16,128}"), bounded=True),
+    Rule("stripe-key", re.compile(r"[sr]k_(?:live|test|prod)_[0-9a-zA-Z]{16,256}"), bounded=True),
     Rule("slack-token", re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,255}"), bounded=True),
-    Rule("bearer-token", re.compile(r"[Bb](?i:earer)\s{1,8}([A-Za-z0-9._~+/-]{16,4096}=*)"), 1,
+    Rule("slack-token", re.compile(r"xapp-\d-[A-Z0-9]{1,32}-\d{1,32}-[a-z0-9]{16,128}"), bounded=True),
+    Rule("bearer-token", re.compile(r"[Bb](?i:earer)\s{1,8}([A-Za-z0-9._~+/-]{16,8192}+=*)"), 1,
          check=_digits_and_letters, bounded=True),
-    # `password=...`, `"api_key": "..."`, `DB_PASSWORD: ...`: the value of a credential word
-    # (matched from the word on: `DB_` before it changes nothing that is replaced).
+    # `Authorization: Basic dXNlcjpwYXNz` (curl -H, an HTTP dump), `curl -u user:password`.
+    Rule("basic-auth", re.compile(r"[Bb](?i:asic)[ \t]{1,8}(" + _B64 + r")"), 1,
+         check=_basic_pair, bounded=True),
+    Rule("basic-auth", re.compile(r"""(?:-u|--user)[ \t]{1,8}\\{0,3}["']?[^\s:'"\\]{1,256}:(?P<v>[^\s'"\\]{1,4096}+)"""),
+         -2, check=_pair, bounded=True),
+    # postgres://user:pass@host: a password of any RFC 3986 userinfo characters, %-escapes
+    # and (unescaped, as people write it) `@` too: the userinfo ends at the last `@`.
+    Rule("url-password", re.compile(
+        r"[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#\[\]@\\\"'<>]{0,256}+:(?P<v>[^\s/?#\\\"<>]{1,1024})@"
+        r"(?=[A-Za-z0-9\[])"), -2, check=_url_password),
+    # `--password=v`, `--api-key v`, `mysql -pv`: a flag's value runs to whitespace.
+    Rule("password", re.compile(r"--?(?:[A-Za-z0-9]{1,32}[_-]){0,4}" + _CRED_WORDS + r"(?:=|[ \t]{1,8})" + _OPEN),
+         -1, check=_flag, bounded=True),
+    Rule("password", re.compile(r"""mysql(?:dump|admin)?[ \t][^\r\n|;&]{0,256}?[ \t]-p(?P<v>[^\s'"\\-][^\s'"\\]{0,1024}+)"""),
+         -2, check=_pair, bounded=True),
+    # `aws configure set aws_secret_access_key v`, `.netrc`'s `login u password v`.
+    Rule("password", re.compile(r"configure[ \t]{1,8}set[ \t]{1,8}(?:--[a-z-]{1,32}[ \t]{1,8}\S{1,64}[ \t]{1,8})?"
+                                r"(?P<name>[\w.-]{1,80})[ \t]{1,8}" + _OPEN), -1, check=_named, bounded=True),
+    Rule("password", re.compile(r"login(?:[ \t]|\r?\n|\\n){1,16}\S{1,256}?(?:[ \t]|\r?\n|\\n){1,16}"
+                                r"password[ \t]{1,8}" + _OPEN), -1, check=_pair, bounded=True),
+    # `password=...`, `"api_key": "..."`, `DB_PASSWORD: ...`, `{\\"token\\": \\"...\\"}`: the
+    # value of a credential word (matched from the word on: `DB_` before it changes nothing).
     Rule("password", re.compile(
-        _CRED_WORDS + r"""["']?[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8}""" + _VALUE),
-        -1, check=_value),
+        _CRED_WORDS + r"""(?:\\{0,15}["'])?[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8}""" + _OPEN),
+        -1, check=_pair),
     # `export FOO_KEY=...`: an env name that says credential takes any real value; any
-    # other env assignment only a value that looks generated.
-    Rule("env-secret", re.compile(r"[A-Z][A-Z0-9_]{1,80}=" + _VALUE), -1, check=_env,
-         bounded=True),
+    # other env assignment only a value that looks generated. Not inside a word or a
+    # base64 run (`...x+WHE="`).
+    Rule("env-secret", re.compile(r"(?<![\w+/=.%-])[A-Z][A-Z0-9_]{1,80}=" + _OPEN), -1, check=_env, bounded=True),
 )
 
 
@@ -169,12 +309,13 @@ def kinds() -> list[str]:
     return sorted({r.kind for r in _OURS} | {k for k, _ in LIBRARY.values()})
 
 
-def _span(rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
+def _span(rule: Rule, m: re.Match[str], memo: list[int] | None = None) -> tuple[int, int] | None:
     if rule.group >= 0:
         start, end = m.span(rule.group)
-    else:  # the value of a key = value rule: quoted (group 2) or bare (group 3)
-        g = m.lastindex or 0
-        start, end = m.span(g) if g else (-1, -1)
+    elif rule.group == -2:  # the named group `v`
+        start, end = m.span("v")
+    else:  # the value of a key = value rule: it starts where the match ends
+        start, end = value_span(m.string, m, memo)
     if start < 0 or end <= start:
         return None
     if rule.bounded and m.start() > 0 and (m.string[m.start() - 1].isalnum()
@@ -192,10 +333,16 @@ def find(text: str, keep: Collection[str] = ()) -> list[tuple[int, int, str]]:
     for rule in rules():
         if rule.kind in keep:
             continue
-        for m in rule.pattern.finditer(text):
-            span = _span(rule, m)
+        pos = 0
+        memo = [0, 0]
+        while (m := rule.pattern.search(text, pos)) is not None:
+            span = _span(rule, m, memo)
+            # The next attempt starts after this value (linear however many keys a
+            # line holds), or one past this match's start when it was not a secret.
+            pos = max(m.end(), m.start() + 1)
             if span is not None and not PLACEHOLDER.fullmatch(text[span[0]:span[1]]):
                 found.append((span[0], span[1], rule.kind))
+                pos = max(pos, span[1])
     found.sort(key=lambda f: (f[0], -f[1]))
     out: list[tuple[int, int, str]] = []
     for f in found:

@@ -15,7 +15,6 @@ RULES: tuple[tuple[str, int, str, int], ...] = (
     ('gitlab-token', 0, 'glptt-[A-Za-z0-9_\\-]{40}(?!\\w)', 32),  # GitLabTokenDetector
     ('gitlab-token', 0, 'glagent-[A-Za-z0-9_\\-]{50,1024}(?!\\w)', 32),  # GitLabTokenDetector
     ('gitlab-token', 0, 'gloas-[A-Za-z0-9_\\-]{64}(?!\\w)', 32),  # GitLabTokenDetector
-    ('npm-token', 1, '\\/\\/.+\\/:_authToken=\\s*((npm_.+)|([A-Fa-f0-9-]{36})).*', 32),  # NpmDetector
     ('openai-key', 0, 'sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}', 32),  # OpenAIDetector
     ('pypi-token', 0, 'pypi-AgEIcHlwaS5vcmc[A-Za-z0-9-_]{70,}', 32),  # PypiTokenDetector
     ('pypi-token', 0, 'pypi-AgENdGVzdC5weXBpLm9yZw[A-Za-z0-9-_]{70,}', 32),  # PypiTokenDetector
@@ -24,4 +23,7 @@ RULES: tuple[tuple[str, int, str, int], ...] = (
     ('slack-token', 0, 'https://hooks\\.slack\\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+', 98),  # SlackDetector
     ('square-secret', 0, 'sq0csp-[0-9A-Za-z\\\\\\-_]{43}', 32),  # SquareOAuthDetector
     ('stripe-key', 0, '(?:r|s)k_live_[0-9a-zA-Z]{24}', 32),  # StripeDetector
+    ('telegram-token', 0, '\\d{8,10}:[0-9A-Za-z_-]{35}', 32),  # TelegramBotTokenDetector
+    ('twilio-key', 0, 'AC[a-z0-9]{32}', 32),  # TwilioKeyDetector
+    ('twilio-key', 0, 'SK[a-z0-9]{32}', 32),  # TwilioKeyDetector
 )
