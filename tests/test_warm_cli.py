@@ -59,9 +59,16 @@ def run(env, cwd, *args, extra=None):
                           capture_output=True, text=True, timeout=120)
 
 
+def _ctrl_c_as_a_terminal_gives_it() -> None:
+    # A runner started in the background by a script ignores SIGINT, and so would the
+    # daemon (it keeps an ignored SIGINT ignored, by design): a person's Ctrl-C is what
+    # these tests stand for.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(env, procs, *args) -> subprocess.Popen:
     p = subprocess.Popen([sys.executable, "-m", "dsh_recall", "daemon", *args], env=env,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_a_terminal_gives_it)
     procs.append(p)
     line = p.stderr.readline()  # "listening on ..." once bound
     assert "listening on" in line, line
