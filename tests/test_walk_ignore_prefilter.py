@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pathspec
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dsh_recall.readers import workspace as ws
@@ -31,6 +31,10 @@ def test_the_re2_matcher_agrees_with_pathspecs_reference(top, inner, parts, is_d
     fast = [(base, sp) for sp in ws.ignore_spec(top)] + [(inner_base, sp) for sp in ws.ignore_spec(inner)]
     plain = [(base, pathspec.GitIgnoreSpec.from_lines(top, backend="simple")),
              (inner_base, pathspec.GitIgnoreSpec.from_lines(inner, backend="simple"))]
+    # The walk never asks about a path below an ignored folder (it does not go in), and
+    # there the two backends may differ: `*`, `!*.py` on `keep.pyc/y.py/`.
+    for i in range(1, len(parts)):
+        assume(not ws._ignored(plain, base + "/" + "/".join(parts[:i]), True))
     assert ws._ignored(fast, path, is_dir) == ws._ignored(plain, path, is_dir)
 
 
