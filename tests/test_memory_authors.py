@@ -7,7 +7,6 @@ the service, with the real notes index."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -15,16 +14,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from mcp import Client
 
 from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
-from dsh_recall.frontends.mcp.handlers import RecallApp
-from dsh_recall.frontends.mcp.server import build_server
 from dsh_recall.services.channel import Viewer
 from dsh_recall.services.notes import NotesService, entries
 from dsh_recall.services.notes.write import NotesWriter
+from test_memory_write import mcp_calls, ok
 
 OWNER_FACT = "prod deploys run make release from main"
 GUEST_LIE = "prod deploys never run make release from main"
@@ -63,20 +60,7 @@ def run_cli(w: dict[str, Any], *args: str) -> dict[str, Any]:
 def guest(w: dict[str, Any], calls: list[tuple[str, dict[str, Any]]],
           channel: str = "guest:1") -> list[Any]:
     """Each call's result through a real MCP client session on `channel`."""
-    app = RecallApp(workspace=w["repo"], cfg=w["cfg"], channel=channel)
-
-    async def body() -> list[Any]:
-        async with Client(build_server(app, one_client=True)) as client:
-            return [await client.call_tool(n, a) for n, a in calls]
-    try:
-        return asyncio.run(body())
-    finally:
-        app.close()
-
-
-def ok(res: Any) -> dict[str, Any]:
-    assert not res.is_error, res.content[0].text
-    return res.structured_content
+    return mcp_calls(w, calls, channel)[1]
 
 
 def said(res: Any) -> str:
