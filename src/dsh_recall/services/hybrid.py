@@ -51,8 +51,9 @@ TITLE_MIN = 0.05  # a title ranking weighed less than this is not worth its quer
 class Head:
     """The lexical layer's candidates, handed from the ranking to the vector layer's thread
     (which embeds the best `size` of them when they have no vector), and back from it the
-    share of them it scored (`coverage`: its fusion weight) and what it did not (`unseen`). Thread-safe by its event:
-    `publish` once, `wait` any number of times."""
+    share of them it scored (`coverage`: its fusion weight) and which (`looked`: what it did
+    not score is unseen by it, rank/fuse.rrf). Thread-safe by its event: `publish` once,
+    `wait` any number of times."""
 
     def __init__(self, size: int = HEAD) -> None:
         self.size = size
@@ -62,9 +63,7 @@ class Head:
         self.embedded = 0  # vectors the search embedded for it
         self.partial = False  # vectors were pending: coverage was measured
         self.index_share = 1.0  # the share of the whole index with a vector
-        self.unseen: set[int] = set()  # lexical candidates the vector layer has no vector for
         self.looked: frozenset[int] = frozenset()  # what it scored
-        self.head_coverage = 1.0  # the share of the head it scored
         self.pool_size = self.looked_in_pool = 0
         self._pool: list[int] = []
         self.query_vector: Any = None  # the vector layer's query embedding, once it has one
@@ -89,11 +88,9 @@ class Head:
         embedding `embedded` of them); of the whole index, `index_share` has vectors."""
         self.partial = True
         self.looked = frozenset(looked)
-        self.unseen = {i for i in self._pool if i not in looked}
         self.embedded = embedded
         self.index_share = index_share
         pool = self._pool or list(ids)
-        self.head_coverage = (sum(1 for i in ids if i in looked) / len(ids)) if ids else 0.0
         self.pool_size = len(pool)
         self.looked_in_pool = sum(1 for i in pool if i in looked)
         self.coverage = self.looked_in_pool / len(pool) if pool else 0.0
