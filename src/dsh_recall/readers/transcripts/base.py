@@ -378,6 +378,25 @@ def iso_to_ms(value: Any) -> int | None:
     return None
 
 
+# How far a title's cut may move to the end of the word it falls in.
+_TITLE_WORD_CHARS = 1024
+
+
+def cut_title(text: str | None, limit: int, first_line: bool = False) -> str | None:
+    """A session title from `text` (its first line with `first_line`), stripped, at most
+    `limit` chars, except that the cut never falls inside a word: it moves to the word's
+    end (at most 1,024 chars on). The secret scrubber sees the title after this cut (a
+    reader may not import it), and a credential cut short (`ghp_...` at 20 of its 40
+    chars, `postgres://u:pa` without its `@host`) is no longer one it recognises."""
+    text = (text or "").strip()
+    if first_line and text:
+        text = text.splitlines()[0].strip()
+    if len(text) > limit and not text[limit - 1].isspace():
+        end = re.search(r"\s", text[limit:limit + _TITLE_WORD_CHARS])
+        limit = limit + (end.start() if end else _TITLE_WORD_CHARS)
+    return text[:limit].rstrip() or None
+
+
 def content_texts(content: Any, types: tuple[str, ...] = ("text",)) -> list[str]:
     """Texts of a message content that is a string or a list of typed blocks."""
     if isinstance(content, str):

@@ -17,6 +17,7 @@ from .base import (
     ReadResult,
     TranscriptEvent,
     as_text,
+    cut_title,
     each_record,
     iso_to_ms,
     opt_str,
@@ -104,7 +105,6 @@ def _record(n: int, obj: dict, ctx: ReadContext, default_sid: str, calls: dict[s
     else:
         role = opt_str(msg.get("role")) or str(rtype)
     if meta.title is None and not ctx.line_no and role == "user" and pieces[0].kind == "text":
-        first = pieces[0].text.strip()
-        meta.title = first.splitlines()[0][:80] if first else None
+        meta.title = cut_title(pieces[0].text, 80, first_line=True)
     res.events.append(TranscriptEvent(sid, n, role, tuple(pieces), time_ms=time_ms,
                                       message_id=opt_str(obj.get("uuid")), call_id=call_id, flags=flags))

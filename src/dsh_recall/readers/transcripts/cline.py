@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, opt_ms, opt_str
+from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, cut_title, opt_ms, opt_str
 from .document import FormatError, Numberer, add, each_item, obj, read_document, side_text, skip
 
 _ENV = re.compile(r"<environment_details>.*?(?:</environment_details>|\Z)", re.S)
@@ -117,7 +117,7 @@ def _message(sid: str, i: int, msg: Any, numbers: Numberer, calls: dict[str, str
     if role == "user" and meta.title is None:
         task = _TASK.search(pieces[0].text)
         if task:
-            meta.title = task.group(1).strip().splitlines()[0][:80] if task.group(1).strip() else None
+            meta.title = cut_title(task.group(1), 80, first_line=True)
     add(res, TranscriptEvent(sid, numbers.take(sid), role, tuple(pieces), time_ms=time_ms,
                              message_id=opt_str(msg.get("id")), call_id=opt_str(call_id),
                              flags=flags + (("error",) if errors else ())))

@@ -18,6 +18,7 @@ from .base import (
     TranscriptEvent,
     as_text,
     content_texts,
+    cut_title,
     each_record,
     iso_to_ms,
     opt_str,
@@ -71,8 +72,7 @@ def _record(n: int, obj: dict, ctx: ReadContext, state: dict[str, str], calls: d
         res.ignored += 1
         return
     if meta.title is None and not ctx.line_no and ev.role == "user":
-        first = ev.pieces[0].text.strip()
-        meta.title = first.splitlines()[0][:80] if first else None
+        meta.title = cut_title(ev.pieces[0].text, 80, first_line=True)
     res.events.append(ev)
 
 

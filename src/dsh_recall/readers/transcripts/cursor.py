@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, iso_to_ms, opt_ms, opt_str
+from .base import Piece, ReadContext, ReadResult, TranscriptEvent, cut_title, iso_to_ms, opt_ms, opt_str
 from .document import Numberer, add, guard, json_value, open_sqlite, require, skip, tables
 
 SOURCE = "cursor"
@@ -59,7 +59,7 @@ def _composer(conn: sqlite3.Connection, res: ReadResult, key: str, data: Any, nu
         skip(res, key[:80], f"unknown layout (_v {opt_str(data.get('_v'))})")
         return
     meta = res.session(cid, SOURCE)
-    meta.title = (opt_str(data.get("name")) or "").strip()[:200] or None
+    meta.title = cut_title(opt_str(data.get("name")), 200)
     meta.created_ms = opt_ms(data.get("createdAt"))
     for bubble in bubbles:
         if not isinstance(bubble, dict):

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from ...core.clean import clean_text
 from ..workspace import open_regular, read_fd, read_regular
-from .base import MAX_READ_BYTES, ReadResult, TranscriptEvent, parse_record
+from .base import MAX_READ_BYTES, ReadResult, TranscriptEvent, cut_title, parse_record
 
 # A small file beside a document (Gemini's .project_root, a Cline task's metadata).
 SIDE_FILE_BYTES = 64 << 10
@@ -173,5 +173,5 @@ def add(res: ReadResult, ev: TranscriptEvent, title_from_user: bool = True) -> N
     res.events.append(ev)
     meta = res.sessions.get(ev.session)
     if title_from_user and meta is not None and meta.title is None and ev.role == "user":
-        first = next((p.text.strip() for p in ev.pieces if p.kind == "text" and p.text.strip()), "")
-        meta.title = first.splitlines()[0][:80] if first else None
+        first = next((p.text for p in ev.pieces if p.kind == "text" and p.text.strip()), "")
+        meta.title = cut_title(first, 80, first_line=True)

@@ -24,6 +24,7 @@ from .base import (
     ReadResult,
     TranscriptEvent,
     as_text,
+    cut_title,
     iso_to_ms,
     opt_str,
     parse_record,
@@ -55,7 +56,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
     session.created_ms = iso_to_ms(meta.get("startTime"))
     summary = meta.get("summary")
     if isinstance(summary, str) and summary.strip():
-        session.title = summary.strip()[:200]
+        session.title = cut_title(summary, 200)
     session.workspace = _workspace(path)
     numbers = Numberer()
     for mid, msg in messages.items():

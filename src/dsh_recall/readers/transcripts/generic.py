@@ -18,6 +18,7 @@ from .base import (
     ReadContext,
     ReadResult,
     TranscriptEvent,
+    cut_title,
     each_record,
     iso_to_ms,
     opt_str,
@@ -47,7 +48,7 @@ def _record(n: int, obj: dict, res: ReadResult) -> None:
     meta = res.session(sid, SOURCE)
     title = obj.get("title")
     if isinstance(title, str) and title.strip():
-        meta.title = title.strip()[:TITLE_CHARS]
+        meta.title = cut_title(title, TITLE_CHARS)
     workspace = opt_str(obj.get("workspace"))
     if workspace is not None:
         meta.workspace = workspace

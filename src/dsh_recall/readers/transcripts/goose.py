@@ -25,6 +25,7 @@ from .base import (
     ReadResult,
     TranscriptEvent,
     as_text,
+    cut_title,
     each_record,
     iso_to_ms,
     opt_str,
@@ -62,7 +63,7 @@ def _read_db(path: Path) -> ReadResult:
                     f"SELECT id, working_dir, {name}, {desc}, created_at FROM sessions"):
                 meta = res.session(f"goose:{sid}", SOURCE)
                 meta.workspace = opt_str(wd)
-                meta.title = (opt_str(title) or opt_str(description) or "").strip()[:200] or None
+                meta.title = cut_title(opt_str(title) or opt_str(description), 200)
                 meta.created_ms = iso_to_ms(opt_str(created))
             numbers = Numberer()
             rows = conn.execute("SELECT session_id, role, content_json, created_timestamp FROM messages "
@@ -90,7 +91,7 @@ def _read_jsonl(path: Path) -> ReadResult:
         def handle(n: int, obj: dict) -> None:
             if "role" not in obj and "content" not in obj:  # the metadata line
                 meta.workspace = opt_str(obj.get("working_dir")) or meta.workspace
-                meta.title = (opt_str(obj.get("description")) or "").strip()[:200] or meta.title
+                meta.title = cut_title(opt_str(obj.get("description")), 200) or meta.title
                 return
             _message(res, f"line {n + 1}", sid, obj.get("role"), obj.get("content"), obj.get("created"), numbers)
         each_record(raw, res, handle)

@@ -22,7 +22,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, opt_ms, opt_str
+from .base import Piece, ReadContext, ReadResult, TranscriptEvent, as_text, cut_title, opt_ms, opt_str
 from .document import Numberer, add, guard, json_value, obj, open_sqlite, require, skip, tables
 
 SOURCE = "opencode"
@@ -43,7 +43,7 @@ def read(path: Path, offset: int, ctx: ReadContext) -> ReadResult:
                     "SELECT id, directory, title, time_created FROM session"):
                 meta = res.session(str(sid), SOURCE)
                 meta.workspace = opt_str(directory)
-                meta.title = (opt_str(title) or "").strip()[:200] or None
+                meta.title = cut_title(opt_str(title), 200)
                 meta.created_ms = opt_ms(created)
             parts: dict[str, list[Any]] = {}
             for mid, data in conn.execute("SELECT message_id, data FROM part ORDER BY message_id, id"):
