@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import json
 import random
+import re
 import string
 import subprocess
 import sys
@@ -62,8 +63,13 @@ def _aws_key(rng: random.Random) -> Plant:
 
 def _aws_secret(rng: random.Random) -> Plant:
     s = _r(rng, 40, B64)
+    key = "AKIA" + _r(rng, 16, UPPER)
     return rng.choice([f"aws configure set aws_secret_access_key {s}", f"aws_secret_access_key = {s}",
-                       f'"SecretAccessKey": "{s}",', f"export AWS_SECRET_ACCESS_KEY={s}"]), s
+                       f'"SecretAccessKey": "{s}",', f"export AWS_SECRET_ACCESS_KEY={s}",
+                       # named only by what is near: aws configure's prompt, credentials.csv
+                       f"AWS Access Key ID [None]: {key}\nAWS Secret Access Key [None]: {s}",
+                       f"User name,Password,Access key ID,Secret access key\nci,,{key},{s}",
+                       f"here are the keys: {key} {s}"]), s
 
 
 def _aws_session(rng: random.Random) -> Plant:
@@ -144,10 +150,19 @@ def _json_value(rng: random.Random) -> Plant:
     return rng.choice([inner, json.dumps({"name": "http_request", "arguments": inner})]), pw
 
 
+WORDS = ("anchor", "battery", "canyon", "correct", "dolphin", "ember", "falcon", "glacier", "harbor",
+         "horse", "island", "jasmine", "kettle", "lantern", "meadow", "nickel", "orbit", "pepper",
+         "quartz", "river", "saddle", "staple", "timber", "umbrella", "velvet", "walnut", "yonder")
+
+
 def _yaml_value(rng: random.Random) -> Plant:
     pw = _pw(rng, "&;@!%")
-    return rng.choice([f"database:\n  password: {pw}\n  host: db", f"  client_secret: '{pw}'",
-                       f"redis:\n  auth_token: \"{pw}\""]), pw
+    phrase = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(4, 7)))
+    return rng.choice([(f"database:\n  password: {pw}\n  host: db", pw), (f"  client_secret: '{pw}'", pw),
+                       (f"redis:\n  auth_token: \"{pw}\"", pw),
+                       # plain values with spaces: a passphrase, a value with words after it
+                       (f"vault:\n  passphrase: {phrase}\n  path: kv/app", phrase),
+                       (f"secrets:\n  db_password: {pw} rotated monthly # ops", f"{pw} rotated monthly")])
 
 
 def _env_export(rng: random.Random) -> Plant:
@@ -196,7 +211,11 @@ def _js(rng: random.Random) -> str:
             f'{v[0]}.e{_r(rng, 6)}={v[3]}}}({v[5]},"{_r(rng, 10)}");')
 
 
+TEAMS = ("staging", "billing", "payments", "search", "platform", "infra", "mobile", "growth")
+
+
 def _ordinary(rng: random.Random) -> list[tuple[str, str]]:
+    w = rng.choice(TEAMS)  # words of no passphrase (WORDS): a piece of one is never a planted piece
     sha = f"{rng.getrandbits(160):040x}"
     digest = hashlib.sha256(rng.randbytes(16)).hexdigest()
     sha512 = hashlib.sha512(rng.randbytes(16)).hexdigest()
@@ -211,6 +230,14 @@ def _ordinary(rng: random.Random) -> list[tuple[str, str]]:
         ("sha512-lock", f"{sha512}  dist/app.tar.gz"), ("minified-js", _js(rng)),
         ("code", "password=self.password, token=None"), ("code", "api_key=os.environ['OPENAI_API_KEY']"),
         ("query", f"GET /search?q=token&page={rng.randrange(9)}&sort=desc"),
+        # credential words before prose, code and templates, each at the start of its line
+        ("yaml-not-secret", rng.choice([
+            f"password: see the {w} entry in the vault", f"Token: none yet, ask {w}",
+            f"secret: the {w} key the deploy job reads", "  password: Optional[str] = None",
+            "  token: string | null;", "  password: ${DB_PASSWORD}", "  password: !vault |",
+            "  api_key: {{ .Values.apiKey }}", "  password: <your password here>",
+            f"  passphrase: {w} {rng.choice(TEAMS)}"])),
+        ("base64-40", f'"nonce": "{base64.b64encode(rng.randbytes(30)).decode()}",'),
         ("url", f"https://pypi.org/simple/{_r(rng, 8).lower()}/#sha256={digest}"),
     ]
 
@@ -297,6 +324,31 @@ def previous(rev: str) -> Callable[[str], str]:
     return mod.scrub  # type: ignore[no-any-return]
 
 
+# A context-free rule for an AWS secret access key alone (no key name, no access key id
+# beside it), measured here and not adopted: the shape is a 30-byte base64 value's too.
+LONE_AWS = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])")
+
+
+def lone_aws_rule(text: str, entropy: Callable[[str], float]) -> bool:
+    """Whether the candidate rule would scrub something in `text`."""
+    return any(any(c.isupper() for c in v) and any(c.islower() for c in v) and any(c.isdigit() for c in v)
+               and entropy(v) >= 4.2 for v in LONE_AWS.findall(text))
+
+
+def lone_aws_table(docs: list[Doc], entropy: Callable[[str], float], seed: int) -> None:
+    rng = random.Random(seed)
+    lone = [f"{rng.choice(['the key is', 'use', 'secret:', '-'])} {_r(rng, 40, B64)}" for _ in range(len(docs))]
+    hit = Counter(k for d in docs for k, t in d.ordinary if lone_aws_rule(t, entropy))
+    total = Counter(k for d in docs for k, _ in d.ordinary)
+    print("\n| context-free rule for a lone 40-char AWS secret (not adopted) | n | would scrub |\n|---|---:|---:|")
+    found = sum(lone_aws_rule(t, entropy) for t in lone)
+    print(f"| planted alone (`the key is <40 chars>`) | {len(lone)} | {found / len(lone):.1%} |")
+    for kind in sorted(k for k in total if hit[k]):
+        print(f"| ordinary {kind} | {total[kind]} | {hit[kind]} ({hit[kind] / total[kind]:.1%}) |")
+    n, h = sum(total.values()), sum(hit.values())
+    print(f"| ordinary, all | {n} | {h} ({h / n:.2%}) |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=1000)
@@ -321,6 +373,8 @@ def main() -> None:
         print(f"| {kind} | {new[2][kind]} | {old[3][kind]} | {new[3][kind]} |")
     n, a, b = sum(new[2].values()), sum(old[3].values()), sum(new[3].values())
     print(f"| **all** | {n} | {a} ({a / n:.2%}) | {b} ({b / n:.2%}) |")
+    from dsh_recall.policy.scrub import entropy
+    lone_aws_table(docs, entropy, args.seed)
 
 
 if __name__ == "__main__":

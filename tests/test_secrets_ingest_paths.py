@@ -456,7 +456,8 @@ def test_no_planted_secret_is_stored_by_any_harness_import_the_reaper_or_the_hoo
     ]
     out = io.BytesIO()
     wire = b"".join(json.dumps({"id": i + 1, **r}).encode() + b"\n" for i, r in enumerate(requests))
-    loop.serve(io.BytesIO(wire), out, Worker(dsh_home=str(dsh_home)), idle_s=0.05)
+    worker = Worker(dsh_home=str(dsh_home))
+    loop.serve(io.BytesIO(wire), out, worker, idle_s=0.05)
     answers = [json.loads(x) for x in out.getvalue().splitlines()]
     assert all(a["ok"] for a in answers), [a.get("error") for a in answers]
     offload = answers[2]["result"]
@@ -482,6 +483,7 @@ def test_no_planted_secret_is_stored_by_any_harness_import_the_reaper_or_the_hoo
 
     # Every byte of the recall home back.
     files = _everything([Path(os.environ["DSH_RECALL_HOME"])])
+    assert any(f.endswith(".i8v") for f in files)  # the vector layer embedded what was imported
     plain = "\n".join(files.values()).replace("\\", "")
     missing = [m for m in markers if m not in plain]
     assert not missing, missing  # every document reached a store (else this proves nothing)

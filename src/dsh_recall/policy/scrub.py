@@ -38,6 +38,7 @@ class Rule:
     # The match must not continue a word (checked after the match, not as a leading
     # lookbehind, which would cost the regex engine its literal-prefix search).
     bounded: bool = False
+    yaml: bool = False  # a key = value rule whose value may be a YAML plain value of words
 
 
 # detect-secrets plugin (module, class) -> our kind and which regex group is the secret
@@ -225,7 +226,14 @@ def _flag(v: str, m: re.Match[str]) -> bool:
     return not v.startswith("-") and _value(v) and _not_code(v)
 
 
+_TAG = re.compile(r"!!?[A-Za-z][\w.:/-]{0,40}")
+
+
 def _pair(v: str, m: re.Match[str]) -> bool:
+    # A YAML tag after a colon (`password: !vault |`, `!secret db_pass`, `!Ref DbPass`)
+    # says where the value comes from; it is not the value.
+    if _TAG.fullmatch(v) and m.group(0).rstrip(" \t\"'\\").endswith(":"):
+        return False
     return _value(v) and _not_code(v)
 
 
@@ -234,6 +242,56 @@ def _url_password(v: str, m: re.Match[str]) -> bool:
     return not v.startswith(("$", "{", "<", "*", "[secret:"))
 
 
+def _line_start(text: str, at: int) -> bool:
+    """Only indentation or a `- ` list mark between `at` and its line's start (a real
+    newline, or an escaped `\\n` inside a JSON string): a YAML mapping line."""
+    i = at
+    while i > 0 and at - i < 64 and text[i - 1] in " \t-":
+        i -= 1
+    return i == 0 or text[i - 1] in "\r\n" or (i >= 2 and text[i - 2:i] == "\\n")
+
+
+# Words of prose, not of a passphrase: a described value (`password: see the vault entry`,
+# `secret: the token the deploy job reads`) keeps them; a passphrase has none.
+_PROSE = frozenset("""a an the to of in on at by for from with without as is are was be been not no
+    none null nil yet see use used uses ask set get read run stored kept here there this that these
+    those it its your our my their and or but if then when where which who how what any all each
+    every new old same from into onto via per please todo tbd n/a password passwords secret secrets
+    token tokens key keys credential credentials passphrase value values""".split())
+_WORD = re.compile(r"[a-z][a-z0-9']{1,23}")
+
+
+# A YAML plain value of several words: shell-word-like pieces separated by blanks, ended by
+# the line's end, an escape of the string it sits in or a ` #` comment.
+_PLAIN = re.compile(r"""[^\s"'`#&*!|>{\[%@$<\\,][^\s\\]{0,1024}+(?:[ \t]{1,8}+[^\s#\\][^\s\\]{0,1024}+){1,64}+""")
+
+
+def _yaml_value(m: re.Match[str], at: int) -> int | None:
+    """Where a YAML plain value of several words after a credential key that opens its line
+    ends (`password: correct horse battery staple`), when it is one: its first word is a
+    value by itself (the rest of the line goes with it), or it is a passphrase of four to
+    twelve lowercase words, none of them prose. None: the value is the first word's alone."""
+    if m.group("q") or not m.group(0).rstrip(" \t").endswith(":"):
+        return None
+    plain = _PLAIN.match(m.string, at)
+    if plain is None or not _line_start(m.string, _key_start(m.string, m.start())):
+        return None
+    words = plain.group(0).split()
+    if _pair(words[0], m) or (4 <= len(words) <= 12
+                              and all(_WORD.fullmatch(w) and w not in _PROSE for w in words)):
+        return plain.end()
+    return None
+
+
+def _aws_secret(v: str, m: re.Match[str]) -> bool:
+    """A 40-character AWS secret access key named only by what is near it (its access key
+    id just before it, `secret access key` earlier on its line): mixed case and digits,
+    high entropy. Alone, such a string is as likely a 30-byte base64 value (docs/security.md)."""
+    return (any(c.isupper() for c in v) and any(c.islower() for c in v) and any(c.isdigit() for c in v)
+            and entropy(v) >= 4.2)
+
+
+_AWS_SECRET = r"(?<![A-Za-z0-9+/=])(?P<v>[A-Za-z0-9+/]{40})(?![A-Za-z0-9+/=])"
 _B64 = r"[A-Za-z0-9+/]{8,8192}+={0,2}"
 _OURS: tuple[Rule, ...] = (
     Rule("private-key", re.compile(
@@ -285,9 +343,18 @@ _OURS: tuple[Rule, ...] = (
                                 r"password[ \t]{1,8}" + _OPEN), -1, check=_pair, bounded=True),
     # `password=...`, `"api_key": "..."`, `DB_PASSWORD: ...`, `{\\"token\\": \\"...\\"}`: the
     # value of a credential word (matched from the word on: `DB_` before it changes nothing).
+    # A YAML plain value of several words runs to the line's end when its key opens the
+    # line (`password: correct horse battery staple`, `_yaml_value`).
     Rule("password", re.compile(
         _CRED_WORDS + r"""(?:\\{0,15}["'])?[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8}""" + _OPEN),
-        -1, check=_pair),
+        -1, check=_pair, yaml=True),
+    # An AWS secret access key named only by what is near it: its access key id just
+    # before it (credentials.csv, a pasted pair), `secret access key` on its line before it
+    # (aws configure's prompt).
+    Rule("aws-secret-key", re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}[\s,;:|\"'=\\]{1,8}"
+                                      + _AWS_SECRET), -2, check=_aws_secret),
+    Rule("aws-secret-key", re.compile(r"[Ss](?i:ecret[ _-]?access[ _-]?key)[^\r\n\\]{0,64}?" + _AWS_SECRET),
+         -2, check=_aws_secret),
     # `export FOO_KEY=...`: an env name that says credential takes any real value; any
     # other env assignment only a value that looks generated. Not inside a word or a
     # base64 run (`...x+WHE="`).
@@ -316,6 +383,8 @@ def _span(rule: Rule, m: re.Match[str], memo: list[int] | None = None) -> tuple[
         start, end = m.span("v")
     else:  # the value of a key = value rule: it starts where the match ends
         start, end = value_span(m.string, m, memo)
+        if rule.yaml and (wide := _yaml_value(m, start)) is not None:
+            return start, wide
     if start < 0 or end <= start:
         return None
     if rule.bounded and m.start() > 0 and (m.string[m.start() - 1].isalnum()
