@@ -1,8 +1,8 @@
 """No planted credential is stored anywhere: the seeded corpus of bench/scrub_corpus.py goes
 in through a history import (a generic transcript), object puts (as the dsh reaper and the
 hooks offload) and notes saves (MCP), then every byte the recall home holds (and the notes write folder) is read back:
-each SQLite database through SQLite, every column of every table, blobs decompressed; every
-other file as it is on disk. No 8-character piece of any planted secret may be there."""
+each SQLite database through SQLite, every column of every table, blobs decompressed, and
+raw; every other file as it is on disk. No 8-character piece of any planted secret may be there."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from test_scrub_corpus import _bench
 
 def _texts_of(path: Path) -> list[str]:
     """What a file holds, as text: a database's every value (blobs decompressed when they
-    are zlib), another file's bytes."""
+    are zlib) and its raw pages (free ones too), another file's bytes."""
     raw = path.read_bytes()
     if not raw.startswith(b"SQLite format 3\x00"):
         out = [raw.decode("latin-1")]
@@ -29,7 +29,7 @@ def _texts_of(path: Path) -> list[str]:
         except zlib.error:
             pass
         return out
-    out = []
+    out = [raw.decode("latin-1")]
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]

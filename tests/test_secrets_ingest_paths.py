@@ -359,18 +359,14 @@ FORMATS = [
 # -- reading the store back --------------------------------------------------------------------
 
 def _everything(roots: list[Path]) -> dict[str, str]:
-    """Every file under `roots` (its name, then its bytes) by name: a database through
-    SQLite (every value, blobs decompressed) and raw (free pages; the WAL beside it is a
-    file of its own)."""
+    """Every file under `roots` (its name, then what it holds: `_texts_of`) by path; a WAL
+    beside a database is a file of its own."""
     out: dict[str, str] = {}
     for root in roots:
         for f in sorted(root.rglob("*")):
             texts = [str(f.relative_to(root))]
             if f.is_file() and not f.is_symlink():
                 texts += _texts_of(f)
-                raw = f.read_bytes()
-                if raw.startswith(b"SQLite format 3\x00"):
-                    texts.append(raw.decode("latin-1"))
             out[str(f)] = "\n".join(texts)
     assert sum(f.is_file() for root in roots for f in root.rglob("*")) > 5
     return out

@@ -256,7 +256,8 @@ def _line_start(text: str, at: int) -> bool:
 _PROSE = frozenset("""a an the to of in on at by for from with without as is are was be been not no
     none null nil yet see use used uses ask set get read run stored kept here there this that these
     those it its your our my their and or but if then when where which who how what any all each
-    every new old same from into onto via per please todo tbd n/a password passwords secret secrets
+    every new old same into onto via per since until after before because about over under than
+    also only just still now please todo tbd n/a password passwords secret secrets
     token tokens key keys credential credentials passphrase value values""".split())
 _WORD = re.compile(r"[a-z][a-z0-9']{1,23}")
 
