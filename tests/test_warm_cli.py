@@ -222,6 +222,7 @@ def test_a_daemon_declines_once_its_code_changed_and_checks_the_caller(tmp_path,
         a, b = socket.socketpair()
         with a, b:
             a.sendall((json.dumps(request) + "\n").encode())
+            d.pending.admit(b, os.getpid(), b)  # as serve() does on accept
             stop = d._handle(b)
             return json.loads(a.recv(65536)), stop
 

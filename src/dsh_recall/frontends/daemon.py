@@ -20,6 +20,8 @@ What keeps it exact and private:
   process is confined as the daemon is (`same_confinement`: a sandboxed caller runs alone).
 - A call in the daemon's hands hears a heartbeat; a silent daemon (stopped, wedged) makes
   its client run the search itself after SILENCE_S.
+- A connection without its request line after admission.DEADLINE_S is hung up on, and few
+  wait per process and in all: idle ones cannot use up its file descriptors (admission.py).
 - It exits after `idle_s` without a request.
 
 This module imports nothing heavy: the client runs it before click is loaded.
@@ -38,6 +40,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from .admission import Pending, hang_up
 
 PROTOCOL = 1
 MAX_REQUEST = 1 << 20  # bytes: argv is capped per argument (core.clean.QUERY_CHARS) anyway
@@ -267,6 +271,8 @@ class Daemon:
         self._turn = threading.Lock()  # one search at a time: they share cwd and stdout
         self._stop: str | None = None
         self._lock_fd: int | None = None  # bind(): held for the daemon's life
+        # Calls whose request line is not in yet: a deadline, a bound per process and in all.
+        self.pending = Pending()
 
     def stop(self, why: str) -> None:
         """Ask serve() to return `why` within half a second; safe from a signal handler
@@ -340,11 +346,19 @@ class Daemon:
                 if idle >= self.idle_s and not self._turn.locked():
                     return "idle"
                 sock.settimeout(max(0.05, min(0.5, self.idle_s - idle)))
+                for late in self.pending.expired():
+                    hang_up(late)
                 try:
                     conn, _ = sock.accept()
                 except TimeoutError:
                     continue
+                except OSError as e:  # out of file descriptors: serve on, as they free up
+                    self.log(f"cannot accept a call: {e}")
+                    time.sleep(0.1)
+                    continue
                 self._last = time.monotonic()
+                for old in self.pending.admit(conn, self._peer(conn)[0], conn):
+                    hang_up(old)
                 threading.Thread(target=self._serve_one, args=(conn,), daemon=True,
                                  name="dsh-recall-daemon-call").start()
             return self._stop
@@ -361,19 +375,27 @@ class Daemon:
     def _serve_one(self, conn: socket.socket) -> None:
         with conn:
             stop = self._handle(conn)
+        self.pending.gone(conn)  # a refused peer, a bad request: it waits no longer
         self._last = time.monotonic()
         if stop:
             self._stop = stop
 
-    def _peer_ok(self, conn: socket.socket) -> bool:
+    @staticmethod
+    def _peer(conn: socket.socket) -> tuple[int, int]:
+        """(pid, uid); without SO_PEERCRED the 0700 folder and 0600 socket keep others out."""
         opt = getattr(socket, "SO_PEERCRED", None)
         if opt is None:
-            return True  # the 0700 folder and the 0600 socket keep other users out
+            return -1, os.getuid()
         import struct
 
-        creds = conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
-        pid, uid, _gid = struct.unpack("3i", creds)
-        return uid == os.getuid() and same_confinement(pid)
+        try:
+            return struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt, 12))[:2]
+        except OSError:
+            return -1, -1
+
+    def _peer_ok(self, conn: socket.socket) -> bool:
+        pid, uid = self._peer(conn)
+        return uid == os.getuid() and (pid == -1 or same_confinement(pid))
 
     def _reply(self, conn: socket.socket, reply: dict) -> None:
         try:
@@ -382,11 +404,14 @@ class Daemon:
             pass
 
     def _handle(self, conn: socket.socket) -> str | None:
-        conn.settimeout(10.0)
+        conn.settimeout(self.pending.deadline_s)  # serve() also hangs up at the deadline
         try:
             if not self._peer_ok(conn):
                 return None
             line = _recv_line(conn, MAX_REQUEST)
+            if not self.pending.authenticated(conn):
+                return None  # hung up on: past the deadline, or pushed out by newer calls
+            conn.settimeout(10.0)
             req = json.loads(line) if line else None
         except (OSError, ValueError, RecursionError):  # RecursionError: absurdly nested JSON
             return None

@@ -27,6 +27,7 @@ from mcp.server.stdio import stdio_server
 from ...core.config import Config
 from ...core.errors import RecallError
 from ...core.paths import recall_home
+from ..admission import Pending, authenticated, guard_protocol
 from .handlers import RecallApp, log
 from .render import one_line
 
@@ -380,11 +381,14 @@ UNAUTHORIZED = (b'{"error": "unauthorized: this MCP server asks every client, lo
 
 
 class BearerAuth:
-    """ASGI wrapper: every HTTP request must carry `Authorization: Bearer <token>`."""
+    """ASGI wrapper: every HTTP request must carry `Authorization: Bearer <token>`. A
+    connection whose request carried it leaves `pending` (admission.py): only connections
+    that never showed the token are timed out and bounded."""
 
-    def __init__(self, app: Any, token: str):
+    def __init__(self, app: Any, token: str, pending: Pending | None = None):
         self.app = app
         self.token = token.encode("utf-8")
+        self.pending = pending
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope.get("type") == "http":
@@ -401,6 +405,7 @@ class BearerAuth:
                                         (b"content-length", str(len(body)).encode())]})
                 await send({"type": "http.response.body", "body": body})
                 return
+            authenticated(self.pending, scope)
         await self.app(scope, receive, send)
 
 
@@ -471,7 +476,7 @@ def build_http_app(app: RecallApp, host: str, port: int, *, idle_s: float = SESS
     token, shown = http_token(app.cfg, host)
     if shown:
         log(shown)
-    return BearerAuth(SessionLimit(asgi, limit, idle_s), token)
+    return BearerAuth(SessionLimit(asgi, limit, idle_s), token, Pending())
 
 
 def run_http(port: int, host: str = "127.0.0.1", workspace: Path | None = None,
@@ -487,7 +492,9 @@ def run_http(port: int, host: str = "127.0.0.1", workspace: Path | None = None,
     asgi = build_http_app(app, host, port)
     log(f"serving {len(app.specs)} tools ({app.profile}) on http://{host}:{port}/mcp for {app.workspace}")
     try:
-        uvicorn.run(asgi, host=host, port=port, log_level="warning")
+        # Connections that never show the token are timed out and bounded (admission.py).
+        uvicorn.run(asgi, host=host, port=port, log_level="warning",
+                    http=guard_protocol(asgi.pending))
     finally:
         app.close()
         leave_if_busy(app)

@@ -8,8 +8,10 @@ import threading
 import webbrowser
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ...core.config import Config
+from ..admission import Pending, authenticated, guard_protocol
 from .app import Dashboard, build_app
 from .credential import LINK_ARG, Credential
 
@@ -26,6 +28,22 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
+def admit_carriers(app: Any, credential: Credential, pending: Pending) -> Any:
+    """ASGI wrapper: a request carrying the credential takes its connection out of
+    `pending`; the others keep the deadline and the bound (admission.py). The app itself
+    still checks every request."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in scope.get("headers") or []}
+            if credential.carried(headers):
+                authenticated(pending, scope)
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def serve(cfg: Config, workspace: Path, port: int = 0, open_browser: bool = False,
           sessions_dir: Path | None = None, config_file: str | None = None,
           announce: Callable[[str], None] | None = None,
@@ -40,8 +58,10 @@ def serve(cfg: Config, workspace: Path, port: int = 0, open_browser: bool = Fals
     base = f"http://{HOST}:{port}/"
     url = f"{base}?{LINK_ARG}={credential.token}"
     dash = Dashboard(cfg, workspace, sessions_dir=sessions_dir, config_file=config_file)
-    config = uvicorn.Config(build_app(dash, port, credential), log_level="warning", lifespan="on",
-                            access_log=False)
+    pending = Pending()
+    config = uvicorn.Config(admit_carriers(build_app(dash, port, credential), credential, pending),
+                            log_level="warning", lifespan="on", access_log=False,
+                            http=guard_protocol(pending))
     server = uvicorn.Server(config)
     if stop is not None:
         def watch() -> None:
