@@ -415,7 +415,13 @@ class Client(SourceHandlers, memory_mod.MemoryHandlers, lineage_mod.LineageHandl
                     + ", ".join(str(r) for r in self.app.allowed_roots)
                     + " (the user adds more with `dsh-recall mcp --allow-workspace DIR` "
                     "or mcp.allowed_workspaces)")
-            if not ws.is_dir():
+            try:  # is_dir raises on a name too long, a folder it may not search (EACCES)
+                usable = ws.is_dir()
+            except OSError as e:
+                shown = str(ws) if len(str(ws)) <= 160 else f"{str(ws)[:80]}...{str(ws)[-40:]}"
+                raise InputError(f"workspace is not a usable path ({e.strerror or type(e).__name__}): "
+                                 f"{shown}") from e
+            if not usable:
                 raise InputError(f"workspace {ws} is not a directory")
             if ws != self.workspace:
                 cfg = self.app.workspace_config(ws)
