@@ -9,8 +9,8 @@ them between slices when the process ends.
 
 Long-lived front ends (the MCP server, the dashboard) hand every answer's backlog to
 `Background.fill` and, for the items now being filled, put their own words in place of the
-hint the source wrote for a person (`say`). The dsh worker fills in bounded slices between
-requests on its own thread (`embed_slice`), so a request waits for at most one slice.
+hint the source wrote for a person (`say`). The dsh worker runs the same jobs in a child
+process at the lowest CPU priority (frontends/dsh/idle.py), so a request never waits for one.
 A one-shot CLI never starts one: its process ends with the answer, and its notes say which
 command fills the rest.
 """
@@ -29,8 +29,7 @@ from typing import Any
 from ..core.config import Config
 from .base import Answer, Backlog
 
-__all__ = ["BACKGROUND_NICE", "JOBS", "Background", "Context", "Job", "embed_slice", "say",
-           "waiting"]
+__all__ = ["BACKGROUND_NICE", "JOBS", "Background", "Context", "Job", "say"]
 
 BACKGROUND_NICE = 10
 
@@ -49,7 +48,6 @@ class Context:
     workspace: Path | None
     stop: threading.Event
     progress: Callable[[str, int, int], None]
-    service: Any = None  # an open service of the job's source, for embed_slice / waiting
 
 
 @dataclass(frozen=True)
@@ -67,8 +65,6 @@ class Job:
     takes: frozenset[str] = frozenset({"vectors"})
     pause_s: float = 0.0
     retry_failed: bool = True
-    slice: Callable[[Context, float], int] | None = None  # one bounded slice (embed_slice)
-    pending: Callable[[Context], int] | None = None  # how many wait (waiting)
 
 
 class Stopped(Exception):
@@ -90,34 +86,10 @@ def _code_index(ctx: Context) -> dict[str, Any]:
     return {"report": rep.as_dict()}
 
 
-def _notes_service(ctx: Context) -> Any:
-    from .notes import NotesService
-
-    return ctx.service if ctx.service is not None else NotesService(ctx.cfg, workspace=ctx.workspace)
-
-
 def _notes_embed(ctx: Context) -> dict[str, Any]:
     from . import notes
 
     return {"embedded": notes.backfill(ctx.cfg, ctx.workspace, ctx.stop)}
-
-
-def _notes_slice(ctx: Context, budget_s: float) -> int:
-    svc = _notes_service(ctx)
-    try:
-        return int(svc.embed_pending(budget_s))
-    finally:
-        if svc is not ctx.service:
-            svc.close()
-
-
-def _notes_pending(ctx: Context) -> int:
-    svc = _notes_service(ctx)
-    try:
-        return int(svc.store.pending_count()) if svc.roots else 0
-    finally:
-        if svc is not ctx.service:
-            svc.close()
 
 
 def _history_embed(ctx: Context) -> dict[str, Any]:
@@ -133,7 +105,7 @@ JOBS: dict[str, Job] = {job.name: job for job in (
     # A code backlog (chunks without vectors) is filled by the index job `code_index` runs:
     # it embeds them after bringing the files up to date.
     Job("code.embed", _code_index, pause_s=AUTO_INDEX_PAUSE_S, retry_failed=False),
-    Job("notes.embed", _notes_embed, slice=_notes_slice, pending=_notes_pending),
+    Job("notes.embed", _notes_embed),
     # One history store per recall home: one job, whatever the workspace.
     Job("history.embed", _history_embed, per_workspace=False),
 )}
@@ -315,21 +287,3 @@ def _swap(text: Any, hint: str, said: str) -> Any:
     if isinstance(text, str) and text.endswith(hint):
         return text[: len(text) - len(hint)] + said
     return text
-
-
-def embed_slice(name: str, budget_s: float, *, cfg: Config, workspace: Path | None = None,
-                service: Any = None) -> int:
-    """One bounded slice of job `name` on the caller's thread (the dsh worker's idle time);
-    `service`: an open service of the job's source to use. Returns how many it embedded."""
-    job = _job(name)
-    if job.slice is None:
-        raise KeyError(f"background job '{name}' runs only whole (Background.start)")
-    return job.slice(Context(cfg, workspace, threading.Event(), lambda *a: None, service), budget_s)
-
-
-def waiting(name: str, *, cfg: Config, workspace: Path | None = None, service: Any = None) -> int:
-    """How many wait for job `name` (0 when its source has nothing to fill)."""
-    job = _job(name)
-    if job.pending is None:
-        raise KeyError(f"background job '{name}' does not count what waits")
-    return job.pending(Context(cfg, workspace, threading.Event(), lambda *a: None, service))

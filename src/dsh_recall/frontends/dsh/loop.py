@@ -6,8 +6,9 @@
 The first line written is `{"id": 0, "ok": true, "result": {"ready": true, ...}}`. A line
 that is not a JSON object is answered with `id: null`. Stdout belongs to the protocol:
 anything else the process prints goes to stderr. The loop ends when stdin closes (dsh
-exited). Between requests, deferred work (history imports, embedding) runs in slices
-of at most `IDLE_SLICE_S` after `idle_s` of quiet, so a request waits for at most one slice.
+exited). After `idle_s` of quiet the touched sessions are imported into history (no
+embedding) and the embedding is handed to a child process at the lowest CPU priority
+(idle.py), so a request never waits behind a batch of the model.
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ from typing import IO, Any
 
 from ...core.clean import clean_json
 from ...core.errors import RecallError
+from .idle import IdleProcess
 from .worker import VERSION, Worker
 
 MAX_LINE_BYTES = 256 << 20  # a tool result can be big; a line past this is refused
-# Deferred work runs in slices this short, so a tool result arriving meanwhile waits at most
-# one slice (plus the batch in flight), whatever the quiet period before it starts.
-IDLE_SLICE_S = 0.15
 
 
 def _one_line(e: BaseException) -> str:
@@ -92,18 +91,19 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
         floors = {}
     send({"id": 0, "ok": True, "result": {"ready": True, "version": VERSION, "pid": os.getpid(),
                                           **floors}})
-    pending_idle = False
+    # Embedding runs in a child process behind every other (idle.py); this thread imports
+    # the touched sessions after `idle_s` of quiet and names the jobs to it.
+    runner = IdleProcess(worker.config_file)
     try:
         while True:
             try:
-                line = q.get(timeout=idle_s if pending_idle or worker.dirty or worker.has_idle_work()
-                             else None)
+                line = q.get(timeout=idle_s if worker.dirty else None)
             except queue.Empty:
                 try:
-                    pending_idle = worker.idle(min(idle_s, IDLE_SLICE_S))
+                    worker.hand_off(runner.send)
                 except Exception as e:  # noqa: BLE001 - idle work is best effort
+                    worker.dirty.clear()
                     print(f"dsh-recall worker: idle work failed: {_one_line(e)}", file=sys.stderr)
-                    pending_idle = False
                 continue
             if line is None:
                 break
@@ -111,6 +111,7 @@ def serve(inp: IO[bytes], out: IO[bytes], worker: Worker, idle_s: float = 0.5) -
                 continue
             send(answer(worker, line))
     finally:
+        runner.close()
         worker.close()
 
 

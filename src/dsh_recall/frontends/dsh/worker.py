@@ -38,7 +38,7 @@ from ...core.clean import cap_query, clean_text
 from ...core.config import Config, load_config
 from ...core.errors import InputError
 from ...core.paths import ensure_dir, recall_home
-from ...services import background, history, usage
+from ...services import history, usage
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
@@ -160,7 +160,6 @@ class Worker:
         self._configs: dict[str, Config] = {}
         self._objects: dict[str, ObjectService] = {}
         self._notes: dict[str, Any] = {}
-        self._stalled: set[str] = set()
         self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
                        "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
                        "errors": 0, "reads_shortened": 0, "request_chars_kept_out": 0, "last_request_chars_kept_out": 0}
@@ -429,33 +428,21 @@ class Worker:
         self.dirty.add(session)
         return {"imported": True, "events": rep["events"], "blocks": rep["blocks"]}
 
-    def _notes_pending(self) -> list[Any]:
-        """Notes indexes with chunks to embed (one that made no progress is left alone)."""
-        return [svc for key, svc in self._notes.items()
-                if key not in self._stalled and background.waiting(
-                    "notes.embed", cfg=svc.cfg, service=svc)]
-
-    def has_idle_work(self) -> bool:
-        return bool(self.dirty) or bool(self._notes_pending())
-
-    def idle(self, budget_s: float = 0.5) -> bool:
-        """Deferred work in a bounded slice: import touched sessions, embed what fits
-        (history blocks, then notes). Returns whether anything was left to do."""
+    def hand_off(self, send: Callable[[dict[str, Any]], bool]) -> None:
+        """Deferred work after a quiet spell: the touched sessions' new events into history
+        (no embedding: quick), then the embedding handed to the idle process (idle.py),
+        which this thread never waits for."""
         if not self.dirty:
-            for key, svc in self._notes.items():
-                if svc in self._notes_pending():
-                    # One slice of the notes job (services/background.py), on this thread
-                    # between requests: a request waits for at most one slice.
-                    if background.embed_slice("notes.embed", budget_s, cfg=svc.cfg, service=svc) == 0:
-                        self._stalled.add(key)  # no embedder, or it fails: stop trying
-                    return self.has_idle_work()
-            return False
-        session = self.dirty.pop()
-        path = self.log_path(session)
-        if path is not None:
-            cfg = self.config(None).model_copy(update={"embed_budget_s": budget_s})
-            history.import_paths([str(path)], cfg=cfg, channel=self.channel)
-        return self.has_idle_work()
+            return
+        cfg = self.quiet(self.config(None))
+        while self.dirty:
+            path = self.log_path(self.dirty.pop())
+            if path is not None:
+                history.import_paths([str(path)], cfg=cfg, channel=self.channel)
+        send({"job": "history.embed"})
+        for key, svc in self._notes.items():
+            if svc.roots:
+                send({"job": "notes.embed", "cwd": key or None})
 
     # -- status -----------------------------------------------------------------------------
     def op_status(self, req: dict[str, Any]) -> dict[str, Any]:
