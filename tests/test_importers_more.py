@@ -348,6 +348,7 @@ def test_a_document_adds_a_bounded_amount_to_the_store(cfg, tmp_path, monkeypatc
 
     monkeypatch.setattr(documents, "GROWTH", 0)  # nothing per byte: the floor alone
     monkeypatch.setattr(documents, "GROWTH_FLOOR", 300)  # the fixture's events: 63-142 chars
+    monkeypatch.setattr(documents, "EVENT_CHARS", 1)  # their length alone
     doc = tmp_path / "proj" / ".aider.chat.history.md"
     doc.parent.mkdir()
     shutil.copy(AIDER, doc)
@@ -355,3 +356,30 @@ def test_a_document_adds_a_bounded_amount_to_the_store(cfg, tmp_path, monkeypatc
     assert 0 < f["events"] < 6 and sum("stopped after" in n for n in f["notes"]) == 1, f
     # An unchanged document is not read again (the bound is per import of a changed one).
     assert svc.import_paths([str(doc)], cfg=cfg)["files"][0]["status"] == "unchanged"
+
+
+def test_a_document_of_one_line_messages_is_bounded_by_its_events(cfg, tmp_path, monkeypatch):
+    # A 4 MB Aider history of one-line messages was 325k events: 33 s and 550 MB to import.
+    # Each event counts as EVENT_CHARS at least against the document's room, and a reader
+    # stops holding events at MAX_DOCUMENT_EVENTS; both are said in the file's notes.
+    from dsh_recall.readers.transcripts import document
+    from dsh_recall.services.history import documents
+
+    monkeypatch.setattr(documents, "GROWTH_FLOOR", 0)  # the per-byte room alone: 16 x size
+    doc = tmp_path / "proj" / ".aider.chat.history.md"
+    doc.parent.mkdir()
+    rows = [f"#### q{i}  \n> r{i}  \nreply {i}\n" for i in range(2000)]
+    doc.write_text("# aider chat started at 2026-01-01 10:00:00\n\n" + "".join(rows))
+    size = doc.stat().st_size
+    f = svc.import_paths([str(doc)], cfg=cfg)["files"][0]
+    bound = documents.GROWTH * size // documents.EVENT_CHARS
+    assert bound // 2 < f["events"] <= bound < 6000, (f["events"], bound)
+    assert sum("counts as 1,024 chars" in n for n in f["notes"]) == 1, f["notes"]
+    # The reader's own bound: it stops holding events, says so once, and what it read is kept.
+    monkeypatch.setattr(document, "MAX_DOCUMENT_EVENTS", 100)
+    monkeypatch.setattr(documents, "EVENT_CHARS", 1)
+    doc2 = tmp_path / "proj2" / ".aider.chat.history.md"
+    doc2.parent.mkdir()
+    shutil.copy(doc, doc2)
+    f = svc.import_paths([str(doc2)], cfg=cfg)["files"][0]
+    assert f["events"] == 100 and sum("stopped reading after 100 events" in n for n in f["notes"]) == 1, f

@@ -108,6 +108,7 @@ class ReadResult:
     ignored: int = 0  # well-formed records of types we do not index
     notes: list[str] = field(default_factory=list)
     more: bool = False  # the read stopped at its size bound; read again from `offset`
+    capped: bool = False  # a document past its event bound (document.MAX_DOCUMENT_EVENTS)
 
     @classmethod
     def start(cls, raw: RawLines) -> ReadResult:

@@ -168,8 +168,21 @@ def each_item(items: list[Any], res: ReadResult, handle: Callable[[int, Any], No
             handle(i, item)
 
 
+# What one document may yield: events are held in memory until the import writes them
+# (about 1.7 KB each), and a hostile file of one-line messages (a 4 MB Aider history: 325k
+# events, 550 MB, 33 s) must not take the import's memory and time with it.
+MAX_DOCUMENT_EVENTS = 200_000
+
+
 def add(res: ReadResult, ev: TranscriptEvent, title_from_user: bool = True) -> None:
-    """Append `ev`; the first user text becomes the session's title when it has none."""
+    """Append `ev`; the first user text becomes the session's title when it has none. Past
+    MAX_DOCUMENT_EVENTS the rest of the document is left out, said once in the notes."""
+    if len(res.events) >= MAX_DOCUMENT_EVENTS:
+        if not res.capped:
+            res.capped = True
+            res.notes.append(f"stopped reading after {MAX_DOCUMENT_EVENTS:,} events; the rest of "
+                             "this document is not imported")
+        return
     res.events.append(ev)
     meta = res.sessions.get(ev.session)
     if title_from_user and meta is not None and meta.title is None and ev.role == "user":

@@ -39,6 +39,11 @@ from .importer import (
 
 GROWTH = 16  # a document adds at most this many chars per byte of its own (plus the floor)
 GROWTH_FLOOR = 4 << 20
+# An event costs a row, an FTS entry and a block whatever its length (about 100 us to write):
+# each is charged at least this many chars against the room above, so a document holds at
+# most one event per EVENT_CHARS / GROWTH bytes of its own (64), plus 4,096. Real chats
+# average far more per message; a file of one-line messages stops there.
+EVENT_CHARS = 1024
 
 
 def _digests(events: list[TranscriptEvent]) -> list[str]:
@@ -103,11 +108,12 @@ def import_document(store: HistoryStore, path: Path, fmt: str, cfg: Config,
             if full:
                 break
             for ev in fresh:
-                room -= sum(len(p.text) for p in ev.pieces)
+                room -= max(EVENT_CHARS, sum(len(p.text) for p in ev.pieces))
                 if room < 0:  # the rest of this document stays out; it is said once
                     full = True
                     notes.append(f"stopped after {written + len(rows):,} events: this document would "
-                                 f"add over {GROWTH}x its own size ({size:,} bytes) to the history store")
+                                 f"add over {GROWTH}x its own size ({size:,} bytes) to the history "
+                                 f"store (an event counts as {EVENT_CHARS:,} chars at least)")
                     break
                 try:
                     ev = _scrubbed(originals.event(ev), cfg)
