@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ANCHOR_TTL_TURNS = 3
+
+
+def pointer(label: str, session: str) -> str:
+    """How to fetch an event's exact text, valid under either MCP tool profile: the compact
+    one's `recall` (the one dsh mounts) and the full set's `history_detail`."""
+    return (f"{label}: recall id=\"{session}#<seq>\" (full tool set: history_detail "
+            f"session=\"{session}\" around=<seq>).")
 MAX_FRAGMENTS = 4
 
 
@@ -46,8 +53,8 @@ class Anchor:
             for f in self.fragments:
                 cut = f" (cut; {f.full_chars} chars in all)" if len(f.text) < f.full_chars else ""
                 lines.append(f"- seq {f.seq} {f.role}{cut}: {f.text}")
-        lines.append(f"Exact original text: recall id=\"{self.session}#<seq>\" (history_detail "
-                     "with the full tool set); search more with recall source=history.")
+        lines.append(pointer("Exact original text", self.session)
+                     + " Search more: recall source=history (full tool set: history_search).")
         return "\n".join(lines)
 
 

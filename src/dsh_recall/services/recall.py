@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.config import Config
 from ..core.paths import ensure_dir, recall_home
-from ..policy.anchor import ANCHOR_TTL_TURNS
+from ..policy.anchor import ANCHOR_TTL_TURNS, pointer
 from ..policy.gate import GateState, gate, referring_segments
 from . import history
 from .channel import Viewer, channel_key_from_env
@@ -135,8 +135,7 @@ class RecallService:
         lines = [f"[dsh-recall] Earlier in this session (auto-recall: {reason}):"]
         for h in hits:
             lines.append(f"- seq {h['start_seq']}-{h['end_seq']} {h['role']}: {h['snippet']}")
-        lines.append(f"Exact text: recall id=\"{session}#<seq>\" (history_detail with the "
-                     "full tool set).")
+        lines.append(pointer("Exact text", session))
         text = "\n".join(lines)
         return text[:CONTEXT_BUDGET_CHARS]
 
