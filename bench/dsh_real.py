@@ -2,6 +2,7 @@
 
     python bench/dsh_real.py [--runs 3] [--quick] [--tree TAG] [--eval-dir DIR]
                              [--windows default,64k,32k] [--overflow] [--json OUT]
+                             [--embedder fake|shipped] [--hogs N]
 
 Runs the real DeepSeek Harness runtime (`deepseek-harness-runtime-bin`, the `test` extra)
 offline against a loopback stand-in model (tests/dsh_standin.py) whose brain follows one
@@ -22,7 +23,13 @@ Figures per arm (medians over --runs): total input tokens (system + tools + mess
 every request, estimated like `estimate_tokens`) and uncached input tokens (each request
 serialized in the provider's cache order -- tools, system, messages -- as compact JSON; the
 tokens after the first byte that differs from the previous request's serialization; all of
-the first request), requests, facts recovered, edit ok, wall time, recall calls.
+the first request), requests, facts recovered, edit ok, wall time, recall calls, and the
+worker calls dsh went on without (past the plugin's deadline: the plugin's own count in
+`<recall home>/dsh/plugin-status.json`), per session.
+
+`--embedder shipped` runs the worker with the shipped ONNX model instead of the fake
+embedder (its idle embedding then costs real CPU); `--hogs N` keeps N CPU-bound processes
+running beside every arm (a busy machine).
 """
 
 from __future__ import annotations
@@ -125,12 +132,13 @@ def categories(requests: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def run_arm(arm: str, window: int | None, sc_args: tuple[Path, str, Path], overflow: bool,
-            keep: Path | None) -> dict[str, Any]:
+            keep: Path | None, embedder: str = "fake") -> dict[str, Any]:
     bare, tag, eval_dir = sc_args
     tmp = Path(tempfile.mkdtemp(prefix=f"dsh-real-{arm}-"))
     started = time.monotonic()
     sc = build(tmp, bare, tag, eval_dir)
-    env = {"DSH_RECALL_HOME": str(tmp / "recall-home"), "DSH_RECALL_EMBEDDER__NAME": "fake",
+    env = {"DSH_RECALL_HOME": str(tmp / "recall-home"),
+           "DSH_RECALL_EMBEDDER__NAME": "fake" if embedder == "fake" else "minilm",
            "DSH_RECALL_NOTES__ROOTS": json.dumps([str(sc.notes)])}
     patch = window_patch(window)
     if arm != "plain":
@@ -145,6 +153,10 @@ def run_arm(arm: str, window: int | None, sc_args: tuple[Path, str, Path], overf
             session.run(message)
         requests = list(standin.requests)
     wall = time.monotonic() - started
+    try:
+        late = json.loads((tmp / "recall-home" / "dsh" / "plugin-status.json").read_text()).get("late") or {}
+    except (OSError, ValueError):
+        late = {}  # plain dsh, or a plugin that never wrote its status
     total, uncached = token_figures(requests)
     helpers = (sc.repo / READS[0]).read_text()
     edited = sc.facts["edit old text"] not in helpers and '"no", "off"' in helpers
@@ -160,7 +172,7 @@ def run_arm(arm: str, window: int | None, sc_args: tuple[Path, str, Path], overf
         "categories": categories(requests), "tools": [t.get("name") for t in requests[0].get("tools") or []],
         "schema_tokens": estimate_tokens(json.dumps(requests[0].get("tools"), separators=(",", ":"))),
         "system_tokens": estimate_tokens(json.dumps(requests[0].get("system"))),
-        "read_sizes": sc.read_sizes,
+        "read_sizes": sc.read_sizes, "late": late, "late_n": sum(late.values()),
     }
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
@@ -189,11 +201,14 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if not ok:
         return {"error": "; ".join(r["error"] for r in runs)}
     keys = ("total", "uncached", "requests", "wall_s", "recall_calls", "facts_ok", "tool_calls")
+    out_late = [r.get("late_n", 0) for r in ok]
     out = {k: median([r[k] for r in ok]) for k in keys}
     out["facts_n"] = ok[0]["facts_n"]
     out["edit_ok"] = f"{sum(r['edit_ok'] for r in ok)}/{len(ok)}"
     out["green"] = f"{sum(r['green'] for r in ok)}/{len(ok)}"
     out["runs"] = len(ok)
+    out["late_sessions"] = f"{sum(1 for n in out_late if n)}/{len(ok)}"
+    out["late_calls"] = sum(out_late)
     out["failed_runs"] = len(runs) - len(ok)
     out["categories"] = {k: median([r["categories"][k] for r in ok]) for k in ok[0]["categories"]}
     return out
@@ -216,8 +231,9 @@ def print_tables(results: dict[str, dict[str, dict[str, Any]]]) -> None:
                 cells.append("failed" if "error" in a or not a else pct(a[figure], base))
             print(f"| {window} | " + " | ".join(cells) + " |")
     print("\nper arm: requests, tool calls, facts recovered, edit ok, tests green, recall calls, wall\n")
-    print("| window | arm | requests | tool calls | facts | edit ok | green | recall calls | wall s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| window | arm | requests | tool calls | facts | edit ok | green | recall calls | wall s "
+          "| sessions with a late call | late calls |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for window, arms in results.items():
         for arm in ARMS:
             a = arms.get(arm, {})
@@ -226,7 +242,8 @@ def print_tables(results: dict[str, dict[str, dict[str, Any]]]) -> None:
                 continue
             print(f"| {window} | {ARM_TITLE[arm]} | {a['requests']:.0f} | {a['tool_calls']:.0f} | "
                   f"{a['facts_ok']:.0f}/{a['facts_n']} | {a['edit_ok']} | {a['green']} | "
-                  f"{a['recall_calls']:.0f} | {a['wall_s']:.0f} |")
+                  f"{a['recall_calls']:.0f} | {a['wall_s']:.0f} | {a['late_sessions']} | "
+                  f"{a['late_calls']} |")
     print("\nwhere the input tokens go (median tokens summed over requests)\n")
     cats = list(next(iter(next(iter(results.values())).values())).get("categories", {}) or [])
     print("| window | arm | " + " | ".join(cats) + " |")
@@ -252,6 +269,8 @@ def main() -> None:
                     help="Also run a 64k variant with one forced compaction (turn 3).")
     ap.add_argument("--keep", type=Path, default=None, help="Write every arm's request bodies here.")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--embedder", choices=("fake", "shipped"), default="fake")
+    ap.add_argument("--hogs", type=int, default=0, help="CPU-bound processes beside every arm.")
     args = ap.parse_args()
     why = runtime_available()
     if why:
@@ -266,8 +285,27 @@ def main() -> None:
         variants.append(("64k + forced compaction", 65536, True))
     arms = args.arms.split(",")
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.hogs)]
+    try:
+        run_all(args, runs, variants, arms, raw)
+    finally:
+        for h in hogs:
+            h.kill()
+    results = {label: {arm: summarise(rs) for arm, rs in arms_.items()} for label, arms_ in raw.items()}
+    print(f"\ntree {args.tree}, {runs} run(s) per cell, embedder {args.embedder}, "
+          f"{args.hogs} CPU hogs on {os.cpu_count()} cores")
+    print_tables(results)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"tree": args.tree, "runs": runs, "summary": results,
+                                         "raw": raw}, indent=1, default=str))
+
+
+def run_all(args: argparse.Namespace, runs: int, variants: list[tuple[str, int | None, bool]],
+            arms: list[str], raw: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
     with tempfile.TemporaryDirectory(prefix="dsh-real-tree-") as t:
         bare = Path(t) / "trees.git"
+        bundle = args.eval_dir / "swebench-dev" / "trees.bundle"
         subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(bare)], check=True)
         tags = subprocess.run(["git", "--git-dir", str(bare), "tag"], capture_output=True,
                               text=True, check=True).stdout.split()
@@ -278,7 +316,8 @@ def main() -> None:
                 for arm in arms:
                     print(f"run {i + 1}/{runs}: {label} / {ARM_TITLE[arm]} ...", file=sys.stderr, flush=True)
                     try:
-                        r = run_arm(arm, window, (bare, args.tree, args.eval_dir), overflow, args.keep)
+                        r = run_arm(arm, window, (bare, args.tree, args.eval_dir), overflow, args.keep,
+                                    args.embedder)
                         print(f"  {r['requests']} requests, {r['total']:,} tokens, {r['uncached']:,} uncached, "
                               f"facts {r['facts_ok']}/{r['facts_n']}, edit {'ok' if r['edit_ok'] else 'FAILED'}, "
                               f"{r['wall_s']} s", file=sys.stderr, flush=True)
@@ -287,13 +326,6 @@ def main() -> None:
                         r = {"error": f"{type(e).__name__}: {e}"}
                         print(f"  !! {label} / {ARM_TITLE[arm]} failed: {r['error']}", file=sys.stderr)
                     raw.setdefault(label, {}).setdefault(arm, []).append(r)
-    results = {label: {arm: summarise(rs) for arm, rs in arms_.items()} for label, arms_ in raw.items()}
-    print(f"\ntree {args.tree}, {runs} run(s) per cell")
-    print_tables(results)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"tree": args.tree, "runs": runs, "summary": results,
-                                         "raw": raw}, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -301,3 +301,17 @@ def test_a_short_kept_tail_verifies_no_spill_file(tmp_path):
     for kept in ("a\n", "\n", "secrets\na\n"):
         text = f"{kept}[output truncated; full output: {p}]"
         assert restore_spilled(text, lambda path: read_spill(path, 1 << 26)).paths == ()
+
+
+def test_an_answer_after_the_deadline_counts_as_late_not_as_kept_out(tmp_path):
+    # The plugin sends its deadline (epoch ms); past it dsh went on with its own result,
+    # so an offload or a shortened read finished later kept nothing out of the request.
+    w = Worker(dsh_home=str(tmp_path / "dsh"))
+    req = {"op": "offload", "session": "s1", "call_id": "c1", "tool": "bash", "blocks": [BIG]}
+    late = w.handle({**req, "deadline_at": time.time() * 1000 - 1})
+    assert late["late"] is True and late["ids"][0]
+    assert w.counts["offloads"] == 0 and w.counts["chars_in"] == 0 and w.counts["late"] == 1
+    on_time = w.handle({**req, "call_id": "c2", "deadline_at": time.time() * 1000 + 60_000})
+    assert "late" not in on_time and w.counts["offloads"] == 1 and w.counts["late"] == 1
+    w.handle({**req, "call_id": "c3"})  # no deadline sent (a caller of its own): counted
+    assert w.counts["offloads"] == 2

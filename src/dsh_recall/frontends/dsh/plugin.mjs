@@ -317,7 +317,7 @@ class Worker {
         if (!this.ready) {
           this.notReady()
         } else {
-          this.health('slow', `${op} took over ${wait} ms`)
+          this.health('slow', `${op} took over ${wait} ms`, op)
           this.warn(`slow-${op}`, `dsh-recall worker: ${op} took over ${wait} ms; passing through`)
         }
         if (!done) { done = true; resolve(null) }
@@ -325,7 +325,9 @@ class Worker {
       p.timer.unref?.()
       this.pending.set(id, p)
       try {
-        this.proc.stdin.write(JSON.stringify({ ...payload, id, op }) + '\n')
+        // deadline_at: the worker does not count an answer it finished after it (dsh went on
+        // with its own result: nothing was kept out).
+        this.proc.stdin.write(JSON.stringify({ ...payload, id, op, deadline_at: p.deadline }) + '\n')
       } catch {
         this.pending.delete(id)
         p.finish(null)
@@ -378,15 +380,19 @@ function healthWriter (c) {
   try { path = join(recallHome(workerEnv(c.env)), 'dsh', 'plugin-status.json') } catch {}
   let last = ''
   const warnings = []
+  // Calls dsh went on without (past their deadline), per op, for this dsh process.
+  const late = {}
   return {
     warnings,
+    late,
     write (state, reason) {
       if (!path) return
-      const key = `${state}\0${reason ?? ''}\0${warnings.length}`
+      const lateN = Object.values(late).reduce((a, b) => a + b, 0)
+      const key = `${state}\0${reason ?? ''}\0${warnings.length}\0${lateN}`
       if (key === last) return
       last = key
       const record = { dsh_pid: process.pid, state, reason: reason ?? null, at: Date.now() / 1000,
-        warnings: warnings.slice(-5) }
+        warnings: warnings.slice(-5), late: { ...late } }
       try {
         mkdirSync(join(path, '..'), { recursive: true, mode: 0o700 })
         const tmp = `${path}.${process.pid}.tmp`
@@ -403,7 +409,8 @@ export function apply (ctx, config) {
   const warned = new Set()
   const status = healthWriter(c)
   let health = { state: 'new', reason: null }
-  const setHealth = (state, reason) => {
+  const setHealth = (state, reason, lateOp) => {
+    if (lateOp) status.late[lateOp] = (status.late[lateOp] ?? 0) + 1
     health = { state, reason }
     status.write(state, reason)
   }

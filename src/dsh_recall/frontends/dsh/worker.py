@@ -142,6 +142,10 @@ def _opt_text(value: Any) -> str | None:
     return clean_text(value) if isinstance(value, str) and value else None
 
 
+# What an answer keeps out of the request: not counted when it came after the deadline.
+KEPT_OUT_COUNTS = ("offloads", "chars_in", "chars_inline", "reads_shortened")
+
+
 class Worker:
     """Answers one request dict at a time (`handle`); `idle` does deferred work."""
 
@@ -162,7 +166,7 @@ class Worker:
         self._notes: dict[str, Any] = {}
         self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
                        "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
-                       "errors": 0, "reads_shortened": 0, "request_chars_kept_out": 0, "last_request_chars_kept_out": 0}
+                       "errors": 0, "late": 0, "reads_shortened": 0, "request_chars_kept_out": 0, "last_request_chars_kept_out": 0}
         ensure_dir(status_path().parent)
         self._status_path = status_path()
         self.started = clock()
@@ -242,7 +246,16 @@ class Worker:
             raise InputError(f"unknown op {str(op)[:40]!r}; ops: hello, offload, read, context, "
                              "reclaim, import, status, ping")
         self.counts["requests"] += 1
-        return fn(req)
+        before = {k: self.counts[k] for k in KEPT_OUT_COUNTS}
+        out = fn(req)
+        at = req.get("deadline_at")
+        if isinstance(at, (int, float)) and not isinstance(at, bool) and time.time() * 1000 > at:
+            # dsh went on with its own result at the deadline: nothing was kept out, so this
+            # answer counts as late, not as an offload or a shortened read.
+            self.counts.update(before)
+            self.counts["late"] += 1
+            out["late"] = True
+        return out
 
     def op_hello(self, req: dict[str, Any]) -> dict[str, Any]:
         cfg = self.config(_opt_text(req.get("cwd")))
