@@ -71,10 +71,10 @@ def test_object_search_drops_lines_to_fit_a_small_budget(app: RecallApp) -> None
         obj_id = svc.put(text, session="s", seq=1, tool="bash").id
     finally:
         svc.close()
-    full, _ = app.call("object_recall", {"id": obj_id, "query": "ERROR failed"})
+    full, _ = app.call("object_recall", {"id": obj_id, "query": "ERROR failed", "limit": 20})
     assert len(full["matches"]) == 20 and full["truncated"] is False
     app.token_budget = 600
-    small, text_out = app.call("object_recall", {"id": obj_id, "query": "ERROR failed"})
+    small, text_out = app.call("object_recall", {"id": obj_id, "query": "ERROR failed", "limit": 20})
     render = lambda d: render_mod.render("object_recall", d)  # noqa: E731
     assert budget_mod.answer_tokens(small, render) <= 600
     assert 1 <= len(small["matches"]) < 20 and small["truncated"] is True
@@ -160,3 +160,28 @@ def test_history_detail_browse_cursor_runs_through_the_session(app: RecallApp,
         if not cursor:
             break
     assert seqs == list(range(40)), "every event of the session once, in order"
+
+
+def test_an_object_query_returns_the_best_few_lines_and_says_when_more_match(app: RecallApp) -> None:
+    # The best 8 (bench/objects_recall_size.py: as many pairs answered as 20 lines, at half
+    # the characters), with `more` and the call that gets them, through either profile.
+    from dsh_recall.frontends.mcp import compact
+    from dsh_recall.services.objects import ObjectService
+
+    text = "\n".join(f"{i} timeout talking to db-{i}" if i % 50 == 0 else f"{i} ok" for i in range(1000))
+    svc = ObjectService(app.cfg.objects)
+    try:
+        obj_id = svc.put(text, session="s", seq=1, tool="bash").id
+    finally:
+        svc.close()
+    few, shown = app.call("object_recall", {"id": obj_id, "query": "timeout db"})
+    assert len(few["matches"]) == 8 and few["more"] is True and "-- more lines match: limit=20" in shown
+    every, shown = app.call("object_recall", {"id": obj_id, "query": "timeout db", "limit": 20})
+    assert len(every["matches"]) == 20 and "more" not in every and "more lines match" not in shown
+    assert every["matches"][:8] == few["matches"]
+    plan = compact.plan({"id": obj_id, "query": "timeout db"})
+    assert plan.tool == "object_recall" and "limit" not in plan.args  # the handler's default
+    assert compact.plan({"id": obj_id, "query": "timeout db", "k": 20}).args["limit"] == 20
+    assert "-- more lines match: k=20" in compact.object_recall(few)
+    only, _ = app.call("object_recall", {"id": obj_id, "query": "db-950"})
+    assert [m["line"] for m in only["matches"]][:1] == [951] and "more" not in only

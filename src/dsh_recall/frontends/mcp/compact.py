@@ -113,9 +113,11 @@ def plan(a: dict[str, Any]) -> Plan:
         if a.get("lines"):  # object_recall checks the "a-b" form
             return Plan("object_recall", {"id": oid, "lines": str(a["lines"]),
                                           "count": MAX_CHARS})
-        if query or a.get("failures"):
-            want = {"query": query} if query else {"failures": True}
-            return Plan("object_recall", {"id": oid, **want, "limit": min(int(k or 20), 20)})
+        if query:  # the handler's best few lines (sources.QUERY_LINES) unless k says more
+            return Plan("object_recall", {"id": oid, "query": query,
+                                          **({"limit": min(int(k), 20)} if k else {})})
+        if a.get("failures"):
+            return Plan("object_recall", {"id": oid, "failures": True, "limit": min(int(k or 20), 20)})
         return Plan("object_recall", {"id": oid, "lines": f"1-{FIRST_LINES}",
                                       "count": FIRST_CHARS})
     if a.get("lines") or a.get("failures"):
@@ -239,6 +241,8 @@ def object_matches(d: dict[str, Any]) -> str:
         lines.append("no matching lines")
     if d.get("note"):
         lines.append(f"-- note: {d['note']}")
+    if d.get("more"):
+        lines.append("-- more lines match: k=20")
     lines.append("-- more around a line: lines=\"a-b\"")
     return "\n".join(lines + _tail(d))
 

@@ -163,6 +163,8 @@ def object_recall(d: dict[str, Any]) -> str:
             lines.append("no matching lines")
         if d.get("note"):
             lines.append(f"-- note: {d['note']}")
+        if d.get("more"):
+            lines.append("-- more lines match: limit=20")
     else:
         lines.append(f"-- chars {d.get('start', 0)}..{d.get('start', 0) + len(d.get('text', ''))}")
         lines.append(d.get("text", ""))

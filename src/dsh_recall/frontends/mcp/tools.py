@@ -268,8 +268,9 @@ OBJECT_RECALL = ToolSpec(
         "inline head/tail names the object id). With `failures: true`: where did it fail? "
         "The likely failure region of a build, test or CI log (error and exception lines, "
         "stack traces, assertion diffs, exit codes; at most 20 lines in file order, with "
-        "line numbers): ask this first when a command failed. With `query`: the matching "
-        "lines with line numbers and offsets (e.g. query='FATAL' in a 200 KB log); a "
+        "line numbers): ask this first when a command failed. With `query`: the best 8 "
+        "matching lines (`limit` up to 20) with line numbers and offsets (e.g. "
+        "query='FATAL' in a 200 KB log), `more` when others match; a "
         "failure word ('error', 'FAILED') also brings the failure region's other lines, "
         "marked context. With `lines` ('120-160'): those lines, numbered. Otherwise "
         "`count` characters from `start`. Ask for the slice you need, not the whole object."),
@@ -281,7 +282,8 @@ OBJECT_RECALL = ToolSpec(
         "start": I("Character offset to start from (code points).", minimum=0),
         "count": I("Characters to return.", minimum=1, maximum=24000),
         "lines": S("a-b: lines a to b (1-based); count caps their characters."),
-        "limit": I("Max lines for a query or the failure region.", minimum=1, maximum=20),
+        "limit": I("Max lines for a query (default 8) or the failure region (default 20).",
+                   minimum=1, maximum=20),
     }, required=["id"]),
     output_schema=obj({
         "id": S(), "total": I("Length of the whole object in characters."),
@@ -297,6 +299,8 @@ OBJECT_RECALL = ToolSpec(
                                         "query."}},
                            required=["line", "offset", "text"])),
         "note": S("Said when the query was cut or otherwise changed before matching."),
+        "more": {"type": "boolean",
+                 "description": "More lines match the query: call again with a larger limit."},
         "truncated": BOOL,
     }, required=["id", "truncated"]),
     service="dsh_recall.services.objects",
