@@ -188,13 +188,18 @@ def test_auto_recall_notes_and_the_anchor_join_the_conversation_and_every_prefix
                     "as we discussed, what port did we pick?",
                     "where does the staging deploy key live?",
                     "OVERFLOW: keep going with the tests",
-                    "what is next?"):
+                    "what is next?",
+                    "as we discussed earlier, what port did we choose for staging?"):
             session.run(msg)
 
     unrelated = _blocks_in(standin, "unit test for the tokenizer")
     assert unrelated and all(b == "" for b in unrelated)
-    recalled = _blocks_in(standin, "as we discussed")
-    assert recalled and all("8431" in b and "Earlier in this session" in b for b in recalled)
+    # The decision is still in the request dsh sends: quoting it again would only repeat it.
+    held = _blocks_in(standin, "as we discussed, what port")
+    assert held and all("Earlier in this session" not in b for b in held), held
+    # Once the compaction has summarized it away, the question brings it back.
+    recalled = _blocks_in(standin, "did we choose for staging")
+    assert recalled and all("8431" in b and "Earlier in this session" in b for b in recalled), recalled
     assert "Notes from memory" not in recalled[0]
     noted = _blocks_in(standin, "staging deploy key")
     assert noted and all("ops/staging-deploy" in b for b in noted)

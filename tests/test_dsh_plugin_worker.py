@@ -174,6 +174,10 @@ def test_context_recalls_history_and_notes_only_when_relevant(tmp_path, monkeypa
         _user("which port should the staging server listen on?"),
         _assistant("Let us pick port 8431 for the staging server; 8080 is taken by the proxy."),
         _user("ok, write the compose file"), _assistant("Done: compose.yml uses 8431."),
+        # dsh compacted the first four events away: the model has only the summary of them.
+        {"type": "compaction/summary", "data": {"compactionId": "c1", "summary": [
+            {"type": "text", "text": "Set up the staging server's compose file."}],
+            "shadowedRange": {"start": 0, "end": 3}, "shadowedSeqs": [0, 1, 2, 3]}},
         _user("now the readme"), _assistant("Updated README.md."),
         _user("and the changelog"), _assistant("Changelog updated.")])
     w = Worker(dsh_home=str(dsh_home))
@@ -282,6 +286,9 @@ def test_a_question_about_a_decision_recalls_the_turns_that_made_it(tmp_path):
                                    "def get_cookie_samesite(self, app):"),
         _assistant("The samesite value is read in sessions.py get_cookie_samesite."),
         _user("run the tests"), _assistant("12 passed, 1 failed in test_sessions.py"),
+        {"type": "compaction/summary", "data": {"compactionId": "c1", "summary": "Tests run.",
+                                                "shadowedRange": {"start": 0, "end": 6},
+                                                "shadowedSeqs": list(range(7))}},
         _user("fix the failing test"), _assistant("Fixed the assertion in test_sessions.py."),
         _user("now update the changelog"), _assistant("Changelog updated.")])
     w = Worker(dsh_home=str(dsh_home))
@@ -315,3 +322,24 @@ def test_an_answer_after_the_deadline_counts_as_late_not_as_kept_out(tmp_path):
     assert "late" not in on_time and w.counts["offloads"] == 1 and w.counts["late"] == 1
     w.handle({**req, "call_id": "c3"})  # no deadline sent (a caller of its own): counted
     assert w.counts["offloads"] == 2
+
+
+def test_the_history_block_never_repeats_what_the_request_still_holds(tmp_path):
+    # No compaction yet: the decision is in the request dsh sends, so quoting it again only
+    # doubles it; once a compaction shadows it, the block brings it back.
+    dsh_home = tmp_path / "dsh"
+    events = [_user("which port should the staging server listen on?"),
+              _assistant("Let us pick port 8431 for the staging server; 8080 is taken by the proxy."),
+              _user("ok, write the compose file"), _assistant("Done: compose.yml uses 8431."),
+              _user("now the readme"), _assistant("Updated README.md."),
+              _user("and the changelog"), _assistant("Changelog updated.")]
+    _session_log(dsh_home, "sess-q", events)
+    w = Worker(dsh_home=str(dsh_home))
+    asked = {"op": "context", "session": "sess-q", "message": "as we discussed, what port did we pick?"}
+    assert not w.handle({**asked, "message_id": "m1"})["parts"]["recall"]
+    summary = {"type": "compaction/summary", "data": {"compactionId": "c1", "summary": "Docs updated.",
+                                                      "shadowedRange": {"start": 0, "end": 7},
+                                                      "shadowedSeqs": list(range(8))}}
+    _session_log(dsh_home, "sess-q", [*events, summary, _user("what next?")])
+    got = w.handle({**asked, "message_id": "m2"})
+    assert got["parts"]["recall"] and "8431" in got["text"]

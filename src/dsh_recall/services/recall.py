@@ -34,6 +34,19 @@ def _regular(path: str) -> bool:
         return False
 
 
+# Flags of an event a compaction took out of the model's context (readers/transcripts: dsh's
+# compaction/prune and compaction/summary, Cline's condensed messages).
+SHADOWED = frozenset({"pruned", "summarized"})
+
+
+def in_context(hit: dict[str, Any], session: str, since: int | None) -> bool:
+    """Whether the model still has this hit's event: one of this session not shadowed by a
+    compaction and not before its latest summary (a harness that marks no shadowed events,
+    as Claude Code, drops everything before it). Quoting it again only repeats it."""
+    if hit.get("session", session) != session or SHADOWED & set(hit.get("flags") or ()):
+        return False
+    return since is None or int(hit.get("start_seq", -1)) >= since
+
 class RecallService:
     """Decides per user message whether to inject history; builds anchors after compactions."""
 
@@ -98,6 +111,7 @@ class RecallService:
             if not events:
                 return {"fire": False, "reason": "session not in history yet", "turn": turn}
             recent = events[-RECENT_IN_CONTEXT:]
+            summary = store.latest_summary(session)
             older = history.OlderTurns(session, recent[0]["seq"] if recent else None, store)
             prev = " ".join(e["text"] for e in events[-4:] if e["role"] in ("user", "assistant"))
             d = gate(prompt, older, referring_segments(prev)[:12],
@@ -115,13 +129,18 @@ class RecallService:
         viewer = self.viewer or (Viewer(self.cfg, key) if key else None)
         # The question itself ranks the turns that answer it (a decision, its reason); the
         # gate's terms alone found the turns that merely mention them. One hit per event,
-        # the best few, none of those still in the model's context.
+        # the best few, none of those still in the model's context, and none rated weak when
+        # another is strong (an unrelated log fragment under the decision that answers).
         query = prompt if d.kind == "past_reference" else " ".join(d.query_terms)
         found = history.search(query, session=session, cfg=self.cfg, viewer=viewer,
-                               detail=True, limit=MAX_HITS + RECENT_IN_CONTEXT + 2)
+                               detail=True, limit=MAX_HITS + RECENT_IN_CONTEXT + 8)
         recent_seqs = {int(e["seq"]) for e in recent}
-        found["hits"] = [h for h in found.get("hits") or []
-                         if int(h.get("start_seq", -1)) not in recent_seqs][:MAX_HITS]
+        since = int(summary["seq"]) if summary else None
+        hits = [h for h in found.get("hits") or []
+                if int(h.get("start_seq", -1)) not in recent_seqs and not in_context(h, session, since)]
+        if any(h.get("match") == "strong" for h in hits):
+            hits = [h for h in hits if h.get("match") == "strong"]
+        found["hits"] = hits[:MAX_HITS]
         text = self._render_hits(session, d.reason, found)
         if not text:
             return {**out, "fire": False, "reason": d.reason + "; but history found nothing"}
