@@ -421,3 +421,22 @@ def test_a_throwing_browser_half_leaves_the_page_working(web, where):
             assert not d.find_elements(_by().CSS_SELECTOR, "[data-dsh-recall=strip]")
     finally:
         d.execute_script("localStorage.removeItem('dsh-recall.test.throw')")
+
+
+def test_remove_after_saves_in_the_ui_keeps_every_row_the_runtime_wrote(web):
+    # D13: the runtime's config editor appended its own rows (the preview notice dismissed
+    # in _home) inside our markers while the card saved; remove takes out ours alone.
+    import re as _re
+
+    from dsh_recall.frontends.cli.dsh_patch_file import OUR_IDS
+    text = web["patch"].read_text()
+    theirs = [m.group(0) for m in _re.finditer(r"^- id: (\S+)\n(?:[ \t].*\n|\n(?=[ \t]))*", text, _re.M)
+              if m.group(1).strip("'\"") not in OUR_IDS]
+    assert theirs and text.index(theirs[0]) < text.index("# <<< dsh-recall"), text  # inside our markers
+    dsh_home = web["patch"].parents[2]
+    out = subprocess.run([recall_exe(), "integrate", "dsh", "remove", "--profile", "web", "--dsh-home", str(dsh_home)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "updated" in out.stdout, out
+    left = web["patch"].read_text()
+    assert all(row in left for row in theirs), (theirs, left)
+    assert "recall-native" not in left and "mcp-recall" not in left and "dsh-recall" not in left, left

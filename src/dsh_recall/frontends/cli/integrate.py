@@ -8,8 +8,9 @@
   and the native plugin (reaper, auto-recall, anchors: frontends/dsh) in dsh. `--profile web`
   writes it into that profile's own patch with a `file://` name: the only place where the
   web UI's settings card can save (dsh refuses writes to an entry from the home patch).
-  Written between marker lines, so running it again replaces it and `integrate dsh remove`
-  takes it out (with the rows dsh's settings editor appended for our entries).
+  Written between marker lines; running it again replaces our entries and `integrate dsh
+  remove` takes them out (with the rows dsh's settings editor appended for them), keeping
+  every row dsh wrote for itself, inside the markers or not (dsh_patch_file.py).
 - `integrate codex`: the `config.toml` entry for the OpenAI Codex CLI.
 """
 
@@ -28,8 +29,8 @@ import click
 
 from ...core.errors import InputError
 from .common import handle_errors
+from .dsh_patch_file import SERVER_NAME, mounted_by_hand, replace_private, strip_ours, with_block
 
-SERVER_NAME = "recall"
 HOOK_PREFIX = "dsh-recall hook claude-code "
 # (event, matcher, subcommand): what `install` adds to .claude/settings.json.
 CLAUDE_HOOKS = [
@@ -108,12 +109,6 @@ def _env_lines(env: dict[str, str] | None) -> list[str]:
                                   for k, v in sorted(env.items())]
 
 
-BEGIN = "# >>> dsh-recall: written by `dsh-recall integrate dsh patch`; `integrate dsh remove` takes it out"
-END = "# <<< dsh-recall"
-# The entries the patch inserts: dsh's settings editor appends override rows for them.
-OUR_IDS = (f"mcp-{SERVER_NAME}", "recall-native")
-
-
 def dsh_home(explicit: str | None = None) -> Path:
     """$DSH_HOME (or `explicit`), else ~/.dsh: where dsh keeps its profiles."""
     return Path(explicit or os.environ.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
@@ -125,74 +120,33 @@ def profile_patch(home: Path, profile: str) -> Path:
     return home / "profiles" / profile / "cordis.patch.yml"
 
 
-def _split_block(text: str) -> tuple[str, str, bool]:
-    """`text` before and after our marked block (the first one), and whether there was one."""
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(BEGIN)), None)
-    if start is None:
-        return text, "", False
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith(END)), len(lines) - 1)
-    return "".join(lines[:start]), "".join(lines[end + 1:]), True
-
-
-def _without_overrides(text: str) -> tuple[str, bool]:
-    """`text` without the top-level rows dsh's settings editor appended for our entries
-    (`- id: recall-native ...` and its indented lines)."""
-    out: list[str] = []
-    dropping = False
-    changed = False
-    for line in text.splitlines(keepends=True):
-        if not line.startswith((" ", "\t")) and line.strip():
-            m = re.match(r"-\s+id:\s*['\"]?([A-Za-z0-9_-]+)", line)
-            dropping = bool(m and m.group(1) in OUR_IDS)
-        if dropping:
-            changed = True
-            continue
-        out.append(line)
-    return "".join(out), changed
-
-
 def write_dsh_patch(path: Path, text: str) -> bool:
-    """Put our block in `path` (replacing the one there); returns whether the file changed.
-    A mount of dsh-recall written by hand (no markers) is left alone: an error says so."""
+    """Put our block in `path` (in place of what of ours it held: dsh_patch_file.py);
+    returns whether the file changed. A mount of dsh-recall written by hand (no markers)
+    is left alone: an error says so."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    before, after, had = _split_block(old)
-    if not had and (("@deepseek-ai/dsh-mcp-client" in old and f"serverName: {SERVER_NAME}" in old)
-                    or "id: recall-native" in old):
+    if mounted_by_hand(old):
         raise InputError(f"{path} already mounts dsh-recall without our markers; edit it by hand "
                          "or remove that mount first")
-    if not had and before and not before.endswith("\n"):
-        before += "\n"
-    new = f"{before}{BEGIN}\n{text}{END}\n{after}"
+    new = with_block(old, text)
     if new == old:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_private(path, new)
+    replace_private(path, new)
     return True
 
 
 def remove_dsh_patch(path: Path) -> bool:
-    """Take our block and the editor's rows for our entries out of `path`."""
+    """Take our entries, the editor's rows for them and our markers out of `path`; every
+    row dsh wrote for itself stays, wherever it is."""
     if not path.exists():
         return False
     old = path.read_text(encoding="utf-8")
-    before, after, _ = _split_block(old)
-    new, _ = _without_overrides(before + after)
+    new, _ = strip_ours(old)
     if new == old:
         return False
-    _replace_private(path, new)
+    replace_private(path, new)
     return True
-
-
-def _replace_private(path: Path, text: str) -> None:
-    """Write `path` whole (a temp file renamed over it), readable by the user alone: dsh's
-    settings card saves the plugin's embedding key into this patch."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an old temp file left with wider bits
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME,
