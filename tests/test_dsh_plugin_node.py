@@ -67,6 +67,18 @@ def test_a_hanging_worker_costs_one_deadline_then_results_pass_through():
     assert len(r["warnings"]) == 1 and "offload took over" in r["warnings"][0]
 
 
+def test_a_deadline_out_of_range_falls_back_to_the_default_and_says_so():
+    # D7: Node fires a timer over 2^31-1 ms after 1 ms: every call "timed out" at once and
+    # every big result reached the model whole. A hand-written patch's out-of-range value
+    # (the card's save is refused by the schema's maximum) is replaced by the default.
+    r = run("ok", [{"post": {"name": "bash", "blocks": [BIG]}}], callTimeoutMs=3_000_000_000,
+            hangMs=-5, minChars="many")
+    assert r["results"][0]["post"] == ["SHORT(5000)"], r  # answered: a real deadline, not 1 ms
+    bad = [w for w in r["warnings"] if "config values out of range" in w]
+    assert len(bad) == 1 and "callTimeoutMs 3000000000 (allowed 50-60000; using 1500)" in bad[0], r["warnings"]
+    assert "hangMs -5" in bad[0] and 'minChars "many"' in bad[0]
+
+
 def test_a_dying_worker_is_restarted_once_then_left_alone():
     r = run("die", [{"assemble": {"message": "one"}}, {"post": {"name": "bash", "blocks": [BIG]}},
                     {"wait": 300}, {"assemble": {"message": "two"}}, {"wait": 300},

@@ -79,9 +79,19 @@ const VOLATILE = ['reaper', 'reads', 'autoRecall', 'reclaim', 'minChars', 'callT
 // worker as RECALL_EMBEDDER_API_KEY (its embedder.api_key_env, unless env names another).
 const SECRET_FIELD = 'embedderApiKey'
 const KNOWN = new Set([...Object.keys(DEFAULTS), SECRET_FIELD])
+// [min, max] of the numeric fields. Node fires a timer over 2^31-1 ms after 1 ms, so an
+// unbounded deadline made every call time out; a value outside is refused by the schema (a
+// save in the card) and, from a hand-written patch, replaced by the default with a warning.
+const RANGES = Object.freeze({
+  minChars: [0, 10_000_000],
+  callTimeoutMs: [50, 60_000],
+  startTimeoutMs: [50, 120_000],
+  hangMs: [1000, 3_600_000]
+})
+const inRange = (k, v) => !RANGES[k] || (Number.isFinite(v) && v >= RANGES[k][0] && v <= RANGES[k][1])
 
 function buildConfig (z) {
-  const count = (d, min) => z.natural().min(min).default(d).volatile()
+  const count = (k) => z.natural().min(RANGES[k][0]).max(RANGES[k][1]).default(DEFAULTS[k]).volatile()
   return z.object({
     command: z.string().default(DEFAULTS.command).description('How to run dsh-recall'),
     args: z.array(z.string()).default([...DEFAULTS.args]),
@@ -92,10 +102,10 @@ function buildConfig (z) {
     reads: z.boolean().default(DEFAULTS.reads).volatile(),
     autoRecall: z.boolean().default(DEFAULTS.autoRecall).volatile(),
     reclaim: z.boolean().default(DEFAULTS.reclaim).volatile(),
-    minChars: count(DEFAULTS.minChars, 0),
-    callTimeoutMs: count(DEFAULTS.callTimeoutMs, 50),
-    startTimeoutMs: count(DEFAULTS.startTimeoutMs, 50),
-    hangMs: count(DEFAULTS.hangMs, 1000),
+    minChars: count('minChars'),
+    callTimeoutMs: count('callTimeoutMs'),
+    startTimeoutMs: count('startTimeoutMs'),
+    hangMs: count('hangMs'),
     [SECRET_FIELD]: z.string().role('secret').volatile()
   })
 }
@@ -138,16 +148,24 @@ function settings (config) {
       get: () => {
         let v
         try { v = live(raw[k]) } catch {}
-        return (v === undefined || v === null || typeof v !== typeof DEFAULTS[k]) ? DEFAULTS[k] : v
+        return (v === undefined || v === null || typeof v !== typeof DEFAULTS[k] || !inRange(k, v)) ? DEFAULTS[k] : v
       }
     })
+  }
+  const bad = []
+  for (const k of Object.keys(RANGES)) {
+    let v
+    try { v = live(raw[k]) } catch {}
+    if (v !== undefined && v !== null && (typeof v !== 'number' || !inRange(k, v))) {
+      bad.push(`${k} ${JSON.stringify(v)} (allowed ${RANGES[k][0]}-${RANGES[k][1]}; using ${DEFAULTS[k]})`)
+    }
   }
   let secret
   try { secret = live(raw[SECRET_FIELD]) } catch {}
   if (typeof secret === 'string' && secret) {
     c.env = { DSH_RECALL_EMBEDDER__API_KEY_ENV: 'RECALL_EMBEDDER_API_KEY', ...c.env, RECALL_EMBEDDER_API_KEY: secret }
   }
-  return { c, unknown }
+  return { c, unknown, bad }
 }
 
 function workerEnv (extra) {
@@ -404,7 +422,7 @@ function healthWriter (c) {
 }
 
 export function apply (ctx, config) {
-  const { c, unknown } = settings(config)
+  const { c, unknown, bad } = settings(config)
   const logger = ctx.logger ?? console
   const warned = new Set()
   const status = healthWriter(c)
@@ -425,6 +443,7 @@ export function apply (ctx, config) {
     try { process.stderr.write(`${message}\n`) } catch {}
   }
   if (unknown.length) warn('config', `dsh-recall plugin: unknown config keys ignored: ${unknown.join(', ')}`)
+  if (bad.length) warn('config-range', `dsh-recall plugin: config values out of range: ${bad.join('; ')}`)
   const worker = new Worker(c, warn, setHealth)
   // Start now: by the first request the worker has long printed its ready line.
   if (c.reaper || c.autoRecall) worker.start()
