@@ -90,6 +90,16 @@ def test_a_dying_worker_is_restarted_once_then_left_alone():
     assert "until the next request restarts it" in died[0] and "giving up" in died[1]
 
 
+def test_a_dead_worker_is_restarted_at_the_next_request_with_auto_recall_off():
+    # D10: the restart lived inside auto-recall; with it off, a killed worker stayed dead and
+    # every big result reached the model whole.
+    r = run("die", [{"post": {"name": "bash", "blocks": [BIG]}}, {"wait": 300},
+                    {"assemble": {"message": "next turn"}}, {"wait": 300},
+                    {"post": {"name": "bash", "blocks": [BIG]}}], autoRecall=False)
+    died = [w for w in r["warnings"] if "worker exited" in w]
+    assert len(died) == 2 and "giving up" in died[1], r["warnings"]  # it was started again
+
+
 def test_a_missing_python_is_logged_once_and_changes_nothing():
     r = run("ok", [{"post": {"name": "bash", "blocks": [BIG]}}, {"assemble": {"message": "x"}},
                    {"post": {"name": "bash", "blocks": [BIG]}}],

@@ -93,3 +93,14 @@ def test_the_stats_route_says_recalling_for_a_while_after_a_quick_call():
     assert r["afterPoll"]["busy"] == 0 and r["afterPoll"]["recalling"] is True
     assert r["afterPoll"]["lastDoneAt"] > 0
     assert r["later"]["recalling"] is False
+
+
+def test_a_dead_worker_shows_no_sweep_and_no_recall_complete():
+    # D9: after the worker died (here: on its first request) a call is answered by no one;
+    # the strip must not sweep "Recalling…" and then say "Recall complete" for it.
+    cfg = {"command": sys.executable, "args": [str(FAKE_WORKER)], "env": {"FAKE_MODE": "die"},
+           "callTimeoutMs": 1000, "startTimeoutMs": 3000}
+    r = _node(str(HOST), PLUGIN_PATH.as_uri(), json.dumps(cfg))
+    assert r["later"]["recalling"] is False and r["later"]["health"] in ("dead", "disabled"), r["later"]
+    assert r["afterDead"]["recalling"] is False and r["afterDead"]["busy"] == 0, r["afterDead"]
+    assert r["afterDead"]["lastDoneAt"] == r["later"]["lastDoneAt"]

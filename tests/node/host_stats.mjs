@@ -1,6 +1,7 @@
 // The stats route of the host half (frontends/dsh/plugin.mjs) under plain Node: a fake cordis
 // context that offers `connection`, and the fake worker of tests/fixtures/dsh_plugin. One
-// quick offload, then the route is read at once and again after the recent-call window.
+// quick offload, then the route is read at once and again after the recent-call window, then
+// once more after a second call.
 // node host_stats.mjs PLUGIN_URL CONFIG_JSON; prints one JSON line.
 const [plugin, configJson] = process.argv.slice(2)
 const { apply } = await import(plugin)
@@ -31,6 +32,9 @@ await sleep(1000) // the call is long over, one poll later
 out.afterPoll = await read()
 await sleep(2300)
 out.later = await read()
+// Another call: with a worker that died meanwhile (FAKE_MODE=die) it is answered by no one.
+await listeners.get('tools/post-execute')({ ...exec, callId: 'call-2' }, { content: [{ type: 'text', text: 'y'.repeat(5000) }] }, async () => ({ kind: 'accept' }))
+out.afterDead = await read()
 for (const d of disposers) d?.()
 clearInterval(keepAlive)
 console.log(JSON.stringify(out))

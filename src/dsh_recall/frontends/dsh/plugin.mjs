@@ -476,6 +476,8 @@ export function apply (ctx, config) {
     f.keptChars += Math.max(0, before - after)
   }
   const ask = (op, payload) => {
+    // A worker that is not running answers nothing: no sweep, no "Recall complete" (D9).
+    if (worker.state !== 'running' && worker.state !== 'new') return worker.call(op, payload)
     activity.busy += 1
     activity.lastStartAt = Date.now()
     if (typeof payload?.cwd === 'string') activity.lastCwd = payload.cwd
@@ -564,6 +566,9 @@ export function apply (ctx, config) {
   // prefix cache holds; on dsh's in-history route a changed prompt would add a copy of the
   // whole prompt to history each time.
   ctx.on('agent/pre-step', async (payload, next) => {
+    // A request boundary: a worker that died is restarted (once per dsh process) whatever
+    // is switched on; auto-recall off must not leave the reaper and reads without it (D10).
+    if (c.reaper || c.reads || c.autoRecall || c.reclaim) worker.revive()
     try {
       const session = payload?.agent?.session
       const s = session?.id ? sessions.get(session.id) : undefined
