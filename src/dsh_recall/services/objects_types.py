@@ -5,11 +5,25 @@ lines of one object (`SearchResult`), a search across objects (`ObjectsAnswer`),
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..core.errors import InputError
 from ..rank.line_search import LineMatch
 from .base import Answer
+
+LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
+
+
+def line_range(value: str) -> tuple[int, int]:
+    """(a, b) of a line range "a-b" with 1 <= a <= b (what every offload notice says:
+    `lines=a-b`), else an InputError."""
+    m = LINES.fullmatch(value)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise InputError(f"lines must be 'a-b' with 1 <= a <= b (e.g. lines=\"120-160\"); "
+                         f"got {value[:40]!r}")
+    return int(m.group(1)), int(m.group(2))
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ def _human_search(r: dict) -> str:
 @click.option("--session", default=None, help="Search this session (default: $DSH_RECALL_SESSION).")
 @click.option("--workspace", default=None, help="Search every session of this workspace (path or name).")
 @click.option("--all", "all_sessions", is_flag=True, help="Search every imported session.")
-@click.option("--limit", type=click.IntRange(1, 500), default=None, help="Number of hits.")
+@click.option("--limit", "-n", type=click.IntRange(1, 500), default=None, help="Number of hits (1-500).")
 @click.option("--layers", default=None, help="Comma list of literal,fuzzy,semantic (default: all).")
 @click.option("--detail", is_flag=True, help="Full ranked hit list, one per event, instead of the coarse answer.")
 @click.option("--channel", default=None, help=_CHANNEL_HELP)

@@ -12,6 +12,7 @@ import click
 from ...core.errors import InputError
 from ...core.files import read_regular
 from ...services.objects import ObjectService
+from ...services.objects_types import line_range
 from .common import emit, get_config, handle_errors, json_option
 
 
@@ -75,12 +76,23 @@ def put_cmd(ctx: click.Context, file: str, session: str | None, seq: int | None,
 @click.option("--start", type=int, default=None, help="First code point (default 0).")
 @click.option("--count", type=int, default=None,
               help="How many code points (default 8,000, at most 24,000).")
+@click.option("--lines", "lines", default=None, metavar="A-B",
+              help="Lines A to B (1-based), as the offload notice names them; --count caps their characters.")
 @json_option
 @click.pass_context
 @handle_errors
 def get_cmd(ctx: click.Context, obj_id: str, start: int | None, count: int | None,
-            as_json: bool) -> None:
-    """Print a range of object ID."""
+            lines: str | None, as_json: bool) -> None:
+    """Print a range of object ID: --lines A-B, or --start/--count in code points."""
+    if lines is not None:
+        if start is not None:
+            raise InputError("pass --lines or --start, not both")
+        first, last = line_range(lines)
+        with _service(ctx, config=False) as svc:
+            got = svc.lines(obj_id, first, last, count)
+        emit(got, as_json, lambda d: d["text"] + (f"\n[lines {d['line']}-{d['end_line']} of {d['line_count']}]"
+                                                 if d["end_line"] < d["line_count"] or d["line"] > 1 else ""))
+        return
     with _service(ctx, config=False) as svc:
         res = svc.get(obj_id, start, count)
 

@@ -7,7 +7,6 @@ serves the others, and the tool list only offers what imports.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.config import Config
 from ...core.errors import InputError
+from ...services.objects_types import line_range
 from . import budget as budget_mod
 
 if TYPE_CHECKING:
@@ -23,16 +23,6 @@ if TYPE_CHECKING:
     from .handlers import RecallApp
 
 Render = Callable[[dict[str, Any]], str]
-LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
-
-
-def line_range(value: str) -> tuple[int, int]:
-    """(a, b) of a `lines` argument "a-b" with 1 <= a <= b, else an InputError."""
-    m = LINES.fullmatch(value)
-    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise InputError(f"lines must be 'a-b' with 1 <= a <= b (e.g. lines=\"120-160\"); "
-                         f"got {value[:40]!r}")
-    return int(m.group(1)), int(m.group(2))
 
 
 def _object_render(d: dict[str, Any]) -> str:
