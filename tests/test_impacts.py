@@ -115,7 +115,7 @@ def test_unrelated_writes_keep_entries_and_rescale_idf(tmp_path):
     assert store._averages()[0] == before.nrow + 3
     stats = store._term_stats(["teardown"])
     assert store.impacts._mem["teardown"].valid(stats["teardown"][1], stats["teardown"][0],
-                                                store._averages()[1])
+                                                store._averages()[1], impacts.AVGDL_TOLERANCE)
     got = store._lexical_impacts(match, 10)
     assert store.impacts._mem["teardown"] is before  # not computed again
     close(got, store._bm25(match, 10, None), 2e-3)

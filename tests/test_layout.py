@@ -1,5 +1,6 @@
-"""The layout keeps itself: imports point downward only, the two store backends never import
-each other, and no module grows past the size a reader can hold (docs/CONTRIBUTING.md)."""
+"""The layout keeps itself: imports point downward only, no two modules import each other
+(directly or round a loop), the two store backends never import each other, and no module
+grows past the size a reader can hold (docs/CONTRIBUTING.md)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,67 @@ def test_imports_point_downward_only():
             if LEVEL[target[1]] < LEVEL[room]:
                 upward.append(f"{rel}:{line} imports {'.'.join(target)}")
     assert not upward, "imports that point upward:\n" + "\n".join(upward)
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the dsh_recall modules it imports: every import, the lazy ones and those
+    for type checking too (a loop of either still ties the modules together)."""
+    mods = {".".join(mod): (path, mod, is_pkg) for path, _rel, mod, is_pkg in _modules()}
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, (path, mod, is_pkg) in mods.items():
+        for _line, target, names in _imports(path, mod, is_pkg):
+            t = ".".join(target)
+            subs = [f"{t}.{n}" for n in names if f"{t}.{n}" in mods]
+            graph[name].update(x for x in (subs or ([t] if t in mods else [])) if x != name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    found = _cycles(_graph())
+    assert not found, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 def test_store_backends_never_import_each_other():

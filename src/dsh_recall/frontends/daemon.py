@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .admission import Pending, hang_up
+from .argv import command_words
 
 PROTOCOL = 1
 MAX_REQUEST = 1 << 20  # bytes: argv is capped per argument (core.clean.QUERY_CHARS) anyway
@@ -101,25 +102,6 @@ def code_stamp() -> str:
                     continue
                 h.update(f"{root}/{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
     return h.hexdigest()
-
-
-def command_words(args: list[str], most: int = 2) -> list[str]:
-    """The command argv names, word by word (at most `most`): argv's first word after the
-    group's own options, and a group's subcommand the word after it."""
-    words: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "--config":
-            skip = True
-        elif a == "--" or (words and a.startswith("-")):
-            break
-        elif not a.startswith("-"):
-            words.append(a)
-            if len(words) == most:
-                break
-    return words
 
 
 def command_of(args: list[str]) -> str | None:

@@ -7,23 +7,8 @@ deadline, the order and the status, so a backend only has to answer or raise Rer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
-
 from ..core.config import RerankConfig
-from ..core.errors import RecallError
-
-
-class RerankError(RecallError):
-    """A reranker could not be reached or gave an answer that is not scores."""
-
-
-class Reranker(Protocol):
-    name: str
-
-    def score(self, query: str, documents: Sequence[str], timeout_s: float) -> dict[int, float]:
-        """Scores by position in `documents`; a position left out has no score."""
-        ...
+from .base import Reranker, RerankError
 
 
 def create(cfg: RerankConfig) -> Reranker:

@@ -25,7 +25,7 @@ from typing import Any
 from ..core.config import RerankConfig
 from ..core.errors import ConfigError
 from ..core.net import json_headers
-from . import RerankError
+from .base import RerankError
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # scores for a few hundred candidates fit in kilobytes
 

@@ -94,7 +94,7 @@ _DONE_AT_ANSWER = frozenset({"search"})
 
 def _command(args: list[str]) -> str | None:
     """The subcommand named in argv (after the group's own options)."""
-    from ..daemon import command_words  # loaded already: the entry point asked it first
+    from ..argv import command_words  # loaded already: the entry point asked it first
 
     words = command_words(args, 1)
     return words[0] if words else None

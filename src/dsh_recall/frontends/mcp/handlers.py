@@ -213,6 +213,8 @@ class RecallApp:
 class Client(SourceHandlers, memory_mod.MemoryHandlers, lineage_mod.LineageHandlers):
     """One MCP session: its workspace, token budget and current history session."""
 
+    app: RecallApp  # the whole server (the mixins read a view of it: app_view.py)
+
     def __init__(self, app: RecallApp):
         self.app = app
         self.workspace = app.workspace

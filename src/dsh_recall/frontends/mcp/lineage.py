@@ -14,7 +14,7 @@ from .tools import BOOL, PAGE_OUT, PAGE_REQ, STRS, I, S, ToolSpec, arr, obj
 if TYPE_CHECKING:
     from ...core.config import Config
     from ...services.channel import Viewer
-    from .handlers import RecallApp
+    from .app_view import AppView
 
 COMMIT = obj({
     "hash": S(), "short": S(), "author": S(), "author_mail": S(),
@@ -82,7 +82,7 @@ render_mod.RENDERERS.setdefault(CODE_WHY.name, render_why)
 class LineageHandlers:
     """What Client (handlers.py) provides, declared for the handler below."""
 
-    app: RecallApp
+    app: AppView
     cfg: Config
     workspace: Path
 

@@ -1,4 +1,4 @@
-"""Tool handlers for the history, objects and notes sources (a mixin of RecallApp).
+"""Tool handlers for the history, objects and notes sources (a mixin of the server's Client, handlers.py).
 
 Each service module is imported inside its handler: a build without one of them still
 serves the others, and the tool list only offers what imports.
@@ -20,7 +20,7 @@ from . import budget as budget_mod
 if TYPE_CHECKING:
     from ...services.channel import Viewer
     from ...services.code import CodeService
-    from .handlers import RecallApp
+    from .app_view import AppView
 
 Render = Callable[[dict[str, Any]], str]
 
@@ -42,7 +42,7 @@ class SourceHandlers:
     Every source answers only what the server's access channel may see (`viewer()`); a
     client's `session` only narrows the history scope."""
 
-    app: RecallApp
+    app: AppView
     cfg: Config
     workspace: Path
     session: str | None

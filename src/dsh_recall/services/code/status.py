@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from ...readers.workspace import parse_source_roots
 
 if TYPE_CHECKING:
-    from .service import CodeService
+    from .view import CodeView
 
 
-def status_of(svc: CodeService, probe: bool = True) -> dict[str, Any]:
+def status_of(svc: CodeView, probe: bool = True) -> dict[str, Any]:
     """The index as it stands: files, chunks, vectors pending, roots, the last job, and
     the embedder (with `probe`, a remote endpoint is asked whether it answers)."""
     last = json.loads(svc.store.get_meta("last_index") or "{}")

@@ -19,7 +19,7 @@ from ..head_vectors import vectors_for
 from .prepare import embed_text
 
 if TYPE_CHECKING:
-    from .service import CodeService
+    from .view import CodeView
 
 # Of a search's deadline, what the head's embedding leaves for ranking, priors and excerpts.
 HEAD_RESERVE_S = 0.5
@@ -35,7 +35,7 @@ def head_note(head: hybrid.Head) -> str:
             f"{head.coverage:.0%}")
 
 
-def rank_with_head(svc: CodeService, store: ChunkStore, emb: Embedder, q: np.ndarray, pool: int,
+def rank_with_head(svc: CodeView, store: ChunkStore, emb: Embedder, q: np.ndarray, pool: int,
                    prefix: str | None, deadline: float, head: hybrid.Head) -> list[tuple[int, float]]:
     """The vector ranking while vectors are pending: the lexical candidates (`head`) scored
     too, the best of them embedded first when they have no vector (a local embedder, within

@@ -25,7 +25,7 @@ from ...readers.transcripts import ReadContext, reader
 from ...readers.transcripts.base import TranscriptEvent
 from ...readers.transcripts.document import FormatError, stamp
 from ...stores.sqlite.history import BlockIn, HistoryStore
-from .importer import (
+from .rows import (
     _DATA_ERRORS,
     _blocks,
     _event_row,

@@ -3,30 +3,32 @@ expected file or passage), as the owner (no access filtering: it is the user's t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...rank.notes_rank import case_rank, load_cases
 
-if TYPE_CHECKING:
-    from .service import NotesService
+# The service's own ranking: (query, limit, allowed, layers, notes, used) -> hits.
+Hits = Callable[[str, int, None, Sequence[str], list[str], list[str]], list[Any]]
 
 
-def evaluate(svc: NotesService, cases: str | Path | list[dict[str, Any]], *,
+def evaluate(ensure_indexed: Callable[[list[str]], None], ranked: Hits,
+             cases: str | Path | list[dict[str, Any]], *,
              layers: Sequence[str], ks: Sequence[int] = (1, 3, 5)) -> dict[str, Any]:
-    """Top-k hit rates and MRR. A file expectation counts distinct files; a passage
-    expectation counts passages."""
+    """Top-k hit rates and MRR over the service's `ranked` hits (NotesService._hits, after
+    `ensure_indexed`). A file expectation counts distinct files; a passage expectation
+    counts passages."""
     items = load_cases(cases) if not isinstance(cases, list) else cases
     notes: list[str] = []
-    svc._ensure_indexed(notes)
+    ensure_indexed(notes)
     kmax = max(ks)
     hits_at = {k: 0 for k in ks}
     rr = 0.0
     misses: list[dict[str, Any]] = []
     for case in items:
         used: list[str] = []
-        hits = svc._hits(case["query"], kmax * 8, None, layers, notes, used)
+        hits = ranked(case["query"], kmax * 8, None, layers, notes, used)
         rank = case_rank(case, hits, kmax)
         for k in ks:
             hits_at[k] += int(rank is not None and rank <= k)

@@ -446,7 +446,7 @@ class NotesService:
         """Top-k hit rates on a cases file (notes/evaluate.py); runs as the owner."""
         from .evaluate import evaluate
 
-        return evaluate(self, cases, layers=layers, ks=ks)
+        return evaluate(self._ensure_indexed, self._hits, cases, layers=layers, ks=ks)
 
     # -- status ---------------------------------------------------------------
     def status(self) -> dict[str, Any]:

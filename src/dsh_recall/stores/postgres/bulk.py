@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import StoreError
-from ..contracts import FileRow, IndexedChunk
+from ..contracts import BM25_WEIGHTS, FileRow, IndexedChunk
 from . import util as pg_util
 from . import vectors
 
@@ -35,6 +35,15 @@ INDEXES = (("chunks_file", "chunks(file_id)"), ("chunks_path", '''chunks((path C
 COPY_COLS = ("file_id, path, start_line, end_line, language, symbols, text, embed_hash, terms, "
              "dl, has_vec")
 
+
+
+def chunk_terms(ic: IndexedChunk) -> tuple[list[str], list[str], int]:
+    """A chunk's term map, from the same token strings SQLite's FTS5 columns hold, weighted
+    as its bm25 weighs body, symbols and path."""
+    tok = pg_util.unicode61
+    return pg_util.term_map([(BM25_WEIGHTS[0], tok(ic.lexical, True)),
+                             (BM25_WEIGHTS[1], tok(ic.symbols_lexical, True)),
+                             (BM25_WEIGHTS[2], tok(ic.path_lexical, True))])
 
 class PgBulkLoad:
     """The bulk-load half of the PostgreSQL chunk store; the store sets `conn`, `s`."""
@@ -87,8 +96,6 @@ class PgBulkLoad:
 
     def _bulk_write(self, batch: Sequence[tuple[FileRow, Sequence[IndexedChunk]]]) -> None:
         """New files and their chunks, one transaction for the batch, chunks by COPY."""
-        from .chunks import chunk_terms  # the store's own module (imports this one)
-
         assert self._bulk is not None
         rows: list[tuple] = []
         n, tokens = self._bulk_rows

@@ -19,22 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ..contracts import BM25_WEIGHTS, ChunkRow, FileRow, IndexedChunk, prefix_bounds
+from ..contracts import ChunkRow, FileRow, IndexedChunk, prefix_bounds
 from . import migrations
 from . import util as pg_util
-from .bulk import PgBulkLoad
+from .bulk import PgBulkLoad, chunk_terms
 from .vectors import PgVectorTable
 
 SCHEMA_VERSION = migrations.latest(migrations.CHUNKS)  # stores/postgres/migrations.py
-
-def chunk_terms(ic: IndexedChunk) -> tuple[list[str], list[str], int]:
-    """A chunk's term map, from the same token strings SQLite's FTS5 columns hold, weighted
-    as its bm25 weighs body, symbols and path."""
-    tok = pg_util.unicode61
-    return pg_util.term_map([(BM25_WEIGHTS[0], tok(ic.lexical, True)),
-                             (BM25_WEIGHTS[1], tok(ic.symbols_lexical, True)),
-                             (BM25_WEIGHTS[2], tok(ic.path_lexical, True))])
-
 
 class PgChunkStore(PgVectorTable, PgBulkLoad):
     """Chunk store in one namespace of a PostgreSQL database (see stores.contracts.ChunkStore)."""

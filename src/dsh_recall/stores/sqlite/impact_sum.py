@@ -6,19 +6,59 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from ...core.lazy import np
 from .. import fts5
-
-if TYPE_CHECKING:
-    from .impacts import Entry
 
 PRUNE_MIN_PARTS = 4  # fewer lists than this are summed whole...
 PRUNE_MIN_ROWS = 200_000  # ...and so are fewer rows than this (the proofs cost more there)
 PRUNE_FROM = 0.1  # top: try a proof once the lists summed hold this share of the rows...
 PRUNE_SLACK = 0.5  # ...and take it once the lists left add at most this share of the floor
 PROBE_ROWS = 4  # top: the probe rows are those of the first lists, at least this x limit
+
+
+class Entry:
+    """One term's score list. Immutable once made; `wmax` and `by_id` are computed on first
+    use (only a pruned sum needs them: see `top`)."""
+
+    __slots__ = ("gen", "nrow", "avgdl", "ids", "weights", "_wmax", "_by_id")
+
+    def __init__(self, gen: int, nrow: int, avgdl: float, ids: np.ndarray, weights: np.ndarray):
+        self.gen = gen  # index generation it is up to date with
+        self.nrow = nrow  # FTS5 row count then
+        self.avgdl = avgdl  # FTS5 average row length its oldest rows were scored at
+        self.ids = ids  # int32 rowids holding the term
+        self.weights = weights  # float64 single-term bm25 over its idf (higher is better)
+        self._wmax: float | None = None
+        self._by_id: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def wmax(self) -> float:
+        """The largest weight: the most the term adds to any row, over its idf."""
+        if self._wmax is None:
+            self._wmax = float(self.weights.max()) if len(self.weights) else 0.0
+        return self._wmax
+
+    def by_id(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids ascending, their weights): the lists come from FTS5 in rowid order, and a
+        patched one has its added rows after the kept ones, so they usually are already."""
+        if self._by_id is None:
+            ids, w = self.ids, self.weights
+            if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+                order = np.argsort(ids, kind="stable")
+                ids, w = ids[order], w[order]
+            self._by_id = (ids, w)
+        return self._by_id
+
+    def valid(self, term_gen: int, df: int, avgdl: float, tolerance: float) -> bool:
+        """No write touched the term since (its generation; its row count as a second
+        check), and the average row length has not moved past `tolerance` (relative)."""
+        return (self.gen >= term_gen and self.n == df
+                and abs(self.avgdl - avgdl) <= tolerance * avgdl)
 
 
 def top(entries: Iterable[tuple[Entry, float]], nrow: int, limit: int) -> list[tuple[int, float]]:

@@ -38,7 +38,7 @@ from ...core.lazy import np
 from ...core.text import fts_quote
 from .. import fts5
 from . import util
-from .impact_sum import top  # noqa: F401  (the sum of entries: callers use impacts.top)
+from .impact_sum import Entry, top  # noqa: F401  (callers use impacts.Entry and impacts.top)
 from .util import private_db
 
 AVGDL_TOLERANCE = 1e-3  # relative drift of the average row length an entry tolerates
@@ -54,50 +54,6 @@ WARM_YIELD_S = 1.0
 FILE_BYTES = 1 << 30  # past this the cache file is emptied (checked every 32 writes)
 CACHE_APPLICATION_ID = 0x44524349  # "DRCI"
 FORMAT = 2  # entries hold weights (bm25 over idf); 1 held scores
-
-
-class Entry:
-    """One term's score list. Immutable once made; `wmax` and `by_id` are computed on first
-    use (only a pruned sum needs them: see `top`)."""
-
-    __slots__ = ("gen", "nrow", "avgdl", "ids", "weights", "_wmax", "_by_id")
-
-    def __init__(self, gen: int, nrow: int, avgdl: float, ids: np.ndarray, weights: np.ndarray):
-        self.gen = gen  # index generation it is up to date with
-        self.nrow = nrow  # FTS5 row count then
-        self.avgdl = avgdl  # FTS5 average row length its oldest rows were scored at
-        self.ids = ids  # int32 rowids holding the term
-        self.weights = weights  # float64 single-term bm25 over its idf (higher is better)
-        self._wmax: float | None = None
-        self._by_id: tuple[np.ndarray, np.ndarray] | None = None
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    @property
-    def wmax(self) -> float:
-        """The largest weight: the most the term adds to any row, over its idf."""
-        if self._wmax is None:
-            self._wmax = float(self.weights.max()) if len(self.weights) else 0.0
-        return self._wmax
-
-    def by_id(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids ascending, their weights): the lists come from FTS5 in rowid order, and a
-        patched one has its added rows after the kept ones, so they usually are already."""
-        if self._by_id is None:
-            ids, w = self.ids, self.weights
-            if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
-                order = np.argsort(ids, kind="stable")
-                ids, w = ids[order], w[order]
-            self._by_id = (ids, w)
-        return self._by_id
-
-    def valid(self, term_gen: int, df: int, avgdl: float) -> bool:
-        """No write touched the term since (its generation; its row count as a second
-        check), and the average row length has not moved past the tolerance."""
-        return (self.gen >= term_gen and self.n == df
-                and abs(self.avgdl - avgdl) <= AVGDL_TOLERANCE * avgdl)
 
 
 def averages(conn: sqlite3.Connection, fts: str) -> tuple[int, float]:
@@ -337,12 +293,12 @@ class ImpactCache:
                 e = self._mem.get(t)
                 if e is not None:
                     self._mem.move_to_end(t)
-                    (found if e.valid(tgen, df, avgdl) else stale)[t] = e
+                    (found if e.valid(tgen, df, avgdl, AVGDL_TOLERANCE) else stale)[t] = e
         rest = [t for t in stats if t not in found and t not in stale]
         if rest:
             for t, e in self._read_file(rest).items():
                 self._remember(t, e)
-                (found if e.valid(stats[t][1], stats[t][0], avgdl) else stale)[t] = e
+                (found if e.valid(stats[t][1], stats[t][0], avgdl, AVGDL_TOLERANCE) else stale)[t] = e
         return found, stale, [t for t in stats if t not in found and t not in stale]
 
     def fit(self, index_rows: int) -> None:
