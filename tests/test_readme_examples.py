@@ -391,3 +391,22 @@ def test_readme_flags_exist():
         helps[c] = invoke(shlex.split(c)[:2] + ["--help"]).output
     for flag in readme_flags():
         assert any(re.search(rf"(^|\s){re.escape(flag)}\b", h) for h in helps.values()), flag
+
+
+def test_the_tour_block_uses_commands_and_flags_that_exist():
+    # The README's indented "Five minutes" block is not run (it needs your harnesses'
+    # sessions and notes); every command and flag in it must exist as written.
+    text = README.read_text(encoding="utf-8")
+    lines = [ln.strip() for ln in text.splitlines() if ln.startswith("    dsh-recall ")]
+    assert len(lines) >= 6, lines
+    for line in lines:
+        for part in line.split("#")[0].split("&&"):
+            words = shlex.split(part)
+            assert words[0] == "dsh-recall", part
+            sub = [w for w in words[1:3] if not w.startswith("-")]
+            group = sub[:2] if sub[:1] and sub[0] in ("history", "notes", "object") else sub[:1]
+            helped = invoke([*group, "--help"])
+            assert helped.exit_code == 0, (part, helped.output)
+            for w in words:
+                if w.startswith("-"):
+                    assert re.search(rf"(^|[\s,]){re.escape(w)}\b", helped.output), (w, part)
