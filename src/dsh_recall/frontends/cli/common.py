@@ -40,12 +40,13 @@ def get_config(ctx: click.Context, workspace: Path | None = None, **overrides: A
     return cfg
 
 
-def emit(data: Any, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
-    """Print `data` as JSON or through its human renderer; always valid UTF-8."""
+def emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
+    """Print `data` as JSON (only with --json) or through its human renderer, which every
+    command has; always valid UTF-8."""
     from ...core.clean import clean_text, for_terminal
 
-    if as_json or human is None:
-        out = json.dumps(data, ensure_ascii=False, indent=None if as_json else 2)
+    if as_json:
+        out = json.dumps(data, ensure_ascii=False)
     else:
         out = for_terminal(human(data))  # excerpts of files and logs: no terminal controls
     click.echo(clean_text(out))

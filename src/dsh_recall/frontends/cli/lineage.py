@@ -95,7 +95,7 @@ def _human_search(r: dict[str, Any]) -> str:
 
 @lineage.command("search")
 @click.argument("query")
-@click.option("--limit", type=click.IntRange(1, 200), default=None, help="Number of commits.")
+@click.option("--limit", "-n", type=click.IntRange(1, 200), default=None, help="Number of commits (1-200).")
 @json_option
 @click.pass_context
 @handle_errors
@@ -114,4 +114,18 @@ def status_cmd(ctx: click.Context, as_json: bool) -> None:
     """Where the repository's lineage index is and what it holds."""
     cwd = Path.cwd()
     with LineageService(get_config(ctx, workspace=cwd), cwd) as svc:
-        emit(svc.status(), as_json, None)
+        emit(svc.status(), as_json, _human_status)
+
+
+def _human_status(d: dict[str, Any]) -> str:
+    if not d.get("repo"):
+        return f"no repository here: {d.get('error') or 'not a git work tree'}"
+    head = (d.get("head") or "(no commits)")[:12]
+    indexed = (d.get("indexed_head") or "")[:12]
+    lines = [f"repository  {d['repo']}" + ("  (shallow clone)" if d.get("shallow") else ""),
+             f"database    {d['db']}",
+             f"commits     {d.get('commits', 0)} indexed ({d.get('hunks', 0)} hunks)",
+             f"head        {head}" + (f", indexed up to {indexed}" if indexed and indexed != head
+                                      else ", indexed" if indexed else
+                                      ", not indexed yet: run `dsh-recall lineage index`")]
+    return "\n".join(lines)

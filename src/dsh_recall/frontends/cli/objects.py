@@ -110,7 +110,7 @@ def get_cmd(ctx: click.Context, obj_id: str, start: int | None, count: int | Non
                                                   "help_option_names": ["--help"]})
 @click.argument("obj_id", metavar="ID")
 @click.argument("query", nargs=-1, type=click.UNPROCESSED)
-@click.option("--limit", type=int, default=20, help="At most this many lines (1-20).")
+@click.option("--limit", "-n", type=int, default=20, help="At most this many lines (1-20).")
 @json_option
 @click.pass_context
 @handle_errors
