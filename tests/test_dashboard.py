@@ -18,9 +18,9 @@ import pytest
 from browser import headless_chromium
 from dsh_recall.core.config import load_config
 from dsh_recall.frontends.web.app import check_request
-from dsh_recall.services import usage
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
+from dsh_recall.services.report import usage
 
 WORD = "zebrafrost"
 

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
-from dsh_recall.services import evaluate, history, usage
+from dsh_recall.services import evaluate, history
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.objects import ObjectService
+from dsh_recall.services.report import usage
 
 
 def write(path: Path, text: str) -> Path:

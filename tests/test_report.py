@@ -15,10 +15,11 @@ from click.testing import CliRunner
 
 from dsh_recall.core.config import load_config
 from dsh_recall.frontends.cli import cli
-from dsh_recall.services import report, usage
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
 from dsh_recall.services.objects import ObjectService
+from dsh_recall.services.report import summary as report
+from dsh_recall.services.report import usage
 
 NOW = time.mktime((2026, 3, 10, 15, 0, 0, 0, 0, -1))  # local time
 
@@ -205,7 +206,7 @@ def test_tokens_come_from_the_shipped_tokenizer_measured_on_indexed_code(tmp_pat
     with closing(sqlite3.connect(db)) as c:
         texts = [t for (t,) in c.execute("SELECT text FROM chunks ORDER BY id")]
     assert sum(map(len, texts)) < 40_000
-    tok = tokenizers.Tokenizer.from_file(str(Path(report.__file__).parent.parent / "embedders"
+    tok = tokenizers.Tokenizer.from_file(str(Path(report.__file__).parents[2] / "embedders"
                                              / "models" / "minilm-l6-v2-int8" / "tokenizer.json"))
     tok.no_truncation()
     tok.no_padding()

@@ -14,7 +14,8 @@ from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
 from dsh_recall.frontends.mcp.handlers import RecallApp
-from dsh_recall.services import federated, usage
+from dsh_recall.services import federated
+from dsh_recall.services.report import usage
 from worlds import owner_guest_world
 
 WORD = "zebrafrost"

@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services import history, usage
+from dsh_recall.services import history
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
 from dsh_recall.services.objects import ObjectService
+from dsh_recall.services.report import usage
 
 
 def _cfg():

@@ -289,7 +289,7 @@ class _Runner:
 
 def evaluate(cases: list[dict[str, Any]], cfg: Config, workspace: Path) -> dict[str, Any]:
     """Scores per source and overall, with the misses (rank 0 or > 1) listed."""
-    from . import usage
+    from .report import usage
 
     runner = _Runner(cfg, Path(workspace).resolve())
     rows: list[dict[str, Any]] = []

@@ -36,9 +36,10 @@ from ..core.config import Config
 from ..core.errors import InputError
 from ..rank import floor
 from ..rank.fuse import rrf
-from . import rerank, usage
+from . import rerank
 from .base import MATCHES, match_note
 from .channel import Viewer
+from .report import usage
 
 if TYPE_CHECKING:
     from .code import CodeService

@@ -26,7 +26,7 @@ from ..rank import logrank
 from ..rank.line_index import INDEX_VERSION, LineIndex, build_index
 from ..rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
 from ..stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
-from . import forgotten, usage
+from . import forgotten, report
 from .channel import Viewer
 from .objects_search import OBJECTS_SCANNED, rank_config, rank_objects
 from .objects_types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
@@ -210,7 +210,7 @@ class ObjectService:
             return PutResult(stored.id, text, stored.chars, True)
         final = plan.render(stored.id, tool)
         assert final is not None
-        usage.object_offload(stored.id, len(final.text), chars, created)
+        report.usage.object_offload(stored.id, len(final.text), chars, created)
         if created and (self.cfg.max_age_days is not None or self.cfg.max_bytes is not None):
             self.gc()
         # Neither the inline form nor any read of an object shows a forgotten note's quote.
@@ -322,7 +322,7 @@ class ObjectService:
         text = self._text(row)
         s, e = clamp_range(len(text), start, count)
         self.store.bump("recalls")
-        usage.object_recall(row.id, e - s, len(text))
+        report.usage.object_recall(row.id, e - s, len(text))
         return GetResult(row.id, s, scrub_surrogates(forgotten.withhold(text, [text[s:e]])[0]), len(text))
 
     @cleaned(obj_id=as_name, first=as_int, last=as_int, max_chars=as_int)
@@ -347,7 +347,7 @@ class ObjectService:
         s, cap = clamp_range(len(text), s, max_chars)
         e = min(e, cap)
         self.store.bump("recalls")
-        usage.object_recall(row.id, e - s, len(text))
+        report.usage.object_recall(row.id, e - s, len(text))
         shown = scrub_surrogates(forgotten.withhold(text, [text[s:e]])[0])
         return {"id": row.id, "total": len(text), "start": s, "text": shown,
                 "line": first, "end_line": min(last, n), "line_count": n}
@@ -396,7 +396,7 @@ class ObjectService:
                                fill=(cfg.rank_failure_fill if cfg is not None else True) if fill is None else fill)
         if count:
             self.store.bump("recalls")
-            usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)
+            report.usage.object_recall(row.id, sum(len(m.text) for m in matches), row.chars)
         note = (f"query cut to its first {MAX_QUERY_CHARS:,} chars: a line search wants a "
                 "phrase, not a pasted block" if cut else None)
         texts = forgotten.withhold(lambda: self._text(row)[:4 << 20], [m.text for m in matches])
@@ -415,7 +415,7 @@ class ObjectService:
         lines = failure_lines(self._index(row), max(1, min(limit, SEARCH_LIMIT)),
                               rank=rank_config(self._cfg) or logrank.DEFAULT)
         self.store.bump("recalls")
-        usage.object_recall(row.id, sum(len(m.text) for m in lines), row.chars)
+        report.usage.object_recall(row.id, sum(len(m.text) for m in lines), row.chars)
         texts = forgotten.withhold(lambda: self._text(row)[:4 << 20], [m.text for m in lines])
         return SearchResult(row.id, [LineMatch(m.line, m.offset, scrub_surrogates(t)) for m, t
                                      in zip(lines, texts, strict=True)], None, failures=True)

@@ -66,7 +66,7 @@ def main() -> None:
     # argv holds invalid UTF-8 as lone surrogates (surrogateescape): clean it at the door.
     # Each argument is also capped like any query (no path or flag comes near the cap).
     args = [cap_query(clean_text(a), QUERY_CHARS) for a in sys.argv[1:]]
-    from ...services import usage
+    from ...services.report import usage
     command = _command(args)
     usage.set_via(_VIA.get(command or "", "cli"))
     try:
@@ -83,7 +83,7 @@ def main() -> None:
         sys.exit(1)
 
 
-# The front end a command's usage records name (services/usage.py): inside a conversation
+# The front end a command's usage records name (services/report/usage.py): inside a conversation
 # (an MCP client, a harness hook, the dsh plugin's worker) or outside one ("cli", "web").
 _VIA = {"mcp": "mcp", "proxy": "mcp", "hook": "hook", "worker": "dsh", "serve": "web"}
 

@@ -27,7 +27,7 @@ from .common import emit, handle_errors, json_option
 def report(days: int, whole: bool, tokens: str, sessions_dir: str | None, no_baseline: bool,
            as_json: bool) -> None:
     """What recall kept out of your conversations, per day and per workspace."""
-    from ...services import report as report_mod
+    from ...services.report import summary as report_mod
 
     data = report_mod.build(days=None if whole else days, tokens=tokens,
                             sessions_dir=Path(sessions_dir) if sessions_dir else None,

@@ -38,10 +38,11 @@ from ...core.clean import cap_query, clean_text
 from ...core.config import Config, load_config
 from ...core.errors import InputError
 from ...core.paths import ensure_dir, recall_home
-from ...services import history, usage
+from ...services import history
 from ...services.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
+from ...services.report import usage
 from .spill import read_spill, restore_spilled
 
 VERSION = 1

@@ -1,4 +1,4 @@
-"""The dashboard's ASGI app: JSON endpoints over services/report.py and services/federated.py,
+"""The dashboard's ASGI app: JSON endpoints over services/report/summary.py and services/federated.py,
 the static page, and the guards every request passes first (the Host / Origin checks, then
 this run's credential: credential.py)."""
 
@@ -88,7 +88,7 @@ class Dashboard:
 
     # -- report ---------------------------------------------------------------------------
     def report(self, days: int) -> dict[str, Any]:
-        from ...services import report
+        from ...services.report import summary as report
 
         with self._report_lock:
             hit = self._report.get(days)
@@ -100,7 +100,7 @@ class Dashboard:
             return data
 
     def baseline(self) -> dict[str, Any]:
-        from ...services import report_baseline
+        from ...services.report import baseline as report_baseline
 
         return report_baseline.compare(self.sessions_dir)
 

@@ -24,7 +24,7 @@ from ...rank.fuse import intent_terms
 from ...readers.workspace import WalkReport, check_workspace_root, read_regular, walk
 from ...stores import registry
 from ...stores.contracts import ChunkStore
-from .. import hybrid, rerank, usage
+from .. import hybrid, report, rerank
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..vectors import (
     DELTA_SYNC,
@@ -327,7 +327,7 @@ class CodeService:
                 out["backlog"] = backlog
             if explain:
                 out["terms"] = chosen
-            return cast(Answer, usage.code_search(self.workspace, out))
+            return cast(Answer, report.usage.code_search(self.workspace, out))
 
     def _files_backlog(self) -> Backlog:
         """Lexical indexing another process is still doing: how many files it has left (1

@@ -23,9 +23,10 @@ from ...rank import history_query as hq
 from ...rank.aggregate import BlockHit, aggregate
 from ...rank.fuse import rrf
 from ...stores.sqlite.history import HistoryStore, loads_flags
-from .. import forgotten, rerank, usage
+from .. import forgotten, rerank
 from ..base import Backlog, backlog_item
 from ..channel import Viewer
+from ..report import usage
 from . import confidence
 from .common import LAYERS, SESSION_ENV, _cfg, _iso, open_store
 from .rank import apply_rules, feedback_match

@@ -29,7 +29,7 @@ def _pieces(word: str) -> list[str]:
 
 
 def tokenizer_path() -> Path:
-    return (Path(__file__).resolve().parent.parent / "embedders" / "models"
+    return (Path(__file__).resolve().parents[2] / "embedders" / "models"
             / "minilm-l6-v2-int8" / "tokenizer.json")
 
 
@@ -69,7 +69,7 @@ def _take(texts: Iterable[str], limit: int = SAMPLE_CHARS) -> list[str]:
 
 
 def _chunk_texts(paths: list[Path]) -> Iterable[str]:
-    from ..stores.sqlite.chunks import SqliteChunkStore
+    from ...stores.sqlite.chunks import SqliteChunkStore
 
     for p in paths:
         try:
@@ -95,7 +95,7 @@ def samples(home: Path) -> dict[str, list[str]]:
     out["notes"] = _take(_chunk_texts(notes))
     if (home / "history.sqlite").exists():
         try:
-            from ..stores.sqlite.history import HistoryStore
+            from ...stores.sqlite.history import HistoryStore
 
             hs = HistoryStore(home / "history.sqlite")
             try:
@@ -107,7 +107,7 @@ def samples(home: Path) -> dict[str, list[str]]:
             pass
     if (home / "objects.sqlite").exists():
         try:
-            from ..stores.sqlite.objects import ObjectStore
+            from ...stores.sqlite.objects import ObjectStore
 
             os_ = ObjectStore(home / "objects.sqlite")
             try:

@@ -1,18 +1,18 @@
 """`dsh-recall report`: what recall kept out of the conversations, and what it costs to keep.
 
-Reads the local usage log (services/usage.py), the indexes and the stores under the recall
+Reads the local usage log (report/usage.py), the indexes and the stores under the recall
 home, and optionally dsh's session logs. Returns one plain dict (JSON-ready) that the CLI
 prints and the dashboard draws:
 
 - `totals`, `sources`, `days`, `workspaces`: calls, chars returned / replaced / kept out
   (replaced minus returned; a recall counts against it: it brings text back), tokens kept
-  out (report_tokens: a real tokenizer's chars-per-token where available, else chars / 4);
+  out (report/tokens.py: a real tokenizer's chars-per-token where available, else chars / 4);
 - `objects`: offloads, recalls, and the recall hit ratio (offloaded objects recalled at
   least once / objects offloaded), from the log and from the object store;
 - `indexes`: freshness of every code and notes index (stale files, pending vectors, last
   indexed) and of history;
 - `footprint`: bytes on disk under the recall home, by part;
-- `baseline`: dsh sessions with recall against those without (report_baseline);
+- `baseline`: dsh sessions with recall against those without (report/baseline.py);
 - `per_request`: the dsh plugin's recurring saving: per model request, what the results
   offloaded so far in that conversation kept out of it, summed over requests;
 - `cli_searches`: searches run from the command line, outside any conversation: their upper
@@ -33,8 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core.paths import recall_home
-from . import report_baseline, report_tokens, usage
+from ...core.paths import recall_home
+from . import baseline as report_baseline
+from . import tokens as report_tokens
+from . import usage
 
 HASH_LIMIT = 2000  # stale checks read at most this many changed files per index
 HONESTY = [
@@ -103,7 +105,7 @@ def _objects_ratio(recs: list[dict[str, Any]], recalled: set[str]) -> dict[str, 
 # -- indexes --------------------------------------------------------------------------------
 
 def _sha(path: str, size: int) -> str | None:
-    from ..readers.workspace import read_regular
+    from ...readers.workspace import read_regular
 
     try:
         return hashlib.sha256(read_regular(path, size + 1)).hexdigest()
@@ -144,7 +146,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def _chunk_index(path: Path, kind: str) -> dict[str, Any] | None:
-    from ..stores.sqlite.chunks import SqliteChunkStore
+    from ...stores.sqlite.chunks import SqliteChunkStore
 
     try:
         store = SqliteChunkStore(path)
@@ -186,7 +188,7 @@ def indexes(home: Path) -> dict[str, Any]:
              if (i := _chunk_index(p, "notes"))]
     hist: dict[str, Any] | None = None
     if (home / "history.sqlite").exists():
-        from ..stores.sqlite.history import HistoryStore
+        from ...stores.sqlite.history import HistoryStore
 
         try:
             hs = HistoryStore(home / "history.sqlite")
@@ -311,7 +313,7 @@ def _object_store(home: Path) -> dict[str, Any] | None:
     path = home / "objects.sqlite"
     if not path.exists():
         return None
-    from ..stores.sqlite.objects import ObjectStore
+    from ...stores.sqlite.objects import ObjectStore
 
     try:
         store = ObjectStore(path)

@@ -52,7 +52,7 @@ def session_files(root: Path) -> list[Path]:
 
 def read_session(path: Path) -> dict[str, Any] | None:
     """{"id", "requests": [input tokens per request], "recall": bool}; None if unreadable."""
-    from ..readers.transcripts.base import read_lines
+    from ...readers.transcripts.base import read_lines
 
     try:
         raw = read_lines(path, 0, 0)

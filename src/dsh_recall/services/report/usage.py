@@ -4,7 +4,7 @@ One JSON line per call, appended to `<recall home>/usage/YYYY-MM.jsonl` (local m
 sizes and places are kept, never the query or any text: `src` (code, history, notes,
 objects, all), `op` (search, recall, offload), `ret` (chars the caller got back), `rep`
 (chars the answer stands in for), `hits`, and where known `ws` (workspace) or `obj` (object
-id). Nothing leaves the machine; `services/report.py` reads it.
+id). Nothing leaves the machine; `report/summary.py` and `report/ledger.py` read it.
 
 What `rep` means per source (the report calls every such figure an upper bound):
 - code search: the whole files the excerpts came from;
@@ -60,7 +60,7 @@ def enabled() -> bool:
 
 def log_dir(home: Path | None = None) -> Path:
     if home is None:
-        from ..core.paths import recall_home
+        from ...core.paths import recall_home
         home = recall_home()
     return Path(home) / DIR_NAME
 
