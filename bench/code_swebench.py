@@ -165,7 +165,7 @@ def main() -> None:
         need_vec = any(m in modes for m in ("vector", "hybrid"))
         pending = svc.store.pending_count()
         if need_vec:
-            done = svc.embed_pending()
+            done = svc.embed_pending().given
             t2 = time.monotonic()
             if pending and done:
                 embed_rates.append(pending / max(1e-6, t2 - t1))

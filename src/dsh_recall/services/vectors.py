@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, cast
 
@@ -162,9 +163,26 @@ def remember_rate(store: VectorStore, emb: Embedder, n: int, seconds: float) -> 
         pass
 
 
+@dataclass(frozen=True)
+class Filled:
+    """What a fill gave: `given` vectors, of which the model `embedded` texts and the
+    embedding cache gave back `reused` (a hash shared by two chunks is embedded once)."""
+
+    given: int = 0
+    embedded: int = 0
+    reused: int = 0
+
+
 def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path | EmbedCacheStore,
                   text_of: Callable[[ChunkRow], str], budget_s: float | None = None,
                   progress: Progress | None = None) -> int:
+    """`fill_pending`, counting the vectors given."""
+    return fill_pending(store, emb, cache_path, text_of, budget_s, progress).given
+
+
+def fill_pending(store: ChunkStore, emb: Embedder, cache_path: Path | EmbedCacheStore,
+                 text_of: Callable[[ChunkRow], str], budget_s: float | None = None,
+                 progress: Progress | None = None) -> Filled:
     """Give every chunk without a vector one, until done or the budget runs out.
 
     Vectors already in the embedding cache (same fingerprint, same text) are reused:
@@ -176,7 +194,7 @@ def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path | EmbedCach
     cache: EmbedCacheStore = EmbedCache(cache_path) if isinstance(cache_path, Path) else cache_path
     started = time.monotonic()
     deadline = None if budget_s is None else started + budget_s
-    done = since_sync = 0
+    done = since_sync = embedded = reused = 0
     try:
         sync_fingerprint(store, emb)
         total = store.pending_count()
@@ -187,6 +205,7 @@ def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path | EmbedCach
             cached = cache.get(emb.fingerprint, [h for h, _ in batch])
             if cached:
                 store.put_vectors(list(cached.items()))
+                reused += len(cached)
             # One text per hash: duplicated chunks (copies, renames) are embedded once.
             missing = list({h: cid for h, cid in batch if h not in cached}.items())
             if missing:
@@ -195,6 +214,7 @@ def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path | EmbedCach
                 items = [(h, vecs[i]) for i, (h, _) in enumerate(missing)]
                 store.put_vectors(items)
                 cache.put(emb.fingerprint, items)
+                embedded += len(missing)
             done += len(batch)
             since_sync += len(batch)
             if since_sync >= SYNC_EVERY:  # searches meanwhile read a small delta only
@@ -206,7 +226,7 @@ def embed_pending(store: ChunkStore, emb: Embedder, cache_path: Path | EmbedCach
         cache.close()
     remember_rate(store, emb, done, time.monotonic() - started)
     sync_vector_file(store)
-    return done
+    return Filled(done, embedded, reused)
 
 
 

@@ -119,12 +119,18 @@ def _progress_bar() -> tuple[Callable[[str, int, int], None] | None, Callable[[]
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--wait", is_flag=True, help="Run in the foreground until done.")
 @click.option("--lexical-only", is_flag=True, help="Skip embedding.")
+@click.option("--drop", is_flag=True,
+              help="Remove DIRECTORY's index instead (e.g. a parent folder indexed by mistake) "
+                   "and say what it freed; the embedding cache stays.")
 @json_option
 @click.pass_context
 @handle_errors
 def index(ctx: click.Context, directory: str | None, wait: bool, lexical_only: bool,
-          as_json: bool) -> None:
-    """Index a workspace: lexical first, then vectors. In the background unless --wait."""
+          drop: bool, as_json: bool) -> None:
+    """Index a workspace: lexical first, then vectors. In the background unless --wait.
+    `index --drop PATH` removes PATH's index."""
+    if drop:
+        return _drop(ctx, directory, as_json)
     ws = _workspace(directory)
     svc = _service(ctx, ws)
     if not wait:
@@ -154,9 +160,36 @@ def index(ctx: click.Context, directory: str | None, wait: bool, lexical_only: b
             close()
     emit(rep.as_dict(), as_json, lambda d: (
         f"{d['files']} files ({d['indexed']} indexed, {d['unchanged']} unchanged, "
-        f"{d['deleted']} deleted), {d['chunks']} chunks, {d['embedded']} embedded, "
-        f"{d['pending']} pending, {d['seconds']} s"
+        f"{d['deleted']} deleted), {d['chunks']} chunks, {d['embedded']} embedded"
+        + (f" + {d['reused']} reused from the embedding cache" if d.get("reused") else "")
+        + f", {d['pending']} pending, {d['seconds']} s"
         + "".join(f"\nnote: {n}" for n in (d['notes'] or []) + (d['problems'] or []))))
+
+
+def _size(n: float) -> str:
+    if n < 1024:
+        return f"{n:.0f} bytes"
+    for unit in ("KB", "MB"):
+        n /= 1024
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1024:.1f} GB"
+
+
+def _drop(ctx: click.Context, directory: str | None, as_json: bool) -> None:
+    """`index --drop PATH`: the path is required (never the cwd's workspace by default)."""
+    from ...services.code.drop import drop_index
+
+    if not directory:
+        raise click.UsageError("name the workspace whose index to drop: dsh-recall index --drop PATH")
+    ws = Path(directory).expanduser().resolve()
+    data = drop_index(ws, get_config(ctx, ws if ws.is_dir() else None))
+    emit(data, as_json, lambda d: (
+        f"no code index for {d['workspace']} (`dsh-recall report` lists the indexed workspaces)"
+        if not d["dropped"] else
+        f"dropped the code index of {d['workspace']}: {d['files']} files, {d['chunks']} chunks; "
+        f"freed {_size(d['freed_bytes'])}"
+        + (" (its namespace in the PostgreSQL store emptied too)" if d["store"] == "postgresql" else "")))
 
 
 def _embedder_line(e: dict[str, Any]) -> str:
@@ -210,6 +243,12 @@ def render_status(d: dict[str, Any]) -> str:
 @click.pass_context
 @handle_errors
 def status(ctx: click.Context, ws: str | None, no_probe: bool, as_json: bool) -> None:
-    """Index status: files, chunks, pending vectors, size, fingerprint, roots, scopes."""
-    svc = _service(ctx, _workspace(ws))
-    emit(svc.status(probe=not no_probe), as_json, render_status)
+    """Index status: files, chunks, pending vectors, size, fingerprint, roots, scopes.
+    Looking never creates an index: a folder never indexed is reported as such."""
+    from ...services.code.status import has_index, unindexed_status
+
+    where = _workspace(ws)
+    if not has_index(where):
+        emit(unindexed_status(where, get_config(ctx, where)), as_json, render_status)
+        return
+    emit(_service(ctx, where).status(probe=not no_probe), as_json, render_status)

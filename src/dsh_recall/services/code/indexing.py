@@ -19,7 +19,7 @@ from ...rank import lexical as lex
 from ...readers.workspace import WalkReport, parse_source_roots
 from ...stores.contracts import ChunkStore, FileRow
 from .. import filesync
-from ..vectors import Progress
+from ..vectors import Filled, Progress
 from . import prepare as code_prepare
 
 # After a large index run, the commonest terms' score lists are computed for this share of
@@ -39,7 +39,8 @@ class IndexReport:
     unchanged: int = 0
     deleted: int = 0
     chunks: int = 0
-    embedded: int = 0
+    embedded: int = 0  # texts the model embedded
+    reused: int = 0  # vectors the embedding cache gave back (a shared store's: anyone's)
     pending: int = 0
     skipped: dict[str, int] | None = None
     problems: list[str] | None = None
@@ -49,6 +50,10 @@ class IndexReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
+
+    def count(self, filled: Filled) -> None:
+        """Take an embedding pass's counts: the model's and the cache's apart."""
+        self.embedded, self.reused = filled.embedded, filled.reused
 
 
 class SkipMemory:

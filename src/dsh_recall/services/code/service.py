@@ -28,9 +28,10 @@ from .. import hybrid, report, rerank
 from ..base import Answer, Backlog, Viewer, backlog_item
 from ..vectors import (
     DELTA_SYNC,
+    Filled,
     Progress,
-    embed_pending,
     file_lock,
+    fill_pending,
     load_embedder,
     sync_fingerprint,
     sync_vector_file,
@@ -100,8 +101,7 @@ class CodeService:
             self.store.clear()
             self.store.set_meta("chunker", chunkers.CHUNKER_VERSION)
         emb = self.embedder()
-        # A remote embedder's fingerprint needs a request; embed_pending checks it instead,
-        # so a slow endpoint never holds up lexical indexing.
+        # A remote one's fingerprint needs a request: fill_pending checks it, off this path.
         if emb is not None and not emb.remote:
             note = sync_fingerprint(self.store, emb)
             if note:
@@ -121,15 +121,15 @@ class CodeService:
         return rep
 
     def embed_pending(self, budget_s: float | None = None, progress: Progress | None = None,
-                      store: ChunkStore | None = None) -> int:
-        """Embed chunks that have no vector yet, until done or the budget runs out."""
+                      store: ChunkStore | None = None) -> Filled:
+        """Embed chunks without a vector until done or out of budget; the model's and the cache's apart."""
         emb = self.embedder()
         if emb is None:
-            return 0
+            return Filled()
         # The cache lives with the store: the user's recall home on SQLite, the database on
         # PostgreSQL (every user of it reuses what anyone embedded: stores.registry.embed_cache).
-        return embed_pending(store or self.store, emb, registry.embed_cache(self.cfg.store, self.home),
-                             lambda r: embed_text(r.path, r.symbols, r.text), budget_s, progress)
+        return fill_pending(store or self.store, emb, registry.embed_cache(self.cfg.store, self.home),
+                            lambda r: embed_text(r.path, r.symbols, r.text), budget_s, progress)
 
     def index(self, *, embed: bool = True, progress: Progress | None = None,
               lock_timeout_s: float | None = None) -> IndexReport:
@@ -151,7 +151,7 @@ class CodeService:
                 if embed:
                     t0 = time.monotonic()
                     try:
-                        rep.embedded = self.embed_pending(None, progress)
+                        rep.count(self.embed_pending(None, progress))
                     except RecallError as e:
                         (rep.notes or []).append(f"embedding stopped: {e}")
                     rep.seconds = round(rep.seconds + time.monotonic() - t0, 3)
@@ -165,7 +165,7 @@ class CodeService:
                 raise
             self.record_job({**job, "state": "done", "finished": time.time(),
                              "report": {k: getattr(rep, k) for k in
-                                        ("files", "indexed", "chunks", "embedded", "pending")}})
+                                        ("files", "indexed", "chunks", "embedded", "reused", "pending")}})
         release_free_memory()
         return rep
 

@@ -4,8 +4,11 @@ dashboard."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.config import Config
+from ...core.paths import workspace_dir
 from ...readers.workspace import parse_source_roots
 
 if TYPE_CHECKING:
@@ -47,3 +50,24 @@ def status_of(svc: CodeView, probe: bool = True) -> dict[str, Any]:
     else:
         out["embedder"]["fingerprint"] = emb.fingerprint
     return out
+
+
+def has_index(workspace: Path, home: Path | None = None) -> bool:
+    """Whether `workspace` was ever indexed (or an index job started for it): its folder
+    under the recall home exists. Opening a CodeService creates that folder and an empty
+    index, so a command that only looks asks this first."""
+    return workspace_dir(Path(workspace).resolve(), home).is_dir()
+
+
+def unindexed_status(workspace: Path, cfg: Config, home: Path | None = None) -> dict[str, Any]:
+    """`status_of`'s answer for a workspace with no index, made without creating one."""
+    roots, problems = parse_source_roots(cfg.source_roots, workspace)
+    return {
+        "workspace": str(workspace), "database": str(workspace_dir(workspace, home) / "index.sqlite"),
+        "indexed": False, "last_indexed": None, "files": 0, "chunks": 0, "vectors": 0,
+        "pending": 0, "index_bytes": 0, "fingerprint": {"embedder": None, "chunker": None},
+        "embedder": {"name": cfg.embedder.name},
+        "roots": [{"label": "", "path": str(workspace), "ok": True}]
+                 + [{"label": r.label, "path": str(r.path), "ok": True} for r in roots],
+        "problems": problems, "skipped": {}, "scopes": [], "job": {"state": "idle"},
+    }

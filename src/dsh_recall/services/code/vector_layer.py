@@ -56,7 +56,7 @@ def rank_with_head(svc: CodeView, store: ChunkStore, emb: Embedder, q: np.ndarra
             hybrid.fill_before_ranking(
                 store, emb, svc.cfg.embed_budget_s - (time.monotonic() - before),
                 deadline, lambda _t: nullcontext(True),
-                lambda s: svc.embed_pending(s, store=store))
+                lambda s: svc.embed_pending(s, store=store).given)
     scores = dict(svc._vectors.rank(store, q, pool, prefix))
     if len(h_ids) and h_mat.shape[1] == len(q):
         scores.update(zip(h_ids.tolist(), (h_mat @ q).tolist()))

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ...core.config import Config
 from ...embedders import Embedder
 from ...stores.contracts import ChunkStore
-from ..vectors import VectorIndex
+from ..vectors import Filled, VectorIndex
 
 
 class CodeView(Protocol):
@@ -32,4 +32,4 @@ class CodeView(Protocol):
     def scopes(self, paths: list[str] | None = None) -> list[str]: ...
     def _index_lock(self, timeout_s: float | None) -> AbstractContextManager[bool]: ...
     def embed_pending(self, budget_s: float | None = None, progress: Any = None,
-                      store: ChunkStore | None = None) -> int: ...
+                      store: ChunkStore | None = None) -> Filled: ...
