@@ -38,7 +38,7 @@ def test_three_installs_leave_one_copy_of_each_hook(tmp_path, command):
     assert sorted(got) == sorted(event for event, _, _ in integ.CLAUDE_HOOKS)
     assert all(len(cmds) == 1 for cmds in got.values()), got
     third = CliRunner().invoke(cli, args)
-    assert [ln.split()[0] for ln in third.output.splitlines()] == ["unchanged", "unchanged"]
+    assert [ln.split()[0] for ln in third.stdout.splitlines()] == ["unchanged", "unchanged"]
 
 
 def test_off_path_default_command_then_another_form_replaces_not_adds(tmp_path, monkeypatch):

@@ -219,7 +219,7 @@ def codex(cmd: str, w: dict) -> None:
 
 def config_show(cmd: str, w: dict) -> None:
     out = run(cmd).output
-    assert "[embedder]" in out and "'fake'" in out  # the environment variable took effect
+    assert "[embedder]" in out and 'name = "fake"' in out  # the environment variable took effect
 
 
 def trust(cmd: str, w: dict) -> None:

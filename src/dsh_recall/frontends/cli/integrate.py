@@ -109,6 +109,29 @@ def _env_lines(env: dict[str, str] | None) -> list[str]:
                                   for k, v in sorted(env.items())]
 
 
+def home_to_carry() -> str | None:
+    """This shell's recall home when a program started without its DSH_* variables would
+    use another (the default, ~/.dsh/dsh-recall): dsh drops every DSH_* variable from what
+    it starts and Codex passes a short list of variables, so the mount must carry it."""
+    from ...core.paths import recall_home
+
+    home = recall_home().expanduser().resolve()
+    return None if home == (Path.home() / ".dsh" / "dsh-recall").resolve() else str(home)
+
+
+# DSH_RECALL_* variables that are no setting to carry into a mount (home is carried itself).
+_NOT_CARRIED = {"DSH_RECALL_HOME", "DSH_RECALL_DEBUG", "DSH_RECALL_SESSION", "DSH_RECALL_USAGE"}
+
+
+def profile_of(path: Path) -> str | None:
+    """The dsh profile whose own patch `path` is ($DSH_HOME/profiles/NAME/cordis.patch.yml),
+    else None."""
+    p = path.expanduser().absolute()
+    if p.name == "cordis.patch.yml" and p.parent.parent.name == "profiles" and p.parent.name:
+        return p.parent.name
+    return None
+
+
 def dsh_home(explicit: str | None = None) -> Path:
     """$DSH_HOME (or `explicit`), else ~/.dsh: where dsh keeps its profiles."""
     return Path(explicit or os.environ.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
@@ -150,13 +173,17 @@ def remove_dsh_patch(path: Path) -> bool:
 
 
 def codex_entry(command: str = "dsh-recall", server_name: str = SERVER_NAME,
-                required: bool = False) -> str:
+                required: bool = False, env: dict[str, str] | None = None) -> str:
     """The `[mcp_servers.<name>]` table for `~/.codex/config.toml`. `required`: Codex waits
     for the server at start (up to its startup_timeout_sec) instead of starting the first
-    turn without it, which a scripted `codex exec` needs."""
+    turn without it, which a scripted `codex exec` needs. `env`: variables for the server
+    (Codex passes only a short list of its own on), as an inline table so that keys a user
+    appends below stay in this table."""
+    pairs = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in sorted((env or {}).items()))
     return (f"[mcp_servers.{server_name}]\n"
             f"command = {json.dumps(command)}\n"
             f"args = [\"mcp\"]\n"
+            + (f"env = {{ {pairs} }}\n" if pairs else "")
             + ("required = true\n" if required else ""))
 
 
@@ -281,6 +308,13 @@ def cc_install(project: str, command: str | None) -> None:
     """Add the `recall` MCP server and the hooks; running it twice changes nothing."""
     for p, changed in claude_install(Path(project).resolve(), command or default_command()):
         click.echo(f"{'updated' if changed else 'unchanged'} {p}")
+    carried = home_to_carry()
+    if carried:
+        # The project's files are shared with the team: a personal path does not go there.
+        click.echo(f"dsh-recall: this shell's recall home is {carried}; Claude Code starts the "
+                   "server and the hooks with its own environment, so start claude with "
+                   f"DSH_RECALL_HOME={shlex.quote(carried)} set too (it is not written into the "
+                   "project's files, which the team shares)", err=True)
 
 
 @claude_code.command("remove")
@@ -334,14 +368,32 @@ def dsh_patch_cmd(write: str | None, profile: str | None, home: str | None, comm
         if not sep or not k:
             raise InputError(f"--env expects KEY=VALUE, got '{item}'")
         pairs[k] = v
+    carried = home_to_carry() if "DSH_RECALL_HOME" not in pairs else None
+    if carried:
+        pairs["DSH_RECALL_HOME"] = carried
+    path = profile_patch(dsh_home(home), profile) if profile else Path(write).expanduser() if write else None
+    # --write into a profile's own patch is --profile: there dsh's card saves only to an
+    # entry named file:///abs/plugin.mjs (a bare path made every save refused).
+    profile = profile or (profile_of(path) if path is not None else None)
     text = dsh_patch(command or default_command(), Path(workspace).resolve() if workspace else None,
                      pairs, native=not no_native, tools=tools, file_url=profile is not None)
-    path = profile_patch(dsh_home(home), profile) if profile else Path(write).expanduser() if write else None
     if path is None:
         click.echo(text, nl=False)
         return
     changed = write_dsh_patch(path, text)
     click.echo(f"{'wrote' if changed else 'unchanged'} the recall mount in {path}")
+    if write and profile:
+        click.echo(f"{path} is the {profile} profile's own patch: the plugin is named by its "
+                   f"file:// URL, as `--profile {profile}` writes it, so dsh's settings card can save")
+    if carried:
+        click.echo(f"the mount uses DSH_RECALL_HOME={carried}, this shell's recall home "
+                   "(dsh passes no DSH_* variable to what it starts)")
+    rest = sorted(k for k in os.environ if k.startswith("DSH_RECALL_") and k not in _NOT_CARRIED
+                  and k not in pairs)
+    if rest:
+        click.echo(f"dsh-recall: {', '.join(rest)} set here but not carried into the mount "
+                   "(dsh passes no DSH_* variable on): add each with --env KEY=VALUE to keep it",
+                   err=True)
     if profile == "web" and not no_native:
         from ..dsh import WEB_FIX_PATH
         click.echo("dsh 0.2.1rc2's web profile fails to load its plugins as shipped (docs/integrations.md); "
@@ -370,5 +422,8 @@ def dsh_remove_cmd(write: str | None, profile: str | None, home: str | None) -> 
               help="Add `required = true`: Codex waits for the server before its first turn "
                    "(scripted `codex exec` runs need it; the server takes about a second).")
 def codex(command: str | None, required: bool) -> None:
-    """Print the `[mcp_servers.recall]` entry for ~/.codex/config.toml."""
-    click.echo(codex_entry(command or default_command(), required=required), nl=False)
+    """Print the `[mcp_servers.recall]` entry for ~/.codex/config.toml (with this shell's
+    DSH_RECALL_HOME in its env when it is not the default one)."""
+    carried = home_to_carry()
+    click.echo(codex_entry(command or default_command(), required=required,
+                           env={"DSH_RECALL_HOME": carried} if carried else None), nl=False)
