@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING
 from ..core.codepoints import joins_previous
 from ..rank import logrank
 from ..rank.line_index import ANSI, LineIndex, build_index, count_breaks, line_starts
+from .forms import registry as form_registry
+from .forms.base import GAP_LINE, WIDE_MAX
+from .forms.base import shown as form_line
+from .forms.render import layout as form_layout
 
 if TYPE_CHECKING:  # annotations only: object get/search never import the config module
     from ..core.config import ObjectsConfig
@@ -108,20 +112,11 @@ class Inline:
     region: tuple[int, ...] = ()
 
 
-def region_line(number: int, line: str) -> str:
+def region_line(number: int, line: str, cap: int = REGION_LINE_MAX) -> str:
     r"""A failure-region line as shown inline: `N| text`, the text after its last bare \r
-    (what a terminal shows of a progress bar), cut after `REGION_LINE_MAX` chars with the
-    count of chars left out."""
-    line = line.rstrip("\r")
-    r = line.rfind("\r")
-    if r != -1:
-        line = line[r + 1:]
-    if len(line) > REGION_LINE_MAX:
-        cut = REGION_LINE_MAX
-        while cut > 0 and joins_previous(line, cut):
-            cut -= 1
-        line = f"{line[:cut]}{CUT}[+{len(line) - cut:,} chars]"
-    return f"{number}| {line}\n"
+    (what a terminal shows of a progress bar), cut after `cap` chars (`REGION_LINE_MAX`)
+    with the count of chars left out (`forms.base.shown`)."""
+    return form_line(number, line, cap)
 
 
 def render_note(obj_id: str, total_chars: int, total_lines: int, first_line: int,
@@ -216,9 +211,67 @@ class InlinePlan:
         return Inline(out, head_end, tail_start, tuple(li + 1 for li in self.shown))
 
 
+@dataclass(frozen=True)
+class FormPlan:
+    """A typed form of `text` (`forms.registry`): its own first lines, the note, numbered
+    lines and named runs of left-out lines, its own last lines. Like `InlinePlan`, all but
+    the object's id."""
+
+    text: str
+    kind: str
+    head_end: int
+    tail_start: int
+    body: tuple[str, ...]
+    numbers: tuple[int, ...]
+    first: int
+    last: int
+    lines: int
+
+    def render(self, obj_id: str, tool: str | None = None) -> Inline | None:
+        """The form naming `obj_id`, or None when it is not shorter than the text."""
+        note = render_note(obj_id, len(self.text), self.lines, self.first, self.last)
+        out = "".join([self.text[:self.head_end], note, "\n", *self.body,
+                       self.text[self.tail_start:]])
+        if len(out) >= len(self.text):
+            return None
+        return Inline(out, self.head_end, self.tail_start, self.numbers)
+
+
+FORM_HARD = 2  # a typed form's failure lines may take this many times `inline_chars`
+
+
+def plan_form(text: str, cfg: ObjectsConfig, idx: LineIndex,
+              rank: logrank.RankConfig) -> FormPlan | None:
+    """The typed form of `text` when a detector names its type (`forms.registry.detect`)
+    and the form is shorter than the text, else None. Every line is shown or inside a run
+    the form names with its line range; failure lines (the form's own and the first of
+    the failure finder's, for a log) may take up to FORM_HARD times the budget; a failure
+    line left out is counted in its run's name."""
+    view = idx.view
+    lines = view.split("\n")
+    if view.endswith("\n"):
+        lines.pop()
+    kind = form_registry.detect(lines)
+    if kind is None:
+        return None
+    budget = max(0, cfg.inline_chars)
+    hints: list[int] = []
+    if form_registry.FORMS[kind].log:
+        hints = logrank.digest(view, idx.starts, idx.flags, 2 * REGION_LIMIT, rank)
+    sel = form_registry.select(lines, kind, budget, FORM_HARD * budget, hints)
+    starts = line_starts(text)
+    lay = form_layout(text, lines, starts, sel)
+    if lay is None:
+        return None
+    plan = FormPlan(text, kind, lay.head_end, lay.tail_start, lay.body, lay.numbers,
+                    lay.first, lay.last, len(lines))
+    return plan if plan.render("0" * 8) is not None else None
+
+
 def plan_inline(text: str, cfg: ObjectsConfig, over_cap: int | None = None,
                 idx: LineIndex | None = None,
-                rank: logrank.RankConfig | None = logrank.DEFAULT) -> InlinePlan | None:
+                rank: logrank.RankConfig | None = logrank.DEFAULT,
+                forms: bool = True) -> InlinePlan | FormPlan | None:
     """The cut points of `text`'s pointer form (already surrogate-joined), or None when there
     is nothing to leave out.
 
@@ -231,8 +284,15 @@ def plan_inline(text: str, cfg: ObjectsConfig, over_cap: int | None = None,
     A harness spill notice near the tail is kept whole (up to `spill_notice_chars` more) when
     the budget has room for it. `idx` is `build_index(text)` when the caller has it; `rank`
     None: no region. With `over_cap` (the store's cap in bytes) there is no region and the
-    note says the middle was too big to store.
+    note says the middle was too big to store. With `forms`, an output of a known type
+    (a test run, a compiler's, JSON, a table, a diff, an install log) gets its typed form
+    instead (`plan_form`).
     """
+    if forms and over_cap is None and rank is not None:
+        idx = idx if idx is not None else build_index(text)
+        typed = plan_form(text, cfg, idx, rank)
+        if typed is not None:
+            return typed
     size = len(text)
     budget = max(0, cfg.inline_chars)
     head_end = _head_end(text, min(cfg.head_chars, budget))
@@ -273,10 +333,12 @@ def plan_inline(text: str, cfg: ObjectsConfig, over_cap: int | None = None,
 
 def render_inline(text: str, obj_id: str, tool: str | None, cfg: ObjectsConfig,
                   over_cap: int | None = None, idx: LineIndex | None = None,
-                  rank: logrank.RankConfig | None = logrank.DEFAULT) -> Inline | None:
-    """The pointer form of `text` naming `obj_id` (`plan_inline`, then `InlinePlan.render`),
-    or None when it would not be shorter than the text itself."""
-    plan = plan_inline(text, cfg, over_cap, idx, rank)
+                  rank: logrank.RankConfig | None = logrank.DEFAULT,
+                  forms: bool = False) -> Inline | None:
+    """The pointer form of `text` naming `obj_id` (`plan_inline`, then its `render`), or
+    None when it would not be shorter than the text itself. The generic form (head +
+    failure lines + tail) unless `forms` (what `ObjectService.put` plans: typed forms on)."""
+    plan = plan_inline(text, cfg, over_cap, idx, rank, forms)
     return plan.render(obj_id, tool) if plan is not None else None
 
 
@@ -304,7 +366,20 @@ def pointer_span(text: str, m: re.Match[str], original: str) -> tuple[int, int] 
     if lo < 0 or text[lo:m.start()] != before or not text.startswith("\n", m.end()):
         return None
     p = m.end() + 1
-    while (num := _REGION_NUMBER.match(text, p)) is not None:
+    pieces: list[tuple[int, int]] = []  # the line ranges shown or named, in order
+    typed = False
+    while True:
+        gap = GAP_LINE.match(text, p)  # a typed form's named run of left-out lines
+        if gap is not None:
+            typed = True
+            if not a <= int(gap[1]) <= int(gap[2]) <= b:
+                break
+            pieces.append((int(gap[1]), int(gap[2])))
+            p = gap.end()
+            continue
+        num = _REGION_NUMBER.match(text, p)
+        if num is None:
+            break
         n = int(num[1])
         if not a <= n <= b:
             break
@@ -312,10 +387,24 @@ def pointer_span(text: str, m: re.Match[str], original: str) -> tuple[int, int] 
             starts = line_starts(original)
         ls = starts[n - 1]
         le = starts[n] - 1 if n < len(starts) else len(original)
-        shown = region_line(n, ANSI.sub("", original[ls:le]))
-        if not text.startswith(shown, p):
+        line = ANSI.sub("", original[ls:le])
+        for cap in (REGION_LINE_MAX, WIDE_MAX):
+            got = region_line(n, line, cap)
+            if text.startswith(got, p):
+                p += len(got)
+                pieces.append((n, n))
+                break
+        else:
             break
-        p += len(shown)
+    # A typed form's lines and named runs tile the omitted range exactly.
+    if typed:
+        at = a
+        for first, last in pieces:
+            if first != at:
+                return None
+            at = last + 1
+        if at != b + 1:
+            return None
     after = (CUT if _mid_line(original, e) else "") + original[e:]
     if not text.startswith(after, p):
         return None

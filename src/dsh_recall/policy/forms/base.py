@@ -1,0 +1,198 @@
+"""What every per-type inline form shares: lines marked with a rank (what to keep first) and
+a category (what a left-out line is), fitted into a budget, every left-out run of lines named
+with its line range.
+
+Pure functions over lists of strings (one line each, terminal escapes already out), counting
+code points. A line is shown as `region_line` shows it (`N| text`, a progress bar's last
+redraw, cut after a cap with the count of chars left out); a left-out run as `gap_line`
+(`… lines a-b: 118 passing tests, 2 blank lines`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ...core.codepoints import joins_previous
+
+CUT = "\u2026"
+# Ranks: lower is kept first. MUST ranks (failures and the run's summary) may spend up to
+# the hard budget; the others only the form's budget.
+SUMMARY, NAME, ERROR, DETAIL, WHERE = 0, 1, 2, 3, 4
+MUST = WHERE
+CONTEXT, NEAR, SAMPLE = 5, 6, 7
+SHOWN_MAX = 300  # a numbered line's cut, as offload.REGION_LINE_MAX
+WIDE_MAX = 800  # a failure record's cut (an NDJSON error record, a long error line)
+GAP_COST = 60  # about what a "… lines a-b: ..." line costs, for the first fit
+
+# CI runners' line prefixes: GitHub Actions' "job<TAB>step<TAB>" and ISO timestamps.
+_PREFIX = re.compile(r"^(?:[^\t\n]{1,200}\t[^\t\n]{1,200}\t)?"
+                     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ?)?")
+GAP_LINE = re.compile(CUT + r" lines (\d{1,15})-(\d{1,15}): [^\n]{1,200}\n")
+
+
+def bare(line: str) -> str:
+    """`line` without a CI runner's job/step/timestamp prefix."""
+    m = _PREFIX.match(line)
+    return line[m.end():] if m and m.end() else line
+
+
+def shown(number: int, line: str, cap: int = SHOWN_MAX) -> str:
+    r"""Line `number` (1-based) as a form shows it: `N| text`, the text after its last bare
+    \r (what a terminal shows of a progress bar), cut after `cap` chars with the count of
+    chars left out."""
+    line = line.rstrip("\r")
+    r = line.rfind("\r")
+    if r != -1:
+        line = line[r + 1:]
+    if len(line) > cap:
+        cut = cap
+        while cut > 0 and joins_previous(line, cut):
+            cut -= 1
+        line = f"{line[:cut]}{CUT}[+{len(line) - cut:,} chars]"
+    return f"{number}| {line}\n"
+
+
+def gap_line(lo: int, hi: int, what: str) -> str:
+    """The line naming left-out lines lo..hi (0-based, inclusive) and what they are."""
+    return f"{CUT} lines {lo + 1}-{hi + 1}: {what}\n"
+
+
+@dataclass
+class Marks:
+    """Per-line decisions of one form: `rank` (kept first when lower; unranked lines are
+    left out), `fail` (a failure line: a run holding one says how many), `cat` (a singular
+    noun for what the line is, counted in the name of a run left out), `wide` (shown up to
+    WIDE_MAX chars)."""
+
+    kind: str
+    lines: list[str]
+    rank: dict[int, int] = field(default_factory=dict)
+    fail: set[int] = field(default_factory=set)
+    cat: dict[int, str] = field(default_factory=dict)
+    wide: set[int] = field(default_factory=set)
+
+    def keep(self, li: int, rank: int, fail: bool = False, cat: str | None = None,
+             wide: bool = False) -> None:
+        """Keep line `li` at `rank` (the best rank given wins)."""
+        old = self.rank.get(li)
+        if old is None or rank < old:
+            self.rank[li] = rank
+        if fail:
+            self.fail.add(li)
+        if cat is not None:
+            self.cat[li] = cat
+        if wide:
+            self.wide.add(li)
+
+    def drop(self, li: int, cat: str) -> None:
+        """Name what line `li` is when it is left out."""
+        self.cat.setdefault(li, cat)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which lines a form shows (0-based, sorted) and the runs it leaves out: (first, last,
+    label), 0-based and inclusive. Shown lines and runs cover every line once."""
+
+    kind: str
+    keep: tuple[int, ...]
+    gaps: tuple[tuple[int, int, str], ...]
+    wide: frozenset[int]
+    must: frozenset[int]  # the shown lines of a MUST rank
+
+
+def _plural(n: int, noun: str) -> str:
+    if n == 1:
+        return f"1 {noun}"
+    if noun.endswith(("s", "x", "ch", "sh")):
+        return f"{n:,} {noun}es"
+    if noun.endswith("y") and not noun.endswith(("ey", "ay", "oy")):
+        return f"{n:,} {noun[:-1]}ies"
+    return f"{n:,} {noun}s"
+
+
+def label(marks: Marks, lo: int, hi: int) -> str:
+    """What lines lo..hi (inclusive, left out) are: their failure lines first, then the two
+    commonest categories."""
+    counts: Counter[str] = Counter()
+    fails = 0
+    cat, lines, fail = marks.cat, marks.lines, marks.fail
+    for li in range(lo, hi + 1):
+        if li in fail:
+            fails += 1
+        c = cat.get(li)
+        if c is None:
+            c = "blank line" if not lines[li].strip() else "line"
+        counts[c] += 1
+    parts = [_plural(fails, "failure line")] if fails else []
+    common = [(c, n) for c, n in counts.most_common() if c != "blank line"] or \
+        list(counts.most_common())
+    parts.append(_plural(common[0][1], common[0][0]))
+    if len(common) > 1:
+        parts.append(f"{sum(n for _, n in common[1:]):,} other")
+    return ", ".join(parts)
+
+
+def gaps_of(marks: Marks, keep: tuple[int, ...]) -> tuple[tuple[int, int, str], ...]:
+    """Every run of lines `keep` leaves out, named."""
+    gaps: list[tuple[int, int, str]] = []
+    prev = -1
+    for li in (*keep, len(marks.lines)):
+        if prev + 1 <= li - 1:
+            gaps.append((prev + 1, li - 1, label(marks, prev + 1, li - 1)))
+        prev = li
+    return tuple(gaps)
+
+
+def body_chars(marks: Marks, keep: tuple[int, ...],
+               gaps: tuple[tuple[int, int, str], ...]) -> int:
+    """Chars of the form's lines and gap names (the note aside)."""
+    lines, wide = marks.lines, marks.wide
+    return sum(len(shown(li + 1, lines[li], WIDE_MAX if li in wide else SHOWN_MAX))
+               for li in keep) + sum(len(gap_line(lo, hi, what)) for lo, hi, what in gaps)
+
+
+def fit(marks: Marks, budget: int, hard: int) -> Selection:
+    """Keep ranked lines, best rank first (file order within a rank): a MUST line while the
+    form stays within `hard` chars, any other while it stays within `budget`; then leave out
+    other lines, worst first, until the form (gap names counted) is within `budget` or holds
+    MUST lines only. Every run left out is named (`gaps_of`)."""
+    lines = marks.lines
+    kept: set[int] = set()
+    used = GAP_COST
+    for li, r in sorted(marks.rank.items(), key=lambda kv: (kv[1], kv[0])):
+        if not 0 <= li < len(lines):
+            continue
+        cost = len(shown(li + 1, lines[li], WIDE_MAX if li in marks.wide else SHOWN_MAX))
+        if li - 1 not in kept and li + 1 not in kept:
+            cost += GAP_COST
+        if used + cost <= (hard if r <= MUST else budget):
+            kept.add(li)
+            used += cost
+    optional = sorted((li for li in kept if marks.rank[li] > MUST),
+                      key=lambda li: (marks.rank[li], li))
+    keep = tuple(sorted(kept))
+    gaps = gaps_of(marks, keep)
+    while optional and (excess := body_chars(marks, keep, gaps) - budget) > 0:
+        # Worst first, enough of them at once to pay the excess (gap names change with
+        # what is kept, so measured again after each batch).
+        while optional and excess > 0:
+            li = optional.pop()
+            kept.discard(li)
+            excess -= len(shown(li + 1, lines[li], WIDE_MAX if li in marks.wide else SHOWN_MAX))
+        keep = tuple(sorted(kept))
+        gaps = gaps_of(marks, keep)
+    # A short run whose lines cost less than its name is shown instead (never a failure
+    # line: those stay counted in their run's name).
+    for lo, hi, what in gaps:
+        if hi - lo < 3 and not any(li in marks.fail for li in range(lo, hi + 1)) and sum(
+                len(shown(li + 1, lines[li])) for li in range(lo, hi + 1)) <= \
+                len(gap_line(lo, hi, what)):
+            kept.update(range(lo, hi + 1))
+    if len(kept) > len(keep):
+        keep = tuple(sorted(kept))
+        gaps = gaps_of(marks, keep)
+    must = frozenset(li for li in keep if marks.rank.get(li, SAMPLE) <= MUST)
+    return Selection(marks.kind, keep, gaps, frozenset(marks.wide & kept), must)
