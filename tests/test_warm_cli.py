@@ -43,7 +43,9 @@ def setup(tmp_path):
     (repo / "pkg" / "other.py").write_text("def unrelated():\n    return 42\n")
     home = tmp_path / "h"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
-    env.update(DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake")
+    # Only the daemons these tests start by hand (tests/test_warm_start.py: the ones a call
+    # starts by itself).
+    env.update(DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake", DSH_RECALL_DAEMON="manual")
     run(env, repo, "index", "--wait", "--json")
     procs: list[subprocess.Popen] = []
     yield repo, home, env, procs

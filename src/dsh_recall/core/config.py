@@ -211,6 +211,15 @@ class LineageConfig(Section):
     turn_chars: int = Field(600, ge=80, le=20_000)  # characters of each turn shown
 
 
+class DaemonConfig(Section):
+    """The warm path (docs/daemon.md): a CLI search or a hook that finds no `dsh-recall
+    daemon` running starts one in the background, after answering alone. Never from a
+    repository's config (only the user's own config is read for it)."""
+
+    autostart: bool = True
+    idle_minutes: float = Field(15.0, ge=0.1, le=24 * 60)  # a started daemon's idle exit
+
+
 class Config(Section):
     """Top-level settings are those of code recall; other sources have their own section."""
 
@@ -272,6 +281,7 @@ class Config(Section):
     rerank: RerankConfig = RerankConfig()
     scrub: ScrubConfig = ScrubConfig()
     lineage: LineageConfig = LineageConfig()
+    daemon: DaemonConfig = DaemonConfig()
     @property
     def notices(self) -> list[str]:
         """Set by load_config: one line per workspace file whose keys were refused."""

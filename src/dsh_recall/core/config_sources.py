@@ -19,7 +19,7 @@ from .settings import Section
 # and of which a repository's file may set the keys in WORKSPACE_KEYS (none of [reads]: how
 # much of a file dsh shows is the user's to choose).
 SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank", "reads", "scrub",
-            "lineage"}
+            "lineage", "daemon"}
 # Not settings: where data lives, which config file, which session the caller is in, and
 # the switches for tracebacks (the CLI's own error message names it), the usage log and
 # handing searches to a running daemon (DSH_RECALL_DAEMON=0: never).

@@ -1,16 +1,17 @@
-"""The warm CLI server (`dsh-recall daemon`) and the client side of it.
+"""The warm CLI server (`dsh-recall daemon`); its client is frontends/warm.py.
 
 A cold `dsh-recall search` spends most of its time before the search: starting Python,
-importing click, numpy and the services, opening the index. While a user runs
-`dsh-recall daemon`, a search is handed to that process instead, over a Unix socket in the
-recall home, and answered from already-loaded modules: the CLI prints exactly what it would
-have printed itself and exits with the same code. Without a daemon, or when it cannot serve
-this caller exactly as a local run would, the CLI runs the search itself.
+importing click, numpy and the services, opening the index. While a daemon runs (started
+by hand, or in the background by the first call that found none: warm.py), a search, an
+object read or a Claude Code hook is handed to that process instead, over a Unix socket in
+the recall home, and answered from already-loaded modules: the CLI prints exactly what it
+would have printed itself and exits with the same code. Without a daemon, or when it
+cannot serve this caller exactly as a local run would, the CLI runs the call itself.
 
 What keeps it exact and private:
-- Only the searches are handed over (`search`, `history search`, `notes search`). The
-  daemon runs each through the same click command, in the caller's working directory, one
-  request at a time.
+- Only FORWARDED calls are handed over. The daemon runs each through the same click
+  command, in the caller's working directory (a hook with the caller's payload as its
+  stdin), one request at a time.
 - The caller's environment must match the daemon's where it can change an answer (every
   DSH_* variable, HOME, any credential-like variable an http embedder may read) and both must run the same interpreter and package folder; else the
   daemon declines and the CLI runs locally. The daemon also declines, and exits, once the
@@ -33,59 +34,30 @@ import hashlib
 import io
 import json
 import os
-import re
 import socket
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from .admission import Pending, hang_up
-from .argv import command_words
+from .warm import (  # noqa: F401 - the protocol's names, read here by tests and tools too
+    CONNECT_TIMEOUT_S,
+    FORWARDED,
+    HEARTBEAT_S,
+    HOOK_STDIN_MAX,
+    PROTOCOL,
+    SILENCE_S,
+    command_of,
+    env_key,
+    recv_line,
+    socket_path,
+)
 
-PROTOCOL = 1
-MAX_REQUEST = 1 << 20  # bytes: argv is capped per argument (core.clean.QUERY_CHARS) anyway
-CONNECT_TIMEOUT_S = 0.5
+MAX_REQUEST = HOOK_STDIN_MAX * 4 // 3 + (1 << 20)  # a hook's payload, base64, and argv
 ANSWER_TIMEOUT_S = 120.0  # the daemon's own cap on writing an answer to a slow reader
-# While a call is in the daemon's hands it sends a heartbeat (a space) every HEARTBEAT_S; a
-# client that hears nothing for SILENCE_S (a stopped or wedged daemon) runs the search itself.
-HEARTBEAT_S = 0.5
-SILENCE_S = 3.0
 BUSY_WAIT_S = 1.0  # a call waits this long for its turn, then its CLI answers alone
-# The calls handed over: the searches, which an agent or a script repeats and which pay the
-# start-up and the model's load most (history and notes load the embedder on every call).
-FORWARDED = frozenset({"search", "history search", "notes search"})
 _PACKAGE = Path(__file__).resolve().parents[1]
-
-
-def _home() -> Path:
-    from ..core.paths import recall_home
-
-    return recall_home()
-
-
-def socket_path(home: Path | None = None) -> Path:
-    """The daemon's socket for this interpreter and package, under the recall home."""
-    ident = f"{sys.executable}\0{_PACKAGE}\0{os.getuid()}"
-    name = "cli-" + hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:12] + ".sock"
-    return (home or _home()) / "run" / name
-
-
-# Credentials an http embedder or reranker reads from a variable the config names
-# (`api_key_env`): the name is anyone's choice, so every variable that looks like a
-# credential counts. Only a hash of the values crosses the socket.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
-
-
-def env_key(environ: dict[str, str] | None = None) -> str:
-    """What, in an environment, can change a CLI answer: every DSH_* variable, HOME and
-    every credential-like variable (see _SECRET_NAME)."""
-    env = os.environ if environ is None else environ
-    items = sorted((k, v) for k, v in env.items()
-                   if (k.startswith("DSH_") or k == "HOME" or _SECRET_NAME.search(k))
-                   and k != "DSH_RECALL_DAEMON")
-    return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def code_stamp() -> str:
@@ -102,98 +74,6 @@ def code_stamp() -> str:
                     continue
                 h.update(f"{root}/{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
     return h.hexdigest()
-
-
-def command_of(args: list[str]) -> str | None:
-    """The forwarded command argv names ("search", "history search", ...), else None."""
-    words = command_words(args)
-    for n in (1, 2):
-        name = " ".join(words[:n])
-        if len(words) >= n and name in FORWARDED:
-            return name
-    return None
-
-
-# -- client ----------------------------------------------------------------------------
-
-def _recv_line(sock: socket.socket, limit: int) -> bytes | None:
-    """One line, heartbeat spaces before it dropped; each recv waits at most the socket's
-    timeout (a silent peer raises socket.timeout)."""
-    buf = bytearray()
-    while b"\n" not in buf:
-        part = sock.recv(65536)
-        if not part:
-            return bytes(buf) if buf else None
-        buf += part if buf else part.lstrip(b" ")
-        if len(buf) > limit:
-            return None
-    return bytes(buf[: buf.index(b"\n")])
-
-
-def _utf8(stream: Any) -> bool:
-    enc = getattr(stream, "encoding", None) if stream is not None else None
-    return isinstance(enc, str) and enc.lower().replace("_", "-") in ("utf-8", "utf8")
-
-
-def _wants_help(args: list[str]) -> bool:
-    for a in args:
-        if a == "--":
-            return False
-        if a in ("-h", "--help"):
-            return True
-    return False
-
-
-def forward(args: list[str]) -> int | None:
-    """Hand this CLI call to a running daemon: print its answer and return the exit code,
-    or None when there is no daemon or it declined (the caller then runs the command)."""
-    if command_of(args) is None or os.environ.get("DSH_RECALL_DAEMON") == "0":
-        return None
-    # The daemon's answer is UTF-8 text, and help is wrapped to the terminal: a stream that
-    # is closed or not UTF-8, or a help request, is served here as the CLI alone would.
-    if not (_utf8(sys.stdout) and _utf8(sys.stderr)) or _wants_help(args):
-        return None
-    try:
-        path = socket_path()
-    except (OSError, RuntimeError):
-        return None
-    if not path.exists():
-        return None
-    try:
-        request = {"v": PROTOCOL, "argv": args, "cwd": os.getcwd(), "env": env_key()}
-        data = (json.dumps(request) + "\n").encode("ascii")  # lone surrogates as \udcxx
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(CONNECT_TIMEOUT_S)
-            sock.connect(str(path))
-            sock.settimeout(SILENCE_S)
-            sock.sendall(data)
-            line = _recv_line(sock, 256 << 20)
-    except (OSError, ValueError):
-        return None  # none listening, a stale socket, a silent daemon: run it here
-    except KeyboardInterrupt:
-        sys.stderr.write("\nAborted!\n")  # what click prints on Ctrl-C, with its exit code
-        return 1
-    try:
-        reply = json.loads(line) if line else None
-    except ValueError:
-        return None
-    if not isinstance(reply, dict) or not reply.get("ok"):
-        return None
-    order = reply.get("order")
-    if not isinstance(order, list):
-        return None
-    try:
-        # In the order the command wrote them, each piece flushed before the next: with
-        # both streams on one file (2>&1) the lines interleave as the CLI alone writes them.
-        for fd, text in order:
-            if isinstance(text, str) and text:
-                stream = sys.stdout if fd == 1 else sys.stderr
-                stream.write(text)
-                stream.flush()
-    except (OSError, ValueError, TypeError):
-        pass
-    code = reply.get("code", 1)
-    return code if isinstance(code, int) else 1
 
 
 # -- server ----------------------------------------------------------------------------
@@ -243,8 +123,9 @@ def same_confinement(pid: int) -> bool:
 class Daemon:
     """Serves forwarded CLI calls, one at a time, until idle or stopped."""
 
-    def __init__(self, idle_s: float, log=None):
+    def __init__(self, idle_s: float, log=None, lock_fd: int | None = None):
         self.idle_s = idle_s
+        self._given_lock = lock_fd  # the socket's lock, taken by the call that started us
         self.path = socket_path()
         self.env = env_key()
         self.stamp = code_stamp()
@@ -262,7 +143,12 @@ class Daemon:
         callback, where Python swallows it, and the daemon would never stop)."""
         self._stop = why
 
-    def bind(self) -> socket.socket:
+    def claim(self) -> None:
+        """Take the socket's lock (or keep the one the starting call passed down) for the
+        daemon's life: two daemons starting at once cannot both take the path (each could
+        remove the other's socket), and only the holder removes it."""
+        if self._lock_fd is not None:
+            return
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
         st = folder.stat()
@@ -272,17 +158,39 @@ class Daemon:
         if len(str(self.path).encode()) >= 104:
             raise OSError(f"socket path too long for this OS: {self.path} (set DSH_RECALL_HOME "
                           "to a shorter folder)")
-        # Held for the daemon's life: two daemons starting at once cannot both take the
-        # path (each could remove the other's socket), and only the holder removes it.
         import fcntl
 
-        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = self._inherited_lock()
+        if fd is None:
+            fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             raise OSError(f"a daemon already listens on {self.path}") from None
         self._lock_fd = fd
+
+    def warm_up(self) -> None:
+        """Load what a call needs (the full CLI, numpy, the code service) before the socket
+        exists: a call meanwhile finds no socket and answers alone, rather than waiting
+        for these imports."""
+        if hasattr(self, "_cli"):
+            return
+        from .cli import cli  # the full CLI, loaded once
+
+        self._cli = cli
+        # Score lists missing for one search are there for the next, and the model
+        # loads once, not per search (core/process.py).
+        from ..core.process import set_long_lived
+
+        set_long_lived()
+        from ..core.lazy import np
+        from ..services import code  # noqa: F401 - imported for its import time only
+
+        np.zeros(1)
+
+    def bind(self) -> socket.socket:
+        self.claim()
         if self.path.exists():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -303,25 +211,28 @@ class Daemon:
         sock.listen(16)
         return sock
 
+    def _inherited_lock(self) -> int | None:
+        """The lock file descriptor the starting call passed down (warm.start), when it is
+        this socket's lock file; it holds the lock already, so no second start slips in."""
+        fd, self._given_lock = self._given_lock, None
+        if fd is None:
+            return None
+        try:
+            st, want = os.fstat(fd), os.stat(str(self.path) + ".lock")
+        except OSError:
+            return None
+        if (st.st_dev, st.st_ino) != (want.st_dev, want.st_ino):
+            os.close(fd)
+            return None
+        return fd
+
     def serve(self, sock: socket.socket) -> str:
         """Answer until idle for idle_s or the code changes; returns why it stopped. Each
         connection gets a thread; the searches themselves run one at a time (they share the
         process's cwd and stdout), and a call that waits past BUSY_WAIT_S for its turn is
         declined, so its CLI answers alone instead of queueing behind a long one."""
         try:  # from the start: a stop signal during the imports still removes the socket
-            from .cli import cli  # the full CLI, loaded once
-
-            self._cli = cli
-            # Score lists missing for one search are there for the next, and the model
-            # loads once, not per search (core/process.py).
-            from ..core.process import set_long_lived
-
-            set_long_lived()
-            # Load what a search needs now, not on the first request.
-            from ..core.lazy import np
-            from ..services import code  # noqa: F401 - imported for its import time only
-
-            np.zeros(1)
+            self.warm_up()  # done already when run by `dsh-recall daemon`
             self._last = time.monotonic()
             while self._stop is None:
                 idle = time.monotonic() - self._last
@@ -390,7 +301,7 @@ class Daemon:
         try:
             if not self._peer_ok(conn):
                 return None
-            line = _recv_line(conn, MAX_REQUEST)
+            line = recv_line(conn, MAX_REQUEST)
             if not self.pending.authenticated(conn):
                 return None  # hung up on: past the deadline, or pushed out by newer calls
             conn.settimeout(10.0)
@@ -400,9 +311,9 @@ class Daemon:
         if not isinstance(req, dict) or req.get("v") != PROTOCOL:
             self._reply(conn, {"ok": False, "why": "protocol"})
             return None
-        args, cwd = req.get("argv"), req.get("cwd")
+        args, cwd, stdin = req.get("argv"), req.get("cwd"), req.get("stdin")
         if (not isinstance(args, list) or not all(isinstance(a, str) for a in args)
-                or not isinstance(cwd, str)):
+                or not isinstance(cwd, str) or not isinstance(stdin, (str, type(None)))):
             self._reply(conn, {"ok": False, "why": "malformed"})
             return None
         if req.get("env") != self.env:
@@ -434,7 +345,7 @@ class Daemon:
             else:
                 try:
                     t0 = time.monotonic()
-                    code, order = self._run(args, cwd)
+                    code, order = self._run(args, cwd, stdin)
                     self.served += 1
                 finally:
                     self._turn.release()
@@ -449,21 +360,26 @@ class Daemon:
             self._reply(conn, reply)
         return None
 
-    def _run(self, args: list[str], cwd: str) -> tuple[int, list]:
+    def _run(self, args: list[str], cwd: str, stdin: str | None = None) -> tuple[int, list]:
         """Run one CLI call here as `dsh-recall` would run it: the same argument cleaning,
-        the caller's cwd; returns the exit code and what it wrote to stdout (1) and stderr
-        (2), in the order written."""
+        the caller's cwd, a hook's payload (base64) as stdin; returns the exit code and
+        what it wrote to stdout (1) and stderr (2), in the order written."""
+        import base64
+
         from ..core.clean import QUERY_CHARS, cap_query, clean_text
-        from .cli import common
+        from .cli import common, set_via
 
         args = [cap_query(clean_text(a), QUERY_CHARS) for a in args]
         tape: list[list] = []  # [stream 1 or 2, text] in the order written
         out, err = _Recorded(1, tape), _Recorded(2, tape)
-        saved = sys.stdout, sys.stderr, os.getcwd()
+        saved = sys.stdout, sys.stderr, os.getcwd(), sys.stdin
         common._SHOWN.clear()  # config notices are shown once per call, as in a fresh process
+        set_via(args)  # usage records name the front end (a hook's: "hook"), as a CLI would
         code = 0
         try:
             os.chdir(cwd)
+            data = base64.b64decode(stdin, validate=True) if stdin is not None else b""
+            sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
             sys.stdout, sys.stderr = out, err
             self._cli(args=args, prog_name="dsh-recall", standalone_mode=True)
         except SystemExit as e:
@@ -474,7 +390,7 @@ class Daemon:
             err.write(common.one_line_error(e) + "\n")
             code = 1
         finally:
-            sys.stdout, sys.stderr = saved[0], saved[1]
+            sys.stdout, sys.stderr, sys.stdin = saved[0], saved[1], saved[3]
             try:
                 os.chdir(saved[2])
             except OSError:

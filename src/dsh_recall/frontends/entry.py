@@ -1,6 +1,7 @@
-"""The `dsh-recall` executable: a search goes to a running `dsh-recall daemon` when there is
-one (frontends/daemon.py), before click or anything heavy is imported; everything else, and a
-search the daemon declines, runs the CLI here."""
+"""The `dsh-recall` executable: a search, an object read or a hook goes to a running
+`dsh-recall daemon` when there is one (frontends/warm.py), before click or anything heavy is
+imported; everything else, and a call the daemon declines, runs the CLI here (which then
+starts a daemon for the next call: cli.main)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 
 def main() -> None:
-    from .daemon import forward
+    from .warm import forward
 
     code = forward(sys.argv[1:])
     if code is not None:

@@ -66,12 +66,11 @@ def main() -> None:
     # argv holds invalid UTF-8 as lone surrogates (surrogateescape): clean it at the door.
     # Each argument is also capped like any query (no path or flag comes near the cap).
     args = [cap_query(clean_text(a), QUERY_CHARS) for a in sys.argv[1:]]
-    from ...services.report import usage
-    command = _command(args)
-    usage.set_via(_VIA.get(command or "", "cli"))
+    command = set_via(args)
     try:
         cli(args=args, prog_name="dsh-recall", standalone_mode=True)
     except SystemExit as e:
+        _warm_next(args)
         _leave_workers(e.code, command in _DONE_AT_ANSWER)
         raise
     except KeyboardInterrupt:
@@ -90,6 +89,29 @@ _VIA = {"mcp": "mcp", "proxy": "mcp", "hook": "hook", "worker": "dsh", "serve": 
 # Commands whose work is committed once they answer: nothing is left to finalize, and
 # finalizing (numpy, SQLite, the modules) cost a cold search about 25 ms of its ~280.
 _DONE_AT_ANSWER = frozenset({"search"})
+
+
+def set_via(args: list[str]) -> str | None:
+    """Name the front end this call's usage records carry (also per call in the daemon);
+    returns the command argv names."""
+    from ...services.report import usage
+
+    command = _command(args)
+    usage.set_via(_VIA.get(command or "", "cli"))
+    return command
+
+
+def _warm_next(args: list[str]) -> None:
+    """This call answered alone: with its answer out, start a daemon in the background for
+    the next one, if it is a call a daemon answers (frontends/warm.py)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    from ..warm import start_after
+
+    start_after(args)
 
 
 def _command(args: list[str]) -> str | None:

@@ -17,11 +17,9 @@ import click
 
 from ...core.clean import clean_json, clean_text
 from ...core.config import Config, load_config
+from ..hooks import MAX_PAYLOAD_BYTES
 
 Handler = Callable[[dict[str, Any], Config], "dict[str, Any] | None"]
-# The largest payload a hook reads. A PostToolUse payload carries the tool's output, so it
-# can be big; past this the hook does nothing and the harness keeps the original output.
-MAX_PAYLOAD_BYTES = 64 << 20
 
 
 def read_payload(stream: Any, limit: int = MAX_PAYLOAD_BYTES) -> dict[str, Any] | None:

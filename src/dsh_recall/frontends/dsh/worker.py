@@ -445,7 +445,12 @@ class Worker:
     def hand_off(self, send: Callable[[dict[str, Any]], bool]) -> None:
         """Deferred work after a quiet spell: the touched sessions' new events into history
         (no embedding: quick), then the embedding handed to the idle process (idle.py),
-        which this thread never waits for."""
+        which this thread never waits for. Also starts the per-user CLI daemon when none
+        runs (frontends/warm.py; off with DSH_RECALL_DAEMON=0 or daemon.autostart), so the
+        agent's own `dsh-recall` calls find it warm."""
+        from ..warm import start
+
+        start(self.config_file)
         if not self.dirty:
             return
         cfg = self.quiet(self.config(None))

@@ -1,0 +1,288 @@
+"""The warm path's client side: hand a CLI call to the per-user daemon (frontends/daemon.py)
+when one runs, and start one in the background when none does.
+
+- `forward(args)`: the entry point asks it first, before click or anything heavy is
+  imported. A search or a hook call goes to the daemon's socket and its answer is printed
+  as the CLI would print it; None means "run it here" (no daemon, or it declined).
+- `start_after(args)`: the CLI calls it once a forwarded kind of call has answered alone.
+  With no daemon running or starting, it starts `dsh-recall daemon` detached (its own
+  session, no terminal, stdin/stdout on /dev/null, its log in `run/<socket>.log`), with
+  the caller's environment so it serves that caller's calls, and returns at once: the
+  call that started it never waits for its start-up. The start holds the socket's lock
+  file (flock) and passes it to the daemon, so two calls racing to start one end with one.
+
+The protocol's shared names (socket_path, env_key, command_of, FORWARDED, ...) live here;
+the server imports them. Off switches: `DSH_RECALL_DAEMON=0` (neither hand over nor start), and
+`DSH_RECALL_DAEMON=manual` or `[daemon] autostart = false` in the user's own config (hand
+over to a daemon the user runs, never start one). Standard library only until a start is decided.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from .argv import command_words
+from .hooks import MAX_PAYLOAD_BYTES
+
+PROTOCOL = 1
+# A hook's payload crosses the socket (base64) up to HOOK_STDIN_MAX; a bigger one (a huge
+# tool result) is read by the hook in its own process.
+HOOK_STDIN_MAX = 8 << 20
+CONNECT_TIMEOUT_S = 0.5
+# While a call is in the daemon's hands it sends a heartbeat (a space) every HEARTBEAT_S; a
+# client that hears nothing for SILENCE_S (a stopped or wedged daemon) runs the search itself.
+HEARTBEAT_S = 0.5
+SILENCE_S = 3.0
+# The calls handed over: the searches, the object reads and the harness hooks, which an
+# agent repeats dozens of times a session and which pay the start-up most (history and
+# notes load the embedder on every call).
+HOOKS = frozenset({"hook claude-code post-tool-use", "hook claude-code user-prompt-submit",
+                   "hook claude-code session-start"})
+FORWARDED = frozenset({"search", "history search", "notes search", "object get",
+                       "object search"}) | HOOKS
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _home() -> Path:
+    from ..core.paths import recall_home
+
+    return recall_home()
+
+
+def socket_path(home: Path | None = None) -> Path:
+    """The daemon's socket for this interpreter and package, under the recall home."""
+    ident = f"{sys.executable}\0{_PACKAGE}\0{os.getuid()}"
+    name = "cli-" + hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:12] + ".sock"
+    return (home or _home()) / "run" / name
+
+
+# Credentials an http embedder or reranker reads from a variable the config names
+# (`api_key_env`): the name is anyone's choice, so every variable that looks like a
+# credential counts. Only a hash of the values crosses the socket.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+
+
+def env_key(environ: dict[str, str] | None = None) -> str:
+    """What, in an environment, can change a CLI answer: every DSH_* variable, HOME and
+    every credential-like variable (see _SECRET_NAME)."""
+    env = os.environ if environ is None else environ
+    items = sorted((k, v) for k, v in env.items()
+                   if (k.startswith("DSH_") or k == "HOME" or _SECRET_NAME.search(k))
+                   and k != "DSH_RECALL_DAEMON")
+    return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def command_of(args: list[str]) -> str | None:
+    """The forwarded command argv names ("search", "history search", ...), else None."""
+    words = command_words(args, 3)
+    for n in (1, 2, 3):
+        name = " ".join(words[:n])
+        if len(words) >= n and name in FORWARDED:
+            return name
+    return None
+
+
+def recv_line(sock: socket.socket, limit: int) -> bytes | None:
+    """One line, heartbeat spaces before it dropped; each recv waits at most the socket's
+    timeout (a silent peer raises socket.timeout)."""
+    buf = bytearray()
+    while b"\n" not in buf:
+        part = sock.recv(65536)
+        if not part:
+            return bytes(buf) if buf else None
+        buf += part if buf else part.lstrip(b" ")
+        if len(buf) > limit:
+            return None
+    return bytes(buf[: buf.index(b"\n")])
+
+
+def off() -> bool:
+    """Whether the user turned the warm path off for this call (`DSH_RECALL_DAEMON=0`)."""
+    return os.environ.get("DSH_RECALL_DAEMON") == "0"
+
+
+def manual() -> bool:
+    """Whether only a daemon the user runs is used, none started (`DSH_RECALL_DAEMON=manual`)."""
+    return os.environ.get("DSH_RECALL_DAEMON") == "manual"
+
+
+def _utf8(stream: Any) -> bool:
+    enc = getattr(stream, "encoding", None) if stream is not None else None
+    return isinstance(enc, str) and enc.lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def _wants_help(args: list[str]) -> bool:
+    for a in args:
+        if a == "--":
+            return False
+        if a in ("-h", "--help"):
+            return True
+    return False
+
+
+def _take_stdin() -> bytes:
+    """A hook's payload, read once: what the daemon gets, and what the CLI reads instead of
+    the real stdin when the call runs here after all (as much as the hook itself reads)."""
+    import io
+
+    try:
+        data = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1) if sys.stdin is not None else b""
+    except (OSError, ValueError, AttributeError):
+        data = b""
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+    return data
+
+
+def forward(args: list[str]) -> int | None:
+    """Hand this CLI call to a running daemon: print its answer and return the exit code,
+    or None when there is no daemon or it declined (the caller then runs the command)."""
+    command = command_of(args)
+    if command is None or off():
+        return None
+    # The daemon's answer is UTF-8 text, and help is wrapped to the terminal: a stream that
+    # is closed or not UTF-8, or a help request, is served here as the CLI alone would.
+    if not (_utf8(sys.stdout) and _utf8(sys.stderr)) or _wants_help(args):
+        return None
+    try:
+        path = socket_path()
+    except (OSError, RuntimeError):
+        return None
+    if not path.exists():
+        return None
+    request: dict[str, Any] = {"v": PROTOCOL, "argv": args, "env": env_key()}
+    if command.startswith("hook "):
+        data = _take_stdin()
+        if len(data) > HOOK_STDIN_MAX:
+            return None  # a very big tool result: the hook reads it here
+        request["stdin"] = base64.b64encode(data).decode("ascii")
+    try:
+        request["cwd"] = os.getcwd()
+        line = (json.dumps(request) + "\n").encode("ascii")  # lone surrogates as \udcxx
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(CONNECT_TIMEOUT_S)
+            sock.connect(str(path))
+            sock.settimeout(SILENCE_S)
+            sock.sendall(line)
+            got = recv_line(sock, 256 << 20)
+    except (OSError, ValueError):
+        return None  # none listening, a stale socket, a silent daemon: run it here
+    except KeyboardInterrupt:
+        sys.stderr.write("\nAborted!\n")  # what click prints on Ctrl-C, with its exit code
+        return 1
+    try:
+        reply = json.loads(got) if got else None
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or not reply.get("ok"):
+        return None
+    order = reply.get("order")
+    if not isinstance(order, list):
+        return None
+    try:
+        # In the order the command wrote them, each piece flushed before the next: with
+        # both streams on one file (2>&1) the lines interleave as the CLI alone writes them.
+        for fd, text in order:
+            if isinstance(text, str) and text:
+                stream = sys.stdout if fd == 1 else sys.stderr
+                stream.write(text)
+                stream.flush()
+    except (OSError, ValueError, TypeError):
+        pass
+    code = reply.get("code", 1)
+    return code if isinstance(code, int) else 1
+
+
+# -- starting one ------------------------------------------------------------------------
+
+def _config_file(args: list[str]) -> str | None:
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a == "--config" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--config="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _settings(config_file: str | None) -> tuple[bool, float]:
+    """(autostart, idle minutes) from the user's own config (never a repository's)."""
+    from ..core.config import load_config
+
+    cfg = load_config(config_file=config_file).daemon
+    return cfg.autostart, cfg.idle_minutes
+
+
+def _take_lock(path: Path) -> int | None:
+    """The socket's lock, held, as a file descriptor; None while a daemon holds it (one
+    runs, or one is starting)."""
+    import fcntl
+
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.stat().st_uid != os.getuid():
+        return None
+    os.chmod(folder, 0o700)
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def start(config_file: str | None = None) -> int | None:
+    """Start a daemon in the background unless one runs or is starting, or the user turned
+    it off; returns the started process's pid, or None. Never waits for its start-up."""
+    if off() or manual():
+        return None
+    try:
+        path = socket_path()
+        if len(str(path).encode()) >= 104:
+            return None  # the daemon could not bind it (it says so when run by hand)
+        fd = _take_lock(path)
+    except (OSError, RuntimeError):
+        return None
+    if fd is None:
+        return None
+    try:
+        autostart, idle_minutes = _settings(config_file)
+        if not autostart:
+            return None
+        import subprocess
+
+        log = os.open(str(path) + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            # -P: nothing importable from the working folder; the same interpreter and
+            # package as this call (socket_path names both), and this call's environment.
+            proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "dsh_recall", "daemon", "--idle-minutes",
+                 f"{idle_minutes:g}", "--lock-fd", str(fd)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                cwd=str(path.parent), pass_fds=(fd,), start_new_session=True)
+        finally:
+            os.close(log)
+        return proc.pid
+    except Exception:  # noqa: BLE001 - a bad config, no fork: the call has answered; no daemon
+        return None
+    finally:
+        os.close(fd)  # the daemon holds the lock now (or nobody, when none started)
+
+
+def start_after(args: list[str]) -> None:
+    """After a call that a daemon would have answered ran here: start one for the next."""
+    if command_of(args) is None or off() or _wants_help(args):
+        return
+    try:
+        start(_config_file(args))
+    except Exception:  # noqa: BLE001 - the answer is out; starting is only for the next call
+        pass
