@@ -31,7 +31,7 @@ def layout(text: str, lines: Sequence[str], starts: Sequence[int],
         return None
 
     def plain(li: int) -> bool:
-        end = starts[li + 1] - 1 if li + 1 < n else len(text)
+        end = starts[li + 1] - 1 if li + 1 < len(starts) else len(text)
         raw = text[starts[li]:end]
         return raw == lines[li] and "\r" not in raw[:-1] and len(raw) <= SHOWN_MAX
 
