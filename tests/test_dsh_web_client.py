@@ -25,6 +25,7 @@ NODE = shutil.which("node")
 BUNDLE = PLUGIN_PATH.parent / "client" / "client.js"
 SCRIPT = Path(__file__).parent / "node" / "client_bundle.mjs"
 HOST = Path(__file__).parent / "node" / "host_stats.mjs"
+HOST_RECALLING = Path(__file__).parent / "node" / "host_recalling.mjs"
 FAKE_WORKER = Path(__file__).parent / "fixtures" / "dsh_plugin" / "fake_worker.py"
 
 
@@ -46,7 +47,7 @@ def test_every_surface_registers_under_its_slot_and_key():
     r = run()
     assert r["slots"] == ["plugins.item:recall-native", "plugins.bundle.config:dsh-recall",
                           "conversation.session.header.utilities:dsh-recall-chip",
-                          "shell.overlay:dsh-recall-strip", "sidebar.right.pane.tab:dsh-recall/recall",
+                          "sidebar.footer.action:dsh-recall-strip", "sidebar.right.pane.tab:dsh-recall/recall",
                           "sidebar.right.pane.tab.title:dsh-recall/recall"]
     # Services the stub lacks (the sidebar's, the settings remote) cost only their own part.
     assert r["failures"] == ["remote", "sidebar"]
@@ -58,11 +59,35 @@ def test_the_views_say_what_the_figures_are_and_nothing_when_there_is_nothing():
     assert r["chipOther"] is None  # a conversation with no offload: no chip
     assert r["strip"] == "3 offloads · 29,250 tokens kept out · 9 hits · 12.0 MB on disk · running"
     assert r["strip_one"].startswith("1 offload · 1 token kept out · 1 hit · ")
-    assert r["stripBusy"]["shimmer"] and r["stripBusy"]["text"].endswith("Recalling…")
     assert r["stripDone"].endswith("· Recall complete")
     assert r["stripDegraded"].endswith("degraded: a worker call took over its deadline")
+    assert r["stripDegradedTone"] == "degraded:true"  # a dead worker's dot and words in the error colour
     assert r["stripUnloaded"] is None  # no route (sdk / headless host half): no strip
     assert r["bool"] == [{"kind": "set", "value": False}, None]
+    # On the sidebar's 56 px rail: the health dot alone, the figures in its title.
+    assert r["stripRail"] == {"text": "", "title": r["strip"], "wide": "false"}
+    # A figure and its unit never break apart ("107 KB" on two lines).
+    assert r["stripNowrap"] == [True, True] and r["chipNowrap"] == "nowrap"
+
+
+def test_the_sweep_uses_the_runtimes_text_shimmer_a_memo_object():
+    # D2: dsh's TextShimmer is React.memo(...), an object; the stub is one too.
+    r = run()
+    assert r["renderable"] == [True, True, False, False]
+    assert r["stripBusy"]["shimmer"] and r["stripBusy"]["text"].endswith("Recalling…")
+
+
+def test_words_go_through_the_runtimes_locale():
+    r = run()
+    assert r["zhKeys"] == []  # every English string has its Chinese one
+    assert r["stripZh"] == "3 次卸载 · 省下 29,250 个 token · 9 次命中 · 磁盘占用 12.0 MB · 运行中"
+
+
+def test_a_refusal_names_its_field_and_says_the_reason_in_words():
+    r = run()
+    assert r["refusal"] == {"field": "callTimeoutMs", "reason": "Must be at least 50."}
+    assert r["refusalMax"] == {"field": "hangMs", "reason": "Must be at most 3,600,000."}
+    assert r["refusalOther"]["field"] is None and "overridden by a home patch" in r["refusalOther"]["reason"]
 
 
 def test_a_throw_inside_apply_is_contained():
@@ -78,21 +103,29 @@ def test_the_secret_badge_reads_the_runtimes_set_flag():
     assert r["secretRegistered"] is True  # the card apply() registers reads the service's mirror
 
 
-def test_a_call_between_two_polls_still_shows_its_sweep_then_complete():
+def test_the_poller_sweeps_while_the_host_says_recalling_then_says_complete():
     r = run()
-    assert r["sweep"][:3] == ["idle", "sweep", "complete"]
+    # A recall seen running, then over; then a quiet spell; then one that ran between two
+    # answers: "Recall complete" without a sweep (nothing was seen running).
+    assert r["sweep"] == ["idle", "sweep", "complete", "idle", "complete"]
+    # A long poll: each request carries what the last answer said (recalling:lastDoneAt).
+    assert r["urls"] == ["api/dsh-recall/stats", "api/dsh-recall/stats?wait=0%3A0", "api/dsh-recall/stats?wait=1%3A0",
+                         "api/dsh-recall/stats?wait=0%3A100", "api/dsh-recall/stats?wait=0%3A100"]
 
 
-def test_the_stats_route_says_recalling_for_a_while_after_a_quick_call():
-    cfg = {"command": sys.executable, "args": [str(FAKE_WORKER)], "env": {"FAKE_MODE": "ok"},
-           "callTimeoutMs": 1000, "startTimeoutMs": 3000}
-    r = _node(str(HOST), PLUGIN_PATH.as_uri(), json.dumps(cfg))
+def test_the_stats_route_says_recalling_for_the_auto_recall_call_only_from_start_to_end():
+    # D6: an offload is no recall (the route said `recalling` for 3 s after any call); the
+    # turn's auto-recall is, exactly while it runs, and a long poll hears its start and end.
+    cfg = {"command": sys.executable, "args": [str(FAKE_WORKER)], "env": {"FAKE_MODE": "ok", "FAKE_CONTEXT_SLEEP": "0.5"},
+           "callTimeoutMs": 5000, "startTimeoutMs": 5000}
+    r = _node(str(HOST_RECALLING), PLUGIN_PATH.as_uri(), json.dumps(cfg))
     assert r["before"]["recalling"] is False
-    assert r["callMs"] < 1000
-    # Over, and still `recalling` one poll (1.5 s) later; not for ever.
-    assert r["afterPoll"]["busy"] == 0 and r["afterPoll"]["recalling"] is True
-    assert r["afterPoll"]["lastDoneAt"] > 0
-    assert r["later"]["recalling"] is False
+    assert r["afterOffload"]["recalling"] is False and r["afterOffload"]["lastDoneAt"] == 0
+    assert r["atStart"]["recalling"] is True and r["during"]["recalling"] is True
+    assert r["atEnd"]["recalling"] is False and r["atEnd"]["lastDoneAt"] > 0
+    assert r["added"] == 2  # the recall's message was added to the step
+    assert r["quiet"]["recalling"] is False and r["quiet"]["lastDoneAt"] == r["atEnd"]["lastDoneAt"]
+    assert r["order"][0] == "start-answered"  # the long poll answered when the recall started
 
 
 def test_a_dead_worker_shows_no_sweep_and_no_recall_complete():

@@ -19,7 +19,9 @@ const React = {
   useState: (v) => [v, () => {}],
   memo: (f) => f
 }
-const TextShimmer = ({ active, children }) => ({ type: 'shimmer', props: { active }, children: [children].flat() })
+// dsh's TextShimmer is a React.memo object in the runtime, not a plain function (D2): the
+// stub is one too, and `text` below renders it as React would (through `.type`).
+const TextShimmer = { $$typeof: Symbol.for('react.memo'), type: ({ active, children }) => ({ type: 'shimmer', props: { active }, children: [children].flat() }) }
 const modules = { react: React, '@deepseek-ai/dsh-client-ui-primitives': { TextShimmer } }
 const exports = loaded.factory((name) => {
   if (name in modules) return modules[name]
@@ -63,23 +65,38 @@ const render = (name, state, extra = {}) => {
   const inner = tree.children[0]
   return inner.type(inner.props)
 }
-const text = (node) => node == null ? '' : typeof node === 'string' || typeof node === 'number' ? String(node)
-  : typeof node.type === 'function' ? text(node.type({ ...node.props, children: node.children }))
+const call = (type, props) => (typeof type === 'function' ? type(props) : type.type(props)) // memo: its inner function
+const isComponent = (type) => typeof type === 'function' || (type !== null && typeof type === 'object' && typeof type.$$typeof === 'symbol')
+const text = (node) => node == null || node === false ? '' : typeof node === 'string' || typeof node === 'number' ? String(node)
+  : Array.isArray(node) ? node.map(text).join('')
+  : isComponent(node.type) ? text(call(node.type, { ...node.props, children: node.children }))
   : (node.children || []).map(text).join('')
 
 const session = { offloads: 3, charsIn: 120000, charsInline: 3000, keptChars: 117000 }
-const base = { loaded: true, ok: true, health: 'ready', objects: { offloaded: 3, tokens_kept_out: 29250, recalls: 9, disk_bytes: 12000000 }, sessions: { s1: session }, busy: 0, complete: false }
+const base = { loaded: true, ok: true, health: 'ready', objects: { offloaded: 3, tokens_kept_out: 29250, recalls: 9, disk_bytes: 12000000 }, sessions: { s1: session }, recalling: false, complete: false }
+const STRIP = 'sidebar.footer.action'
+const strip = (state, extra = {}) => render(STRIP, state, { wide: true, ...extra })
+const has = (node, pred) => JSON.stringify(node, (k, v) => (typeof v === 'symbol' ? String(v) : v)).includes(pred)
 const out = {
   failures,
   slots: registered.map((r) => `${r.name}:${r.id ?? r.key}`),
   chip: text(render('conversation.session.header.utilities', base, { sessionId: 's1' })),
   chipOther: render('conversation.session.header.utilities', base, { sessionId: 'nobody' }),
-  strip: text(render('shell.overlay', base)),
-  strip_one: text(render('shell.overlay', { ...base, objects: { offloaded: 1, tokens_kept_out: 1, recalls: 1, disk_bytes: 10 } })),
-  stripBusy: (() => { const n = render('shell.overlay', { ...base, busy: 1 }); return { text: text(n), shimmer: JSON.stringify(n).includes('"active":true') } })(),
-  stripDone: text(render('shell.overlay', { ...base, complete: true })),
-  stripDegraded: text(render('shell.overlay', { ...base, health: 'slow' })),
-  stripUnloaded: render('shell.overlay', { ...base, ok: false }),
+  strip: text(strip(base)),
+  strip_one: text(strip({ ...base, objects: { offloaded: 1, tokens_kept_out: 1, recalls: 1, disk_bytes: 10 } })),
+  stripBusy: (() => { const n = strip({ ...base, recalling: true }); return { text: text(n), shimmer: has(n, '"active":true') && has(n, 'Symbol(react.memo)') } })(),
+  stripDone: text(strip({ ...base, complete: true })),
+  stripDegraded: text(strip({ ...base, health: 'slow' })),
+  stripDegradedTone: strip({ ...base, health: 'dead' }).props['data-health'] + ':' + (has(strip({ ...base, health: 'dead' }), '"data-tone":"error"')),
+  stripRail: (() => { const n = strip(base, { wide: false }); return { text: text(n), title: n.props.title, wide: n.props['data-wide'] } })(),
+  stripUnloaded: strip({ ...base, ok: false }),
+  // The runtime's `t` for the active locale (here: Chinese words for every key).
+  stripZh: text(strip(base, { t: (k, vars) => exports._test.zh[k] })),
+  zhKeys: Object.keys(exports._test.en).filter((k) => !(k in exports._test.zh)),
+  refusal: exports._test.readRefusal('$.callTimeoutMs expected number >= 50 but got 10'),
+  refusalMax: exports._test.readRefusal('Config for recall-native: $.hangMs expected number <= 3600000 but got 9999999999'),
+  refusalOther: exports._test.readRefusal('Configuration for "recall-native" is overridden by a home patch or command-line overlay'),
+  renderable: [exports._test.renderable(TextShimmer), exports._test.renderable(() => null), exports._test.renderable({}), exports._test.renderable(null)],
   bool: [exports._test.booleanField('reaper').parse('false'), exports._test.booleanField('reaper').parse('maybe') ?? null]
 }
 // A save the runtime refuses: the card keeps the refusal to show (no remote here: the
@@ -102,6 +119,10 @@ const cardText = (mirror) => {
   const field = find(inner.type(inner.props), (n) => n.props?.['data-field'] === 'embedderApiKey')
   return { set: field?.props['data-secret-set'], text: text(field) }
 }
+// A figure and its unit in one unbreakable span ("107 KB" never splits across lines).
+out.stripNowrap = ['12.0 MB on disk', '29,250 tokens kept out'].map((want) =>
+  !!find(strip(base), (n) => n.props?.style?.whiteSpace === 'nowrap' && text(n) === want))
+out.chipNowrap = render('conversation.session.header.utilities', base, { sessionId: 's1' }).props.style.whiteSpace
 out.secretSet = cardText(mirrorOf(true))
 out.secretUnset = cardText(mirrorOf(false))
 out.secretRegistered = (() => {
@@ -113,25 +134,30 @@ out.secretRegistered = (() => {
 // call that ended between two polls still shows its sweep, then "Recall complete" once.
 const answers = [
   { busy: 0, recalling: false, lastDoneAt: 0 },
-  { busy: 0, recalling: true, lastDoneAt: 100 },
+  { busy: 1, recalling: true, lastDoneAt: 0 },
   { busy: 0, recalling: false, lastDoneAt: 100 },
-  { busy: 0, recalling: false, lastDoneAt: 100 }
+  { busy: 0, recalling: false, lastDoneAt: 100 },
+  { busy: 0, recalling: false, lastDoneAt: 200 } // a recall that ran between two answers
 ].map((a) => ({ version: 1, health: 'ready', objects: {}, sessions: {}, ...a }))
 let queued = null
 const realSetTimeout = globalThis.setTimeout
 globalThis.setTimeout = (fn) => { queued = fn; return 1 }
 globalThis.clearTimeout = () => { queued = null }
 let served = 0
-const stats = exports._test.createStats(async () => ({ ok: true, json: async () => answers[served++] }))
+const urls = []
+let clock = 1000
+const stats = exports._test.createStats(async (url) => { urls.push(url); return { ok: true, json: async () => answers[served++] } }, () => clock)
 const flush = () => new Promise((resolve) => setImmediate(resolve))
 const seen = []
 stats.acquire()
 for (let i = 0; i < answers.length; i++) {
   await flush()
   const st = stats.store.getSnapshot()
-  seen.push(st.busy > 0 ? 'sweep' : st.complete ? 'complete' : 'idle')
+  seen.push(st.recalling ? 'sweep' : st.complete ? 'complete' : 'idle')
+  clock += 5000 // past "Recall complete"'s few seconds
   if (i < answers.length - 1) { const fn = queued; queued = null; fn() }
 }
 globalThis.setTimeout = realSetTimeout
 out.sweep = seen
+out.urls = urls
 console.log(JSON.stringify(out))

@@ -15,7 +15,7 @@ const ctx = {
   get: () => undefined,
   effect (fn) { disposers.push(fn()) },
   inject (names, fn) {
-    if (names.includes('connection')) fn({ connection: { fetch: { register: (r) => { route = r } } } })
+    if (names.includes('connection')) fn({ connection: { fetch: { register: (r) => { if (r.path === '/api/dsh-recall/stats') route = r } } } })
   }
 }
 apply(ctx, JSON.parse(configJson))

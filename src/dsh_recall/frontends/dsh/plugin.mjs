@@ -124,9 +124,9 @@ const live = (v) => (v !== null && typeof v === 'object' && typeof v.get === 'fu
 // Variables never handed to the worker (dsh's MCP client drops the same kind).
 const SECRET = /(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE[_-]?KEY|AUTH)/i
 const MAX_STARTS = 2
-// How long after a worker call starts the stats route still says `recalling` (the browser
-// half polls every 1.5 s: every call is seen by at least one poll).
-const RECENT_MS = 3000
+// How long the stats route holds a browser's long poll when the auto-recall it saw has not
+// changed (its poll period).
+const WAIT_MS = 1500
 // The kind of the user messages this plugin adds (history import skips it).
 const SOURCE_KIND = 'dsh-recall'
 
@@ -458,9 +458,12 @@ export function apply (ctx, config) {
     return s
   }
   // What the browser half shows (counts only): per session, as this process saw it, and
-  // whether a worker call that changes what the model sees is running now.
+  // whether an auto-recall call runs now (its "Recalling…" sweep: that call only, from its
+  // start to its end; offloads, reads and reclaims are not recalls).
   const figures = new Map() // session id -> {offloads, charsIn, charsInline, keptChars}
-  const activity = { busy: 0, lastStartAt: 0, lastDoneAt: 0, lastCwd: null }
+  const activity = { busy: 0, recalling: 0, lastDoneAt: 0, lastCwd: null }
+  const waiters = new Set() // the browsers' long polls, answered when the recall state changes
+  const wake = () => { for (const w of [...waiters]) w() }
   const count = (session, offloads, before, after) => {
     const id = session?.id
     if (typeof id !== 'string' || !id) return
@@ -478,12 +481,17 @@ export function apply (ctx, config) {
   const ask = (op, payload) => {
     // A worker that is not running answers nothing: no sweep, no "Recall complete" (D9).
     if (worker.state !== 'running' && worker.state !== 'new') return worker.call(op, payload)
+    const recalling = op === 'context'
     activity.busy += 1
-    activity.lastStartAt = Date.now()
+    if (recalling) { activity.recalling += 1; wake() }
     if (typeof payload?.cwd === 'string') activity.lastCwd = payload.cwd
     return worker.call(op, payload).finally(() => {
       activity.busy -= 1
-      activity.lastDoneAt = Date.now()
+      if (recalling) {
+        activity.recalling -= 1
+        activity.lastDoneAt = Date.now()
+        wake()
+      }
     })
   }
   const mcpPrefix = `mcp__${c.serverName}__`
@@ -761,15 +769,29 @@ export function apply (ctx, config) {
       version: 1,
       health: health.state,
       busy: activity.busy,
-      // The browser half polls (dsh 0.2.1rc2 gives a plugin no push channel to it: the
-      // runtime forwards a fixed list of its own host events, one source only), so a call
-      // of a few milliseconds would fall between two polls: the sweep state holds for a
-      // short window after each call starts, longer than one poll.
-      recalling: activity.busy > 0 || Date.now() - activity.lastStartAt < RECENT_MS,
+      // An auto-recall call runs now, and when the last one ended (the browser's long poll
+      // is answered as either changes).
+      recalling: activity.recalling > 0,
       lastDoneAt: activity.lastDoneAt,
+      // The worker's own floors (the user's config): what is offloaded / shortened at all.
+      floors: numbers(worker.floors, ['threshold_chars', 'read_chars']),
       objects: numbers(totals.objects, ['offloaded', 'live', 'tokens_kept_out', 'recalls', 'disk_bytes']),
       sessions
     }
+  }
+  // A long poll: `?wait=<recalling 0|1>:<lastDoneAt>` as the browser last saw them is held
+  // until they change, or WAIT_MS (dsh 0.2.1rc2 gives a plugin's browser half no push
+  // channel: the runtime forwards only a fixed list of its own host events).
+  const held = (request) => {
+    let seen = null
+    try { seen = new URL(request?.url ?? '', 'http://localhost').searchParams.get('wait') } catch {}
+    const now = () => `${activity.recalling > 0 ? 1 : 0}:${activity.lastDoneAt}`
+    if (seen === null || seen !== now() || waiters.size >= 32) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = () => { clearTimeout(timer); waiters.delete(done); resolve() }
+      const timer = setTimeout(done, WAIT_MS)
+      waiters.add(done)
+    })
   }
   try {
     ctx.inject?.(['connection'], (sub) => {
@@ -777,7 +799,23 @@ export function apply (ctx, config) {
         path: '/api/dsh-recall/stats',
         methods: ['GET'],
         requestBody: 'buffered',
-        fetch: () => Promise.resolve(Response.json(statsBody(), { headers: { 'cache-control': 'no-store' } }))
+        fetch: (request) => held(request).then(() => Response.json(statsBody(), { headers: { 'cache-control': 'no-store' } }))
+      })
+      // The card's "Restart the worker": a new worker now, with a fresh start budget (the
+      // embedding key and the recall config are read at its start).
+      sub.connection.fetch.register({
+        path: '/api/dsh-recall/restart',
+        methods: ['POST'],
+        requestBody: 'buffered',
+        fetch: () => {
+          worker.stop()
+          worker.starts = 0
+          worker.state = 'new'
+          setHealth('starting', 'restarted from the web UI')
+          worker.start()
+          return Promise.resolve(Response.json({ ok: worker.state === 'running', health: health.state },
+            { headers: { 'cache-control': 'no-store' } }))
+        }
       })
     })
   } catch (e) {
