@@ -261,19 +261,33 @@ def test_serve_answers_in_order_and_survives_bad_lines(tmp_path):
     assert status["worker"]["offloads"] == 1 and status["worker"]["pid"] == os.getpid()
 
 
-def test_every_request_counts_what_offloaded_results_keep_out_of_it(tmp_path):
+def test_every_request_counts_what_the_changes_it_carried_kept_out_of_it(tmp_path):
+    # The old count added once per user turn (op context): 6 of 23 requests. The ledger adds
+    # at every model request what the changes that request still carried kept out of it,
+    # against what dsh handed over, as JSON chars / 4; a recall message is a cost.
+    from dsh_recall.services.report.ledger import MESSAGE_ENVELOPE, figures_from_log, json_chars, tokens
+
     w = Worker(dsh_home=str(tmp_path / "dsh"))
     a = w.handle({"op": "offload", "session": "s1", "call_id": "c1", "tool": "bash", "blocks": [BIG]})
-    kept = len(BIG) - len(a["blocks"][0])
-    for _i in range(3):
-        w.handle({"op": "context", "session": "s1", "message_id": "m1", "message": "go on"})
+    kept = json_chars(BIG) - json_chars(a["blocks"][0])
+    per = tokens(kept)
+    w.handle({"op": "context", "session": "s1", "message_id": "m1", "message": "go on"})  # one turn
+    for _i in range(5):  # ... of five model requests, each carrying c1
+        w.handle({"op": "request", "session": "s1", "present": ["c1"], "input_tokens": 1000})
     st = w.handle({"op": "status"})
-    assert st["per_request"]["tokens_kept_out_total"] == (3 * kept + 3) // 4
-    assert st["per_request"]["tokens_kept_out_last"] == (kept + 3) // 4
-    # A compaction summarizes the result away: later requests are not credited with it.
-    w.handle({"op": "context", "session": "s1", "message_id": "m2", "message": "x", "compacted": True})
-    w.handle({"op": "context", "session": "s1", "message_id": "m2", "message": "x"})
-    assert w.handle({"op": "status"})["per_request"]["tokens_kept_out_total"] == (4 * kept + 3) // 4
+    s1 = st["ledger"]["sessions"]["s1"]
+    assert s1["requests"] == 5 and s1["tokens_kept_out"] == 5 * per and s1["offloads"] == 1
+    assert s1["tokens_sent"] == 5000 and s1["saving"] == round(5 * per / (5000 + 5 * per), 4)
+    assert st["objects"]["tokens_kept_out"] == 5 * per  # the strip's figure: the same ledger
+    # A recall message added before the next request costs its size; a request that no
+    # longer carries c1 (a compaction summarized it away) gets nothing for it.
+    w.handle({"op": "request", "session": "s1", "present": ["c1", "msg-x"], "added": [["msg-x", 402]]})
+    w.handle({"op": "request", "session": "s1", "present": []})
+    s1 = w.handle({"op": "status"})["ledger"]["sessions"]["s1"]
+    assert s1["requests"] == 7 and s1["tokens_kept_out"] == 5 * per + tokens(kept - 402 - MESSAGE_ENVELOPE)
+    # The usage log recomputes exactly what the worker shows (report, object stats).
+    assert figures_from_log()["sessions"]["s1"] == s1
+    assert Worker(dsh_home=str(tmp_path / "dsh")).handle({"op": "status"})["ledger"]["sessions"]["s1"] == s1
 
 
 def test_a_question_about_a_decision_recalls_the_turns_that_made_it(tmp_path):
@@ -318,6 +332,8 @@ def test_an_answer_after_the_deadline_counts_as_late_not_as_kept_out(tmp_path):
     late = w.handle({**req, "deadline_at": time.time() * 1000 - 1})
     assert late["late"] is True and late["ids"][0]
     assert w.counts["offloads"] == 0 and w.counts["chars_in"] == 0 and w.counts["late"] == 1
+    w.handle({"op": "request", "session": "s1", "present": ["c1"]})
+    assert w.ledger.session_figures("s1")["tokens_kept_out"] == 0  # dsh sent c1 whole
     on_time = w.handle({**req, "call_id": "c2", "deadline_at": time.time() * 1000 + 60_000})
     assert "late" not in on_time and w.counts["offloads"] == 1 and w.counts["late"] == 1
     w.handle({**req, "call_id": "c3"})  # no deadline sent (a caller of its own): counted

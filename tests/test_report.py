@@ -18,8 +18,8 @@ from dsh_recall.frontends.cli import cli
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
 from dsh_recall.services.objects import ObjectService
+from dsh_recall.services.report import ledger, usage
 from dsh_recall.services.report import summary as report
-from dsh_recall.services.report import usage
 
 NOW = time.mktime((2026, 3, 10, 15, 0, 0, 0, 0, -1))  # local time
 
@@ -175,7 +175,7 @@ def test_index_freshness_objects_store_and_footprint(tmp_path, monkeypatch):
 
     store = r["objects"]["store"]
     assert store["objects"] == 1 and store["recalls"] == 1
-    assert store["chars_kept_out"] == len(big) - len(put.inline)
+    assert store["chars_offloaded"] == len(big)
     assert (r["objects"]["offloaded"], r["objects"]["recalled"]) == (1, 1)
     off = r["sources"]["objects"]
     assert off["kept_out_chars"] == len(big) - len(put.inline) - 100
@@ -282,14 +282,18 @@ def test_cli_search_upper_bounds_and_the_recurring_per_request_saving_are_kept_a
         usage.record("code", "search", 100, 1000, workspace="/w", home=home)
         usage.set_via("dsh")  # an offload, then three requests that each kept it out
         usage.record("objects", "offload", 900, 40_900, obj="o1", home=home)
+        led = ledger.Ledger(home)
+        led.change("s1", "c1", "offload", 40_900, 900)
         for _ in range(3):
-            usage.record("objects", "request", 0, 40_000, home=home)
+            led.request("s1", ["c1"], input_tokens=10_000)
     finally:
         usage.set_via(None)
     r = report.build(home, days=None, tokens="chars/4", baseline=False)
     assert r["totals"]["calls"] == 2 and r["totals"]["kept_out_chars"] == 900 + 40_000
     assert r["cli_searches"]["calls"] == 1 and r["cli_searches"]["replaced_chars"] == 500_000
-    assert r["per_request"] == {"requests": 3, "kept_out_chars": 120_000, "kept_out_tokens": 30_000}
+    pr = r["per_request"]
+    assert (pr["requests"], pr["tokens_kept_out"], pr["tokens_sent"], pr["offloads"]) == (3, 30_000, 30_000, 1)
+    assert pr == led.snapshot()["totals"]  # the report shows what the worker showed
     text = report.render_text(r)
-    assert "dsh requests: 3; offloaded results kept 30,000 tokens out" in text
+    assert "dsh requests: 3; 30,000 tokens kept out of them in all (50.0% of what plain dsh" in text
     assert "command-line searches (outside any conversation, not counted above): 1 calls" in text

@@ -442,8 +442,6 @@ class ObjectService:
             "live": offloaded - t["evicted"],
             "evicted": t["evicted"],
             "chars_offloaded": t["chars"],
-            "chars_kept_out": t["chars_kept_out"],
-            "tokens_kept_out": t["tokens_kept_out"],
             "recalls": t["recalls"],
             "recall_ratio": round(t["recalls"] / offloaded, 3) if offloaded else 0.0,
             "raw_bytes": t["raw_bytes"],

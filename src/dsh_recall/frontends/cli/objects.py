@@ -158,8 +158,10 @@ def _age(s: float) -> str:
 def _human_stats(d: dict[str, Any]) -> str:
     lines = [
         f"object store {d['path']}",
-        f"offloaded {d['offloaded']} results ({d['live']} live, {d['evicted']} evicted); "
-        f"kept out {d['chars_kept_out']:,} chars ~ {d['tokens_kept_out']:,} tokens",
+        f"offloaded {d['offloaded']} results ({d['live']} live, {d['evicted']} evicted), "
+        f"{d['chars_offloaded']:,} chars stored",
+        f"kept out of {d['requests_counted']:,} dsh model requests: {d['tokens_kept_out']:,} tokens "
+        "(against plain dsh, each request counted)",
         f"recalls {d['recalls']} (ratio {d['recall_ratio']}: near 0 nothing was needed, "
         "near 1 the head is too small)",
         f"disk {_size(d['disk_bytes'])} for {_size(d['raw_bytes'])} raw "
@@ -180,8 +182,10 @@ def _human_stats(d: dict[str, Any]) -> str:
 @handle_errors
 def stats_cmd(ctx: click.Context, as_json: bool) -> None:
     """What was offloaded, kept out, recalled, and what it costs on disk."""
+    from ...services.report.ledger import figures_from_log, with_store
+
     with _service(ctx) as svc:
-        emit(svc.stats(), as_json, _human_stats)
+        emit(with_store(svc.stats(), figures_from_log()), as_json, _human_stats)
 
 
 @object_group.command("gc")

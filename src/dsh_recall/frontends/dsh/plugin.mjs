@@ -124,9 +124,11 @@ const live = (v) => (v !== null && typeof v === 'object' && typeof v.get === 'fu
 // Variables never handed to the worker (dsh's MCP client drops the same kind).
 const SECRET = /(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE[_-]?KEY|AUTH)/i
 const MAX_STARTS = 2
-// How long the stats route holds a browser's long poll when the auto-recall it saw has not
-// changed (its poll period).
-const WAIT_MS = 1500
+// A stats answer older than this is fetched again from the worker before a poll is answered.
+const FRESH_MS = 250
+// How long after a worker call starts the stats route still says `recalling` (the browser
+// half polls every 1.5 s: every call is seen by at least one poll).
+const RECENT_MS = 3000
 // The kind of the user messages this plugin adds (history import skips it).
 const SOURCE_KIND = 'dsh-recall'
 
@@ -353,6 +355,16 @@ class Worker {
     })
   }
 
+  // A line nobody waits on (the ledger's `request`): no deadline, no pending entry; its
+  // answer is ignored. False when there is no running worker to take it.
+  notify (op, payload) {
+    if (this.state !== 'running' || this.proc === null) return false
+    try {
+      this.proc.stdin.write(JSON.stringify({ ...payload, id: this.nextId++, op }) + '\n')
+      return true
+    } catch { return false }
+  }
+
   stop () {
     const proc = this.proc
     this.state = 'disabled'
@@ -452,46 +464,57 @@ export function apply (ctx, config) {
     let s = sessions.get(id)
     if (!s) {
       s = { message: null, askedFor: null, compacted: false, delivered: new Set(), tools: new Map(),
-        reclaim: null, floors: {} }
+        reclaim: null, floors: {}, changed: new Set(), added: [], requests: [] }
       sessions.set(id, s)
     }
     return s
   }
   // What the browser half shows (counts only): per session, as this process saw it, and
-  // whether an auto-recall call runs now (its "Recalling…" sweep: that call only, from its
-  // start to its end; offloads, reads and reclaims are not recalls).
-  const figures = new Map() // session id -> {offloads, charsIn, charsInline, keptChars}
-  const activity = { busy: 0, recalling: 0, lastDoneAt: 0, lastCwd: null }
-  const waiters = new Set() // the browsers' long polls, answered when the recall state changes
-  const wake = () => { for (const w of [...waiters]) w() }
-  const count = (session, offloads, before, after) => {
-    const id = session?.id
-    if (typeof id !== 'string' || !id) return
-    let f = figures.get(id)
-    if (!f) {
-      if (figures.size >= 200) figures.delete(figures.keys().next().value)
-      f = { offloads: 0, charsIn: 0, charsInline: 0, keptChars: 0 }
-      figures.set(id, f)
+  // whether a worker call that changes what the model sees is running now.
+  const activity = { busy: 0, lastStartAt: 0, lastDoneAt: 0, lastCwd: null }
+  // The figures (tokens kept out per request and session) live in one place, the worker's
+  // ledger (services/report/ledger.py). This process only remembers the keys of the changes
+  // it made to what each session's model reads (tool call ids, recall message ids), to tell
+  // the ledger at each model request which of them that request still carried.
+  const note = (session, key) => {
+    if (typeof session?.id === 'string' && session.id && key) state(session.id).changed.add(String(key))
+  }
+  const carried = (session, s) => {
+    const nodes = session?.surface?.nodes
+    if (!nodes || typeof nodes[Symbol.iterator] !== 'function' || typeof session.eventAt !== 'function') return null
+    const out = []
+    for (const seq of nodes) {
+      const ev = session.eventAt(seq)
+      let key = null
+      if (ev?.type === 'tool/result') {
+        const m = ev.data?.message
+        key = String(m?.toolCallId ?? m?.source?.callId ?? `seq-${seq}`)
+      } else if (ev?.type === 'user/message' && ev.data?.source?.kind === SOURCE_KIND) {
+        key = `msg-${ev.data?.id}`
+      }
+      if (key !== null && s.changed.has(key)) out.push(key)
     }
-    f.offloads += offloads
-    f.charsIn += before
-    f.charsInline += after
-    f.keptChars += Math.max(0, before - after)
+    return out
+  }
+  // One model request (dsh logs an `assistant/message` per request, with the provider's
+  // usage): queued, then sent in order behind every worker call it follows.
+  const requested = (session, event) => {
+    const s = state(session.id)
+    const tin = event.data?.usage?.inputTokens
+    s.requests.push({ session: session.id, cwd: session.header?.cwd ?? null, present: carried(session, s),
+      added: s.added.splice(0), input_tokens: Number.isInteger(tin) && tin >= 0 ? tin : null })
+    while (s.requests.length && worker.notify('request', s.requests[0])) s.requests.shift()
+    if (s.requests.length > 1000) s.requests.splice(0, s.requests.length - 1000)
   }
   const ask = (op, payload) => {
     // A worker that is not running answers nothing: no sweep, no "Recall complete" (D9).
     if (worker.state !== 'running' && worker.state !== 'new') return worker.call(op, payload)
-    const recalling = op === 'context'
     activity.busy += 1
-    if (recalling) { activity.recalling += 1; wake() }
+    activity.lastStartAt = Date.now()
     if (typeof payload?.cwd === 'string') activity.lastCwd = payload.cwd
     return worker.call(op, payload).finally(() => {
       activity.busy -= 1
-      if (recalling) {
-        activity.recalling -= 1
-        activity.lastDoneAt = Date.now()
-        wake()
-      }
+      activity.lastDoneAt = Date.now()
     })
   }
   const mcpPrefix = `mcp__${c.serverName}__`
@@ -529,8 +552,7 @@ export function apply (ctx, config) {
       if (!Array.isArray(blocks) || !blocks.some((b) => typeof b === 'string')) return decision
       const replaced = content.map((b, i) => typeof blocks[i] === 'string' ? { ...b, text: blocks[i] } : b)
       const changed = blocks.map((b, i) => typeof b === 'string' && texts[i] !== null ? i : -1).filter((i) => i >= 0)
-      count(session, changed.filter((i) => answer.ids?.[i]).length,
-        changed.reduce((n, i) => n + texts[i].length, 0), changed.reduce((n, i) => n + blocks[i].length, 0))
+      if (changed.some((i) => answer.ids?.[i])) note(session, exec.callId ?? `offload-${answer.ids.find(Boolean)}`)
       return { ...decision, kind: 'accept', content: replaced }
     } catch (e) {
       warn('reaper', `dsh-recall plugin: reaper skipped (${e && e.message})`)
@@ -562,7 +584,7 @@ export function apply (ctx, config) {
       path: typeof args.file_path === 'string' ? args.file_path : null, text
     })
     if (typeof answer?.text !== 'string') return decision
-    count(session, 0, text.length, answer.text.length)
+    note(session, exec.callId)
     return { ...decision, kind: 'accept', content: [{ ...content[0], text: answer.text }] }
   }
 
@@ -658,7 +680,11 @@ export function apply (ctx, config) {
     if (!fresher.length) return null
     for (const t of fresher) s.delivered.add(t)
     const text = [answer.header ?? '', ...fresher].filter(Boolean).join('\n\n')
-    return { id: randomUUID(), role: 'user', content: [{ type: 'text', text }], source: { kind: SOURCE_KIND } }
+    const id = randomUUID()
+    // A cost in the ledger: plain dsh would not have sent it (its size as a JSON string).
+    s.added.push([`msg-${id}`, JSON.stringify(text).length])
+    s.changed.add(`msg-${id}`)
+    return { id, role: 'user', content: [{ type: 'text', text }], source: { kind: SOURCE_KIND } }
   }
 
   function toolName (session, s, callId) {
@@ -691,7 +717,7 @@ export function apply (ctx, config) {
       const through = tool === null || passes(tool)
       // Our own recall answers are what the model asked for: never taken back.
       const ours = tool !== null && String(tool).startsWith(mcpPrefix)
-      results.push({ seq, tool, text: !ours && text.length > threshold && (budget || !through) ? text : null, pass_through: through })
+      results.push({ seq, tool, text: !ours && text.length > threshold && (budget || !through) ? text : null, pass_through: through, call_id: callId ?? null })
     }
     if (!results.some((r) => r.text !== null)) return
     const answer = await ask('reclaim', {
@@ -708,7 +734,7 @@ export function apply (ctx, config) {
         if (b?.type !== 'text') content.push(b)
         else if (!placed) { content.push({ type: 'text', text: rep.text }); placed = true }
       }
-      count(session, rep.id ? 1 : 0, textOf(original).length, rep.text.length)
+      note(session, original.toolCallId ?? original.source?.callId ?? `seq-${seq}`)
       let priced = Math.ceil(textOf(original).length / 4)
       try { priced = meter?.estimateMessage?.(original) ?? priced } catch {}
       session.append('compaction/prune', {
@@ -733,6 +759,8 @@ export function apply (ctx, config) {
         }
       } else if (event.type === 'tool/call' && event.data?.callId) {
         state(session.id).tools.set(event.data.callId, event.data.name)
+      } else if (event.type === 'assistant/message') {
+        requested(session, event)
       } else if (event.type === 'compaction/summary') {
         state(session.id).compacted = true
       } else if (event.type === 'turn/end' && worker.state === 'running') {
@@ -751,47 +779,44 @@ export function apply (ctx, config) {
   // -- the stats route of the browser half -------------------------------------------------
   // Only where the runtime serves HTTP (the web profile's `connection`, behind its browser
   // auth); sdk and headless profiles have none and nothing changes there.
-  const totals = { objects: {}, at: 0, pending: false }
-  const refresh = () => {
-    if (totals.pending || Date.now() - totals.at < 1000 || worker.state !== 'running') return
-    totals.pending = true
-    worker.call('status', { cwd: activity.lastCwd }, 2000, true).then((answer) => {
-      if (answer?.objects) totals.objects = answer.objects
-      totals.at = Date.now()
-    }).finally(() => { totals.pending = false })
+  // The figures are one worker `status` answer (the ledger's, per session and in all, with
+  // the store's), fetched before a poll is answered when older than FRESH_MS: the chip, the
+  // strip and the tab show one instant (an offload shows in all of them at once, D12).
+  const totals = { answer: null, at: 0, pending: null }
+  const fresh = () => {
+    if (Date.now() - totals.at < FRESH_MS || worker.state !== 'running') return Promise.resolve()
+    totals.pending ??= worker.call('status', { cwd: activity.lastCwd }, 1000, true).then((answer) => {
+      if (answer?.objects && answer?.ledger) { totals.answer = answer; totals.at = Date.now() }
+    }).finally(() => { totals.pending = null })
+    return totals.pending
   }
   const numbers = (o, keys) => Object.fromEntries(keys.map((k) => [k, Number.isFinite(o?.[k]) ? o[k] : 0]))
+  const LEDGER_KEYS = ['requests', 'offloads', 'reads_shortened', 'reclaimed', 'recall_messages', 'tokens_kept_out',
+    'last_request_tokens_kept_out']
+  // tokens_sent and saving are null where the provider reported no usage
+  const figuresOf = (f) => ({ ...numbers(f, LEDGER_KEYS), tokens_sent: Number.isFinite(f?.tokens_sent) ? f.tokens_sent : null,
+    saving: Number.isFinite(f?.saving) ? f.saving : null })
   const statsBody = () => {
-    refresh()
+    const a = totals.answer
     const sessions = {}
-    for (const [id, f] of figures) sessions[id] = numbers(f, ['offloads', 'charsIn', 'charsInline', 'keptChars'])
+    for (const [id, f] of Object.entries(a?.ledger?.sessions ?? {}).slice(-200)) sessions[id] = figuresOf(f)
     return {
       version: 1,
       health: health.state,
       busy: activity.busy,
-      // An auto-recall call runs now, and when the last one ended (the browser's long poll
-      // is answered as either changes).
-      recalling: activity.recalling > 0,
+      // The browser half polls (dsh 0.2.1rc2 gives a plugin no push channel to it: the
+      // runtime forwards a fixed list of its own host events, one source only), so a call
+      // of a few milliseconds would fall between two polls: the sweep state holds for a
+      // short window after each call starts, longer than one poll.
+      recalling: activity.busy > 0 || Date.now() - activity.lastStartAt < RECENT_MS,
       lastDoneAt: activity.lastDoneAt,
-      // The worker's own floors (the user's config): what is offloaded / shortened at all.
-      floors: numbers(worker.floors, ['threshold_chars', 'read_chars']),
-      objects: numbers(totals.objects, ['offloaded', 'live', 'tokens_kept_out', 'recalls', 'disk_bytes']),
-      sessions
+      // One snapshot: the store's objects (tokens_kept_out: the ledger's, every dsh request),
+      // the ledger's totals and its sessions; `at`: when the worker answered.
+      objects: numbers(a?.objects, ['offloaded', 'live', 'tokens_kept_out', 'recalls', 'disk_bytes']),
+      totals: figuresOf(a?.ledger?.totals),
+      sessions,
+      at: totals.at
     }
-  }
-  // A long poll: `?wait=<recalling 0|1>:<lastDoneAt>` as the browser last saw them is held
-  // until they change, or WAIT_MS (dsh 0.2.1rc2 gives a plugin's browser half no push
-  // channel: the runtime forwards only a fixed list of its own host events).
-  const held = (request) => {
-    let seen = null
-    try { seen = new URL(request?.url ?? '', 'http://localhost').searchParams.get('wait') } catch {}
-    const now = () => `${activity.recalling > 0 ? 1 : 0}:${activity.lastDoneAt}`
-    if (seen === null || seen !== now() || waiters.size >= 32) return Promise.resolve()
-    return new Promise((resolve) => {
-      const done = () => { clearTimeout(timer); waiters.delete(done); resolve() }
-      const timer = setTimeout(done, WAIT_MS)
-      waiters.add(done)
-    })
   }
   try {
     ctx.inject?.(['connection'], (sub) => {
@@ -799,23 +824,7 @@ export function apply (ctx, config) {
         path: '/api/dsh-recall/stats',
         methods: ['GET'],
         requestBody: 'buffered',
-        fetch: (request) => held(request).then(() => Response.json(statsBody(), { headers: { 'cache-control': 'no-store' } }))
-      })
-      // The card's "Restart the worker": a new worker now, with a fresh start budget (the
-      // embedding key and the recall config are read at its start).
-      sub.connection.fetch.register({
-        path: '/api/dsh-recall/restart',
-        methods: ['POST'],
-        requestBody: 'buffered',
-        fetch: () => {
-          worker.stop()
-          worker.starts = 0
-          worker.state = 'new'
-          setHealth('starting', 'restarted from the web UI')
-          worker.start()
-          return Promise.resolve(Response.json({ ok: worker.state === 'running', health: health.state },
-            { headers: { 'cache-control': 'no-store' } }))
-        }
+        fetch: () => fresh().then(() => Response.json(statsBody(), { headers: { 'cache-control': 'no-store' } }))
       })
     })
   } catch (e) {

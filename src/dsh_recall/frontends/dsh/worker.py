@@ -16,7 +16,11 @@ per-session recall state) and decides nothing the services do not already decide
 - `reclaim`: results already in the conversation -> `ObjectService.reclaim` (keep the newest,
   honour `objects.budget_tokens`); dsh then shadows each with compaction/prune + replace.
 - `import`: the session's log into history (also done in idle time and before `context`).
-- `status`: offloads, tokens kept out, recall hits, on-disk footprint, this worker's counts.
+- `request`: one model request of a session (the plugin sends it at each `assistant/message`
+  with the changes that request still carried): the ledger (services/report/ledger.py) adds
+  what they kept out of it.
+- `status`: the ledger's figures (per session and in all), recall hits, on-disk footprint,
+  this worker's counts: one snapshot, what every surface shows.
 
 Requests come from dsh, a trusted harness; every text in them is still cleaned, and paths
 named inside tool output are only used as spill.py allows.
@@ -43,7 +47,10 @@ from ...services.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
 from ...services.report import usage
+from ...services.report.ledger import Ledger, json_chars
 from .spill import read_spill, restore_spilled
+from .status import last_status as last_status
+from .status import status_path
 
 VERSION = 1
 # Dsh session ids as the runtime writes them; anything else is not looked up on disk.
@@ -60,54 +67,6 @@ def _cwd() -> Path | None:
         return Path.cwd()
     except OSError:  # the folder was removed under us
         return None
-
-
-def status_path() -> Path:
-    """Where the running worker keeps its counts for other processes."""
-    return recall_home() / "dsh" / "worker-status.json"
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def last_status() -> dict[str, Any] | None:
-    """The last worker's counts and the plugin's view of its health, or None when neither a
-    worker nor the plugin ran under this home. `running` is whether that worker's process is
-    alive now; `health` ("ready", "slow", "hung", "starting", "dead", "disabled") and
-    `reason` are the plugin's last word on it, and `warnings` its last messages."""
-    data = _read_json(status_path())
-    plugin = _read_json(status_path().with_name("plugin-status.json"))
-    if data is None and plugin is None:
-        return None
-    out: dict[str, Any] = dict(data or {})
-    out["running"] = _alive(out.get("pid"))
-    if plugin is not None:
-        out["health"] = plugin.get("state")
-        out["reason"] = plugin.get("reason")
-        out["warnings"] = [w.get("message") for w in plugin.get("warnings") or []
-                           if isinstance(w, dict)][-5:]
-        out["dsh_running"] = _alive(plugin.get("dsh_pid"))
-    if not out["running"] and not out.get("reason"):
-        out["reason"] = ("no worker has run under this recall home" if data is None
-                         else "the worker is not running (dsh exited, or it was stopped)")
-    return out
 
 
 def call_seq(call_id: str, where: str) -> int:
@@ -129,9 +88,6 @@ class SessionState:
     anchor: str = ""
     anchor_until: int | None = None
     log_path: Path | None = None
-    # Chars the results offloaded so far keep out of each further request (reset when a
-    # compaction summarizes them away): the saving that recurs.
-    kept_chars: int = 0
 
 
 def _text(value: Any, limit: int | None = None) -> str:
@@ -167,7 +123,11 @@ class Worker:
         self._notes: dict[str, Any] = {}
         self.counts = {"offloads": 0, "chars_in": 0, "chars_inline": 0, "reclaimed": 0,
                        "recall_blocks": 0, "notes_blocks": 0, "anchors": 0, "requests": 0,
-                       "errors": 0, "late": 0, "reads_shortened": 0, "request_chars_kept_out": 0, "last_request_chars_kept_out": 0}
+                       "errors": 0, "late": 0, "reads_shortened": 0}
+        # Tokens kept out per request and session; an op's changes wait in `_changes` until
+        # `handle` knows it answered in time (a late answer changed nothing dsh sent).
+        self.ledger = Ledger()
+        self._changes: list[tuple[str, str, str, int, int]] = []
         ensure_dir(status_path().parent)
         self._status_path = status_path()
         self.started = clock()
@@ -242,12 +202,14 @@ class Worker:
         fn = {"hello": self.op_hello, "offload": self.op_offload, "read": self.op_read,
               "context": self.op_context,
               "reclaim": self.op_reclaim, "import": self.op_import, "status": self.op_status,
+              "request": self.op_request,
               "ping": lambda r: {"pong": True}}.get(op if isinstance(op, str) else "")
         if fn is None:
             raise InputError(f"unknown op {str(op)[:40]!r}; ops: hello, offload, read, context, "
-                             "reclaim, import, status, ping")
+                             "reclaim, import, request, status, ping")
         self.counts["requests"] += 1
         before = {k: self.counts[k] for k in KEPT_OUT_COUNTS}
+        self._changes = []
         out = fn(req)
         at = req.get("deadline_at")
         if isinstance(at, (int, float)) and not isinstance(at, bool) and time.time() * 1000 > at:
@@ -256,6 +218,11 @@ class Worker:
             self.counts.update(before)
             self.counts["late"] += 1
             out["late"] = True
+        elif self._changes:
+            for change in self._changes:
+                self.ledger.change(*change)
+            self._write_status()
+        self._changes = []
         return out
 
     def op_hello(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -276,6 +243,7 @@ class Worker:
             raise InputError("offload needs blocks: a list of texts (null for other blocks)")
         out: list[str | None] = []
         ids: list[str | None] = []
+        plain = sent = 0
         for i, block in enumerate(blocks):
             if not isinstance(block, str) or len(block) <= cfg.objects.threshold_chars:
                 out.append(None)
@@ -288,7 +256,7 @@ class Worker:
             if res.offloaded and len(res.inline) < len(block):
                 out.append(res.inline)
                 ids.append(res.id)
-                self.state(session).kept_chars += len(block) - len(res.inline)
+                plain, sent = plain + json_chars(block), sent + json_chars(res.inline)
                 self.counts["offloads"] += 1
                 self.counts["chars_in"] += len(full)
                 self.counts["chars_inline"] += len(res.inline)
@@ -297,7 +265,8 @@ class Worker:
                 ids.append(None)
         self.dirty.add(session)
         if any(ids):
-            self._write_status()
+            # Measured against what dsh handed over (its own cut), not the restored whole.
+            self._changes.append((session, call_id or f"offload-{ids[0]}", "offload", plain, sent))
         return {"blocks": out, "ids": ids}
 
     def op_reclaim(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -313,10 +282,13 @@ class Worker:
             raise InputError("reclaim needs results: [{seq, tool, text, pass_through}]")
         budget = cfg.objects.budget_tokens is not None
         results: list[ResultText] = []
+        plain: dict[int, tuple[str, int]] = {}  # seq -> (ledger key, JSON chars dsh had there)
         for r in items:
             if not isinstance(r, dict) or not isinstance(r.get("seq"), int):
                 continue
             text = r.get("text")
+            if isinstance(text, str):
+                plain[r["seq"]] = (_text(r.get("call_id")) or f"seq-{r['seq']}", json_chars(text))
             if isinstance(text, str) and r.get("pass_through") and not budget:
                 text = None  # read-like output stays verbatim unless the user set a budget
             if isinstance(text, str):
@@ -334,11 +306,11 @@ class Worker:
                            viewer=viewer,
                            surface=surface)
         out = {str(seq): {"text": res.inline, "id": res.id} for seq, res in done.items()}
-        self.state(session).kept_chars += sum(max(0, res.chars - len(res.inline))
-                                              for res in done.values())
+        for seq, res in done.items():
+            key, had = plain.get(seq, (f"seq-{seq}", json_chars(res.inline)))
+            self._changes.append((session, key, "reclaim", had, json_chars(res.inline)))
         if out:
             self.counts["reclaimed"] += len(out)
-            self._write_status()
         return {"replace": out}
 
     def op_read(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -355,13 +327,12 @@ class Worker:
         if short is None:
             return {"text": None}
         session = _text(req.get("session")) or "dsh"
-        kept = len(text) - len(short)
-        self.state(session).kept_chars += kept
+        key = _text(req.get("call_id")) or f"read-{self.counts['reads_shortened']}"
+        self._changes.append((session, key, "read", json_chars(req["text"]), json_chars(short)))
         self.counts["reads_shortened"] += 1
         self.counts["chars_in"] += len(text)
         self.counts["chars_inline"] += len(short)
         usage.record("objects", "read", len(short), len(text), workspace=_opt_text(req.get("cwd")))
-        self._write_status()
         return {"text": short}
 
     # -- auto-recall, notes, anchor ----------------------------------------------------------
@@ -376,13 +347,7 @@ class Worker:
         path = self.log_path(session)
         transcript = str(path) if path else None
         rs = RecallService(cfg, viewer=self.viewer())
-        if st.kept_chars:
-            # This request is one more that the offloaded results stay out of.
-            self.counts["request_chars_kept_out"] += st.kept_chars
-            self.counts["last_request_chars_kept_out"] = st.kept_chars
-            usage.record("objects", "request", 0, st.kept_chars, workspace=cwd)
         if req.get("compacted"):
-            st.kept_chars = 0  # the compaction summarized those results away
             anchor = rs.anchor(session, transcript)
             if anchor is not None:
                 st.anchor = anchor["context"]
@@ -464,23 +429,39 @@ class Worker:
                 send({"job": "notes.embed", "cwd": key or None})
 
     # -- status -----------------------------------------------------------------------------
+    def op_request(self, req: dict[str, Any]) -> dict[str, Any]:
+        """One model request of a session: the recall messages the plugin added since the
+        previous one (`added`: [[key, JSON chars]]), the keys of the changes the request
+        still carried (`present`; null: all), the provider's input tokens where reported."""
+        session = _text(req.get("session"))
+        if not session:
+            raise InputError("request needs the session id")
+        for item in req.get("added") or []:
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int):
+                self.ledger.change(session, _text(item[0]), "message", 0, item[1])
+        present = req.get("present")
+        keys = [_text(k) for k in present if isinstance(k, str)] if isinstance(present, list) else None
+        tin = req.get("input_tokens")
+        kept = self.ledger.request(session, keys, tin if isinstance(tin, int) and not isinstance(tin, bool) else None,
+                                   workspace=_opt_text(req.get("cwd")))
+        self._write_status()
+        return {"tokens_kept_out": kept}
+
     def op_status(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The ledger's figures with the store's, from one instant (the chip, strip and tab
+        of the browser half all read this one answer)."""
+        from ...services.report.ledger import with_store
+
         cfg = self.config(_opt_text(req.get("cwd")))
         st = self.objects(cfg).stats(viewer=self.viewer())
         snap = self.snapshot()
-        return {"objects": {k: st[k] for k in ("offloaded", "live", "tokens_kept_out", "recalls",
-                                               "recall_ratio", "disk_bytes")},
-                # tokens_kept_out above counts each object once; these count every request
-                # each offloaded result stayed out of (the saving a provider bills).
-                "per_request": {"tokens_kept_out_last": snap["last_request_tokens_kept_out"],
-                                "tokens_kept_out_total": snap["request_tokens_kept_out"]},
-                "worker": snap}
+        objects = with_store({k: st[k] for k in ("offloaded", "live", "recalls", "recall_ratio",
+                                                 "disk_bytes")}, snap["ledger"])
+        return {"objects": objects, "ledger": snap["ledger"], "worker": snap}
 
     def snapshot(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "started": self.started, "updated": self.clock(),
-                "sessions": len(self.sessions), **self.counts,
-                "request_tokens_kept_out": (self.counts["request_chars_kept_out"] + 3) // 4,
-                "last_request_tokens_kept_out": (self.counts["last_request_chars_kept_out"] + 3) // 4}
+                "sessions": len(self.sessions), **self.counts, "ledger": self.ledger.snapshot()}
 
     def _write_status(self) -> None:
         """This worker's counts, for `status` in other processes (the MCP server)."""

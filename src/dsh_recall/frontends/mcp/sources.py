@@ -266,12 +266,13 @@ class SourceHandlers:
                 svc = ObjectService(self.cfg.objects)
                 viewer = self.viewer()
                 try:
-                    st = svc.stats(viewer=viewer)
+                    from ...services.report.ledger import figures_from_log, with_store
+                    st = with_store(svc.stats(viewer=viewer), figures_from_log())
                 finally:
                     svc.close()
                 # Recalls and disk bytes are store-wide (stats says so): the owner's.
-                keys = ("offloaded", "live", "evicted", "tokens_kept_out") + (
-                    ("recalls", "disk_bytes") if everything else ())
+                keys = ("offloaded", "live", "evicted") + (  # the ledger's figure: all sessions
+                    ("tokens_kept_out", "recalls", "disk_bytes") if everything else ())
                 return {k: st[k] for k in keys if k in st}
             out["objects"] = objs
 

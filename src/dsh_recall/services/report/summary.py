@@ -13,8 +13,9 @@ prints and the dashboard draws:
   indexed) and of history;
 - `footprint`: bytes on disk under the recall home, by part;
 - `baseline`: dsh sessions with recall against those without (report/baseline.py);
-- `per_request`: the dsh plugin's recurring saving: per model request, what the results
-  offloaded so far in that conversation kept out of it, summed over requests;
+- `per_request`: the dsh plugin's recurring saving, the ledger's totals (ledger.py): per
+  model request, what the changes it still carried kept out of it against plain dsh, summed
+  over requests, in tokens (request JSON chars / 4), with the provider's input tokens;
 - `cli_searches`: searches run from the command line, outside any conversation: their upper
   bounds are shown apart and never added to what conversations saved.
 
@@ -35,8 +36,8 @@ from typing import Any
 
 from ...core.paths import recall_home
 from . import baseline as report_baseline
+from . import ledger, usage
 from . import tokens as report_tokens
-from . import usage
 
 HASH_LIMIT = 2000  # stale checks read at most this many changed files per index
 HONESTY = [
@@ -252,11 +253,8 @@ def build(home: Path | None = None, *, days: int | None = 30, now: float | None 
     by_day: dict[str, _Group] = {}
     by_ws: dict[str | None, _Group] = {}  # None: a record without a workspace
     day_recs: dict[str, list[dict[str, Any]]] = {}
-    requests = {"requests": 0, "kept_out_chars": 0}
     for r in recs:
-        if r["op"] == "request":  # the recurring saving, counted apart (see below)
-            requests["requests"] += 1
-            requests["kept_out_chars"] += r["rep"]
+        if r["op"] == "request":  # the recurring saving: the ledger's, counted apart (below)
             continue
         if r.get("via") in usage.OUTSIDE and r["src"] != "objects":
             # A search run outside any conversation (command line, dashboard): its
@@ -292,10 +290,9 @@ def build(home: Path | None = None, *, days: int | None = 30, now: float | None 
         "tokens": tok, "totals": {k: v for k, v in totals.items() if k != "sources"},
         "sources": totals["sources"], "days": days_out, "workspaces": ws_out,
         "objects": objects, "indexes": idx, "footprint": footprint(home),
-        # Every model request of a dsh session with the plugin: what the results offloaded so
-        # far in that conversation kept out of that one request (the saving recurs).
-        "per_request": {**requests, "kept_out_tokens": report_tokens.tokens(
-            requests["kept_out_chars"], cpt.get("objects", cpt["all"]))},
+        # Every model request of a dsh session with the plugin: what the changes it still
+        # carried kept out of it against plain dsh (ledger.py: the figures every surface shows).
+        "per_request": ledger.figures_from_log(home, since=since)["totals"],
         # Searches outside any conversation: command line, dashboard (upper bounds).
         "cli_searches": cli.as_dict(cpt),
         "honesty": HONESTY + [tok["note"]],
@@ -323,7 +320,7 @@ def _object_store(home: Path) -> dict[str, Any] | None:
         t = store.totals()
         return {"objects": t["objects"], "live": t["objects"] - t["evicted"],
                 "evicted": t["evicted"], "recalls": t["recalls"],
-                "chars_kept_out": t["chars_kept_out"], "stored_bytes": t["blob_stored_bytes"]}
+                "chars_offloaded": t["chars"], "stored_bytes": t["blob_stored_bytes"]}
     finally:
         store.close()
 
@@ -355,9 +352,10 @@ def render_text(r: dict[str, Any]) -> str:
                      f"{d['kept_out_tokens']:>10,} {o['offloaded']:>10,} {o['recalled']:>9,}")
     pr = r.get("per_request") or {}
     if pr.get("requests"):
-        lines += ["", f"dsh requests: {pr['requests']:,}; offloaded results kept "
-                  f"{pr['kept_out_tokens']:,} tokens out of them in all (each request counts "
-                  "every offloaded result still in its conversation)"]
+        saving = f" ({pr['saving']:.1%} of what plain dsh would have sent)" if pr.get("saving") else ""
+        lines += ["", f"dsh requests: {pr['requests']:,}; {pr['tokens_kept_out']:,} tokens kept out "
+                  f"of them in all{saving}: each request counts every change it still carried, "
+                  "against plain dsh (request JSON chars / 4)"]
     c = r.get("cli_searches") or {}
     if c.get("calls"):
         lines += ["", f"command-line searches (outside any conversation, not counted above): "

@@ -13,8 +13,12 @@ What `rep` means per source (the report calls every such figure an upper bound):
 - objects offload: the full tool result, against the inline head + pointer + tail (`ret`);
 - objects recall: 0 (a recall brings `ret` chars back into the context; `tot` is the
   object's size);
-- objects request (the dsh plugin, once per model request): what every offloaded result still
-  in that conversation keeps out of this one request, the saving that recurs (`ret` 0).
+- objects request (the dsh plugin, once per model request; report/ledger.py writes it): the
+  JSON chars plain dsh would have sent for every change the request still carried (`rep`)
+  against what it sent instead (`ret`), with `ses` (the dsh session), `kt` (tokens kept
+  out of this request), `tin` (the provider's input tokens, where reported) and the
+  changes made since the session's previous request (`offloads`, `reads_shortened`,
+  `reclaimed`, `recall_messages`).
 
 `via` names the front end ("cli", "web", "mcp", "hook", "dsh"): a search from the CLI or the
 dashboard happened outside any conversation, so the report keeps its upper bound apart.
@@ -67,8 +71,10 @@ def log_dir(home: Path | None = None) -> Path:
 
 def record(src: str, op: str, returned: int, replaced: int, *, hits: int | None = None,
            workspace: str | None = None, obj: str | None = None, total: int | None = None,
-           home: Path | None = None, now: float | None = None) -> None:
-    """Append one record. Never raises: a usage log must not break a search."""
+           home: Path | None = None, now: float | None = None,
+           extra: dict[str, Any] | None = None) -> None:
+    """Append one record (`extra`: more keys, sizes and ids only). Never raises: a usage
+    log must not break a search."""
     try:
         t = time.time() if now is None else float(now)
         rec: dict[str, Any] = {"t": round(t, 3), "src": src, "op": op,
@@ -83,6 +89,8 @@ def record(src: str, op: str, returned: int, replaced: int, *, hits: int | None 
             rec["tot"] = int(total)
         if _VIA is not None:
             rec["via"] = _VIA
+        if extra:
+            rec.update({k: v for k, v in extra.items() if k not in rec})
         sink = _SINK.get()
         if sink is not None:
             sink.append(rec)

@@ -1,0 +1,260 @@
+"""The one ledger of what dsh-recall keeps out of dsh's model requests, against plain dsh.
+
+Every change the dsh plugin makes to what the model reads is an entry of its session, keyed
+by the tool call (or the message) it changed:
+
+- `offload`, `read`: dsh handed over a result (`plain`: what plain dsh would have sent) and
+  the model got the head + pointer + tail, or the head + outline (`sent`);
+- `reclaim`: a result already in the conversation replaced by its pointer (an entry of the
+  same call keeps its `plain`, dsh's own text, and takes the new `sent`);
+- `message`: a recall message the plugin added (auto-recall, anchor, notes): `plain` 0, a
+  cost against the saving.
+
+Each side is measured as it travels in the request: the length of the text as a JSON string
+(`json_chars`), tokens = chars / 4 (`tokens`), the estimate dsh and bench/dsh_real.py use.
+At every model request of a session (one `assistant/message` in dsh's log) the plugin names
+the entries that request still carried (a compaction or a prune removes the rest), and the
+ledger adds their `plain - sent` to that request: a result offloaded at request 3 of 23 is
+counted 21 times, once per request that would have carried it, not once per user turn.
+`tokens_sent` is the provider's own input token count of each request, where reported.
+
+Each request is one usage-log record (`op: request`, with the session, the tokens it kept
+out and the changes made since the session's previous request), so `figures_from_log`
+recomputes exactly what a running worker's `Ledger.snapshot` shows: `status`, the dsh chip,
+strip and Recall tab, `report` and `object stats` all read these figures.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import usage
+
+KINDS = ("offload", "read", "reclaim", "message")
+# What a recall message adds around its text in the request: {"role":"user","content":
+# [{"type":"text","text":...}]} (the text's own quotes are in json_chars).
+MESSAGE_ENVELOPE = len('{"role":"user","content":[{"type":"text","text":}]},')
+# The per-session counters a request record carries (changes since the previous record).
+COUNTERS = {"offload": "offloads", "read": "reads_shortened", "reclaim": "reclaimed",
+            "message": "recall_messages"}
+MAX_SESSIONS = 500  # sessions a worker keeps figures of (oldest dropped; the log keeps all)
+
+
+def json_chars(text: str) -> int:
+    """Characters of `text` as a JSON string in a request body (quotes and escapes)."""
+    return len(json.dumps(text, ensure_ascii=False))
+
+
+def tokens(chars: int) -> int:
+    """Chars to tokens at 4 per token, rounded half up, sign kept (a cost is negative)."""
+    n = (abs(chars) + 2) // 4
+    return n if chars >= 0 else -n
+
+
+@dataclass
+class Entry:
+    kind: str
+    plain: int  # JSON chars plain dsh would have sent
+    sent: int  # JSON chars the model got instead
+
+
+@dataclass
+class Figures:
+    """What one session (or all of them) kept out: one unit each, tokens as tokens."""
+
+    requests: int = 0
+    tokens_kept_out: int = 0
+    tokens_sent: int = 0  # the provider's input tokens, over requests that reported them
+    requests_with_usage: int = 0
+    kept_with_usage: int = 0  # tokens_kept_out of those requests (for the saving ratio)
+    offloads: int = 0
+    reads_shortened: int = 0
+    reclaimed: int = 0
+    recall_messages: int = 0
+    last_request_tokens_kept_out: int = 0
+
+    def add(self, other: Figures) -> None:
+        for k in ("requests", "tokens_kept_out", "tokens_sent", "requests_with_usage",
+                  "kept_with_usage", "offloads", "reads_shortened", "reclaimed", "recall_messages"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def as_dict(self) -> dict[str, Any]:
+        plain = self.tokens_sent + self.kept_with_usage
+        return {"requests": self.requests, "offloads": self.offloads,
+                "reads_shortened": self.reads_shortened, "reclaimed": self.reclaimed,
+                "recall_messages": self.recall_messages,
+                "tokens_kept_out": self.tokens_kept_out,
+                "last_request_tokens_kept_out": self.last_request_tokens_kept_out,
+                "tokens_sent": self.tokens_sent if self.requests_with_usage else None,
+                # kept out / what plain dsh would have sent, over requests with usage
+                "saving": round(self.kept_with_usage / plain, 4) if plain > 0 else None}
+
+
+@dataclass
+class _Session:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    figures: Figures = field(default_factory=Figures)
+    since: dict[str, int] = field(default_factory=dict)  # changes not yet in a record
+
+
+def _count(f: Figures, kind: str, n: int = 1) -> None:
+    name = COUNTERS[kind]
+    setattr(f, name, getattr(f, name) + n)
+
+
+class Ledger:
+    """A worker's ledger: live entries per session, figures per session and in all. The
+    figures of requests recorded before this ledger started are read from the usage log on
+    first use (`home`), so a restarted worker shows what the log holds."""
+
+    def __init__(self, home: Path | None = None, *, record: bool = True,
+                 clock: Any = time.time) -> None:
+        self.home = home
+        self.record = record
+        self.clock = clock
+        self.started = clock()
+        self.sessions: dict[str, _Session] = {}
+        self._base: dict[str, Figures] | None = None
+        self._lock = threading.Lock()
+
+    def _session(self, sid: str) -> _Session:
+        s = self.sessions.get(sid)
+        if s is None:
+            if len(self.sessions) >= MAX_SESSIONS:
+                self.sessions.pop(next(iter(self.sessions)))
+            s = self.sessions[sid] = _Session()
+        return s
+
+    # -- changes --------------------------------------------------------------------------
+    def change(self, session: str, key: str, kind: str, plain: int, sent: int) -> None:
+        """One change to what the model reads (`plain`/`sent` in JSON chars, `json_chars`).
+        A reclaim of a result this ledger already holds keeps that entry's `plain`."""
+        if kind not in KINDS or not key:
+            return
+        with self._lock:
+            s = self._session(session)
+            old = s.entries.get(key)
+            if kind == "reclaim" and old is not None:
+                plain = old.plain
+            if kind == "message":
+                sent += MESSAGE_ENVELOPE
+            s.entries[key] = Entry(kind, max(0, plain), max(0, sent))
+            _count(s.figures, kind)
+            s.since[kind] = s.since.get(kind, 0) + 1
+
+    def request(self, session: str, present: list[str] | None = None,
+                input_tokens: int | None = None, workspace: str | None = None) -> int:
+        """One model request of `session`: adds what the entries it carried (`present`: their
+        keys; None: every live entry) kept out of it, and records it. Returns the tokens."""
+        with self._lock:
+            s = self._session(session)
+            if present is not None:
+                keep = set(present)
+                s.entries = {k: e for k, e in s.entries.items() if k in keep}
+            plain = sum(e.plain for e in s.entries.values())
+            sent = sum(e.sent for e in s.entries.values())
+            kept = tokens(plain - sent)
+            f = s.figures
+            f.requests += 1
+            f.tokens_kept_out += kept
+            f.last_request_tokens_kept_out = kept
+            usage_ok = isinstance(input_tokens, int) and input_tokens >= 0
+            if usage_ok:
+                f.tokens_sent += int(input_tokens or 0)
+                f.requests_with_usage += 1
+                f.kept_with_usage += kept
+            since, s.since = s.since, {}
+        if self.record:
+            extra: dict[str, Any] = {"ses": session, "kt": kept,
+                                     **{COUNTERS[k]: n for k, n in since.items()}}
+            if usage_ok:
+                extra["tin"] = int(input_tokens or 0)
+            usage.record("objects", "request", sent, plain, workspace=workspace,
+                         home=self.home, extra=extra)
+        return kept
+
+    def forget(self, session: str) -> None:
+        """The session's live entries are gone (a compaction summarized them away)."""
+        with self._lock:
+            if session in self.sessions:
+                self.sessions[session].entries.clear()
+
+    # -- figures --------------------------------------------------------------------------
+    def _base_figures(self) -> dict[str, Figures]:
+        if self._base is None:
+            self._base = sessions_from_log(self.home, until=self.started) if self.record else {}
+        return self._base
+
+    def session_figures(self, session: str) -> dict[str, Any]:
+        return self.snapshot(only=session)["sessions"].get(session) or Figures().as_dict()
+
+    def snapshot(self, only: str | None = None) -> dict[str, Any]:
+        """{"totals": figures, "sessions": {id: figures}}: one instant, one unit each."""
+        base = self._base_figures()
+        with self._lock:
+            out: dict[str, Figures] = {}
+            for sid, f in base.items():
+                out[sid] = Figures()
+                out[sid].add(f)
+                out[sid].last_request_tokens_kept_out = f.last_request_tokens_kept_out
+            for sid, s in self.sessions.items():
+                g = out.setdefault(sid, Figures())
+                g.add(s.figures)
+                if s.figures.requests:
+                    g.last_request_tokens_kept_out = s.figures.last_request_tokens_kept_out
+        return _shape(out, only)
+
+
+def _shape(per: dict[str, Figures], only: str | None = None) -> dict[str, Any]:
+    total = Figures()
+    for f in per.values():
+        total.add(f)
+    sessions = {sid: f.as_dict() for sid, f in per.items() if only is None or sid == only}
+    return {"unit": "tokens: request JSON chars / 4; tokens_sent: the provider's count",
+            "totals": total.as_dict(), "sessions": sessions}
+
+
+def sessions_from_log(home: Path | None = None, since: float | None = None,
+                      until: float | None = None) -> dict[str, Figures]:
+    """Per-session figures from the usage log's request records (what `Ledger` wrote)."""
+    recs, _ = usage.read(home, since=since, until=until)
+    out: dict[str, Figures] = {}
+    for r in recs:
+        if r.get("op") != "request" or r.get("src") != "objects":
+            continue
+        sid = str(r.get("ses") or "")
+        f = out.setdefault(sid, Figures())
+        kept = r.get("kt")
+        kept = int(kept) if isinstance(kept, int) else tokens(r["rep"] - r["ret"])
+        f.requests += 1
+        f.tokens_kept_out += kept
+        f.last_request_tokens_kept_out = kept
+        tin = r.get("tin")
+        if isinstance(tin, int) and tin >= 0:
+            f.tokens_sent += tin
+            f.requests_with_usage += 1
+            f.kept_with_usage += kept
+        for name in COUNTERS.values():
+            n = r.get(name)
+            if isinstance(n, int) and n > 0:
+                setattr(f, name, getattr(f, name) + n)
+    return out
+
+
+def figures_from_log(home: Path | None = None, since: float | None = None,
+                     until: float | None = None) -> dict[str, Any]:
+    """{"totals", "sessions"} as a worker's `Ledger.snapshot` shows them, from the log."""
+    return _shape(sessions_from_log(home, since, until))
+
+
+def with_store(stats: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
+    """An object store's figures with the ledger's tokens kept out (all dsh requests): the
+    one token figure `object stats`, MCP `status` and the dsh strip show."""
+    t = figures["totals"]
+    return {**{k: v for k, v in stats.items() if k not in ("chars_kept_out", "tokens_kept_out")},
+            "tokens_kept_out": t["tokens_kept_out"], "requests_counted": t["requests"]}
