@@ -131,5 +131,6 @@ def test_config_show_leaves_secrets_out_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("DSH_RECALL_STORE", "postgresql://ada:pw123@db.example/recall")
     shown = _run("config", "show")
     assert "s3cret-token" not in shown and "pw123" not in shown
-    assert "mcp.token is set" in shown and "password not shown" in shown
-    assert "token" not in tomllib.loads(shown)["mcp"]
+    assert "mcp.token is set" in shown and "password is not shown" in shown
+    loaded = tomllib.loads(shown)
+    assert "token" not in loaded["mcp"] and loaded["store"] == "postgresql://ada@db.example/recall"

@@ -188,9 +188,9 @@ def test_claude_code_install_twice_says_unchanged(tmp_path):
             "--command", "dsh-recall"]
     first = CliRunner().invoke(cli, args)
     assert first.exit_code == 0
-    assert [ln.split()[0] for ln in first.output.splitlines()] == ["updated", "updated"]
+    assert [ln.split()[0] for ln in first.stdout.splitlines()] == ["updated", "updated"]
     settings = proj / ".claude" / "settings.json"
     mtime = settings.stat().st_mtime_ns
     second = CliRunner().invoke(cli, args)
-    assert [ln.split()[0] for ln in second.output.splitlines()] == ["unchanged", "unchanged"]
+    assert [ln.split()[0] for ln in second.stdout.splitlines()] == ["unchanged", "unchanged"]
     assert settings.stat().st_mtime_ns == mtime

@@ -18,26 +18,32 @@ def config_group() -> None:
     """Inspect the effective configuration."""
 
 
-def shown(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The settings with secrets masked, and the comment lines that say what was masked."""
-    said: list[str] = []
+MASK = "***"
+
+
+def masked(data: dict[str, Any]) -> dict[str, Any]:
+    """The settings with their secrets masked: a store URL's password, mcp.token."""
     if data.get("store"):
-        # A URL may carry a password; the effective settings never show it.
-        masked = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", data["store"])
-        if masked != data["store"]:
-            said.append(f"store = {masked!r} (its password not shown: set store yourself)")
-            data = {k: v for k, v in data.items() if k != "store"}
+        data = {**data, "store": re.sub(r"(://[^:/@]*):[^@/]*@", rf"\1:{MASK}@", data["store"])}
     if data.get("mcp", {}).get("token"):
-        said.append("mcp.token is set (not shown: set it yourself)")
-        data = {**data, "mcp": {k: v for k, v in data["mcp"].items() if k != "token"}}
-    return data, said
+        data = {**data, "mcp": {**data["mcp"], "token": MASK}}
+    return data
 
 
-def as_toml(data: dict[str, Any], said: list[str]) -> str:
-    """TOML of `data` with a header comment; TOML has no null, so an unset setting (None,
-    the default of every optional one) is left out and named in the comment."""
+def as_toml(data: dict[str, Any]) -> str:
+    """TOML of the masked settings `data` with a header comment. A masked secret is left out
+    (the store URL without its password, which libpq then takes from ~/.pgpass or
+    PGPASSWORD), and so is an unset setting (TOML has no null; None is the default of every
+    optional one): the header names both."""
     import tomli_w
 
+    said: list[str] = []
+    if f":{MASK}@" in (data.get("store") or ""):
+        data = {**data, "store": data["store"].replace(f":{MASK}@", "@")}
+        said.append("store: its password is not shown (write it in, or keep it in ~/.pgpass)")
+    if data.get("mcp", {}).get("token") == MASK:
+        data = {**data, "mcp": {k: v for k, v in data["mcp"].items() if k != "token"}}
+        said.append("mcp.token is set (not shown: write it in to keep it)")
     unset: list[str] = []
 
     def drop_none(d: dict[str, Any], where: str) -> dict[str, Any]:
@@ -66,7 +72,6 @@ def as_toml(data: dict[str, Any], said: list[str]) -> str:
 @handle_errors
 def show(ctx: click.Context, ws: str | None, as_json: bool) -> None:
     """Print every setting with its effective value as TOML, which `--config FILE` accepts
-    (unknown keys fail here too). Secrets (a store URL's password, mcp.token) are left out."""
+    (unknown keys fail here too). Secrets (a store URL's password, mcp.token) are not shown."""
     cfg = get_config(ctx, Path(ws or os.getcwd()).resolve())
-    data, said = shown(cfg.model_dump())
-    emit(data, as_json, lambda d: as_toml(d, said))
+    emit(masked(cfg.model_dump()), as_json, as_toml)

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...core.config import Config
-from ...core.paths import workspace_dir
-from ...readers.workspace import parse_source_roots
+from ...core.errors import InputError
+from ...core.paths import ensure_dir, recall_home, workspace_dir
+from ...readers.workspace import check_workspace_root, parse_source_roots
 
 if TYPE_CHECKING:
     from .view import CodeView
@@ -60,7 +61,13 @@ def has_index(workspace: Path, home: Path | None = None) -> bool:
 
 
 def unindexed_status(workspace: Path, cfg: Config, home: Path | None = None) -> dict[str, Any]:
-    """`status_of`'s answer for a workspace with no index, made without creating one."""
+    """`status_of`'s answer for a workspace with no index, made without creating one. The
+    recall home itself is made (as every command does), so an unusable one is an error here
+    as it is anywhere."""
+    if not workspace.is_dir():  # as CodeService refuses it
+        raise InputError(f"workspace {workspace} is not a directory")
+    check_workspace_root(workspace)
+    ensure_dir(home or recall_home())
     roots, problems = parse_source_roots(cfg.source_roots, workspace)
     return {
         "workspace": str(workspace), "database": str(workspace_dir(workspace, home) / "index.sqlite"),
