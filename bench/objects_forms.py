@@ -1,0 +1,162 @@
+"""Inline forms per content type against the generic form, on real recorded outputs.
+
+For every output of tests/fixtures/forms/ (and the dev CI logs' fail.log files when
+RECALL_EVAL_DIR is set): its type as detected, chars of the output, chars inline with the
+generic form (head + note + failure lines + tail: `render_inline`, forms off, default
+config) and with its typed form (`plan_inline`, what `put` stores), and failure lines kept:
+
+- fixtures: the failure lines are those matching the output's patterns in
+  tests/fixtures/forms/failures.json (failing test names, error lines, summary);
+- CI logs: the lines of the ground truth's `E` ranges (a range counts when one of its
+  lines is kept);
+
+`inline` counts failure lines (or ranges) shown; `named` adds those inside a left-out run
+whose name counts them as failure lines ("… lines 40-52: 3 failure lines, ..."), which is
+how a typed form keeps a failure over its budget. The generic form names no failure inside
+its omitted range, so for it `named` = `inline`. Then the time to detect and plan each form.
+
+    python bench/objects_forms.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from dsh_recall.core.config import ObjectsConfig
+from dsh_recall.policy import offload
+from dsh_recall.policy.forms.base import GAP_LINE
+from dsh_recall.rank.line_index import build_index
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures" / "forms"
+_NUM = re.compile(r"(\d+)\| ")
+_FAILS = re.compile(r"[^:]*: ([\d,]+) failure lines?\b")
+
+
+def lines_of(text: str, view: str) -> list[str]:
+    lines = view.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines
+
+
+def generic_shown(text: str, inline: offload.Inline | None, n: int) -> set[int]:
+    if inline is None:
+        return set(range(n))
+    head = text.count("\n", 0, inline.head_end)
+    tail = text.count("\n", 0, inline.tail_start)
+    return set(range(head)) | {li - 1 for li in inline.region} | set(range(tail, n))
+
+
+def typed_seen(plan: offload.FormPlan, n: int) -> tuple[set[int], list[tuple[int, int, int]]]:
+    shown = set(range(plan.first - 1)) | set(range(plan.last, n))
+    gaps = []
+    for piece in plan.body:
+        g = GAP_LINE.fullmatch(piece)
+        if g is not None:
+            f = _FAILS.match(piece)
+            gaps.append((int(g[1]) - 1, int(g[2]) - 1, int(f[1].replace(",", "")) if f else 0))
+        elif (m := _NUM.match(piece)) is not None:
+            shown.add(int(m[1]) - 1)
+    return shown, gaps
+
+
+def kept(groups: list[set[int]], shown: set[int],
+         gaps: list[tuple[int, int, int]]) -> tuple[int, int]:
+    """(groups with a line shown, groups with a line shown or counted in a named run)."""
+    inline = sum(1 for g in groups if g & shown)
+    named = 0
+    for g in groups:
+        if g & shown or any(f and any(lo <= li <= hi for li in g) for lo, hi, f in gaps):
+            named += 1
+    return inline, named
+
+
+def gt_groups(case: Path, text: str) -> list[set[int]]:
+    starts = [0] + [m.end() for m in re.finditer("\r\n|\r|\n", text)]
+    at, pos = [], 0
+    for piece in text.split("\n"):
+        end = max(pos, pos + len(piece) - 1)
+        at.append(set(range(bisect.bisect_right(starts, pos), bisect.bisect_right(starts, end) + 1)))
+        pos += len(piece) + 1
+    out = []
+    for raw in (case / "groundtruth").read_text().splitlines():
+        parts = raw.split()
+        if len(parts) == 2 and parts[0] == "E":
+            a, _, b = parts[1].partition("-")
+            want = set(range(int(a), int(b or a) + 1))
+            out.append({li for li, r in enumerate(at) if want & r})
+    return out
+
+
+def row(name: str, text: str, groups_of, cfg: ObjectsConfig, runs: int) -> dict:
+    idx = build_index(text)
+    n = len(lines_of(text, idx.view))
+    groups = groups_of(lines_of(text, idx.view))
+    generic = offload.render_inline(text, "ab12cd34", "bash", cfg, idx=idx)
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        plan = offload.plan_inline(text, cfg, idx=idx)
+    ms = (time.perf_counter() - t0) * 1000 / runs
+    g_shown = generic_shown(text, generic, n)
+    g_in, _ = kept(groups, g_shown, [])
+    if isinstance(plan, offload.FormPlan):
+        typed = plan.render("ab12cd34")
+        assert typed is not None
+        shown, gaps = typed_seen(plan, n)
+        t_in, t_named = kept(groups, shown, gaps)
+        kind, chars = plan.kind, len(typed.text)
+    else:
+        kind, chars = "(generic)", len(generic.text) if generic else len(text)
+        t_in = t_named = g_in
+    return {"name": name, "kind": kind, "chars": len(text),
+            "generic": len(generic.text) if generic else len(text), "typed": chars,
+            "fails": len(groups), "g_in": g_in, "t_in": t_in, "t_named": t_named, "ms": ms}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5, help="plans per output, for the time")
+    args = ap.parse_args()
+    cfg = ObjectsConfig()
+    expect = json.loads((FIX / "failures.json").read_text())
+    rows = []
+    for name, spec in sorted(expect.items()):
+        text = (FIX / name).read_bytes().decode("utf-8", "replace")
+        pats = [re.compile(p) for p in spec["failures"]]
+        rows.append(row(name, text, lambda lines, pats=pats: [
+            {li} for li, x in enumerate(lines) if any(p.search(x) for p in pats)], cfg, args.runs))
+    ci = Path(os.environ["RECALL_EVAL_DIR"]) / "ci-logs-dev" / "cases" \
+        if os.environ.get("RECALL_EVAL_DIR") else None
+    if ci is not None and ci.is_dir():
+        for case in sorted(p for p in ci.iterdir() if (p / "fail.log").exists()):
+            text = (case / "fail.log").read_bytes().decode("utf-8", "replace")
+            rows.append(row(f"ci-logs-dev/{case.name}", text,
+                            lambda _lines, case=case, text=text: gt_groups(case, text), cfg,
+                            args.runs))
+    else:
+        print("(RECALL_EVAL_DIR unset: the dev CI logs are left out)\n")
+    print("| output | type | chars | generic inline | typed inline | failures | generic shows "
+          "| typed shows | typed shows or names | plan ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['name']} | {r['kind']} | {r['chars']:,} | {r['generic']:,} | "
+              f"{r['typed']:,} | {r['fails']} | {r['g_in']} | {r['t_in']} | {r['t_named']} | "
+              f"{r['ms']:.1f} |")
+    typed = [r for r in rows if r["kind"] != "(generic)"]
+    tot = {k: sum(r[k] for r in typed) for k in ("chars", "generic", "typed", "fails", "g_in",
+                                                  "t_in", "t_named")}
+    print(f"| **{len(typed)} typed outputs, {len({r['kind'] for r in typed})} types** | | "
+          f"{tot['chars']:,} | {tot['generic']:,} | {tot['typed']:,} | {tot['fails']} | "
+          f"{tot['g_in']} | {tot['t_in']} | {tot['t_named']} | |")
+    missed = [r["name"] for r in typed if r["t_named"] < r["fails"]]
+    print(f"\nfailures kept (inline or named) by every typed form: "
+          f"{'all' if not missed else 'NOT ' + ', '.join(missed)}")
+
+
+if __name__ == "__main__":
+    main()
