@@ -129,9 +129,9 @@ def label(marks: Marks, lo: int, hi: int) -> str:
     parts = [_plural(fails, "failure line")] if fails else []
     common = [(c, n) for c, n in counts.most_common() if c != "blank line"] or \
         list(counts.most_common())
-    parts.append(_plural(common[0][1], common[0][0]))
-    if len(common) > 1:
-        parts.append(f"{sum(n for _, n in common[1:]):,} other")
+    parts += [_plural(n, c) for c, n in common[:2]]
+    if len(common) > 2:
+        parts.append(f"{sum(n for _, n in common[2:]):,} other")
     return ", ".join(parts)
 
 

@@ -1,6 +1,6 @@
 """Version control: unified diffs (`git diff`, `diff -u`) and `git log`.
 
-A diff keeps every file's header and hunk headers, then changed lines in file order while
+A diff keeps every file's path (its `+++ b/` line) and hunk headers, then changed lines in file order while
 the budget lasts; unchanged context leaves first. A log keeps each commit's hash line and
 subject, newest first; authors, dates and message bodies leave with their count. A conflict
 marker is a failure line."""
@@ -30,12 +30,11 @@ def diff(lines: list[str]) -> Marks:
     for li, line in enumerate(lines):
         if _CONFLICT.match(line):
             marks.keep(li, ERROR, fail=True, cat="conflict marker")
-        elif line.startswith("diff --git ") or line.startswith(("--- a/", "+++ b/", "--- /dev/null",
-                                                                "+++ /dev/null")):
-            if line.startswith(("diff ", "+++")):
-                marks.keep(li, CONTEXT, cat="file header")
-            else:
-                marks.drop(li, "file header")
+        elif line.startswith("+++ b/") or (line.startswith("--- a/") and li + 1 < len(lines)
+                                            and lines[li + 1].startswith("+++ /dev/null")):
+            marks.keep(li, CONTEXT, cat="file header")  # the file's path, once
+        elif line.startswith(("diff ", "--- ", "+++ ")):
+            marks.drop(li, "file header")
         elif line.startswith("@@"):
             marks.keep(li, NEAR, cat="hunk header")
         elif line.startswith(("index ", "new file mode", "deleted file mode", "similarity",
