@@ -14,10 +14,10 @@ symbol = heading path) and "block" (anything else).
 
 from __future__ import annotations
 
-from ..core.types import Chunk
-from .base import split_lines, to_chunks
-from .languages import language_for, refine_language
-from .registry import chunker_name, get
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..core.types import Chunk
 
 # Goes into the index fingerprint: bump whenever the cut rules change.
 CHUNKER_VERSION = "1"
@@ -31,6 +31,12 @@ def chunk_file(path: str, text: str, *, max_lines: int = 60) -> list[Chunk]:
     The language comes from the path (`language_for`). Never raises on odd input: a
     grammar that cannot load or parse falls back to the text chunker.
     """
+    # Here, not at import: importing the package (the history and notes chunkers live in
+    # it) must not load the code and markdown cutters a search never uses.
+    from .base import split_lines, to_chunks
+    from .languages import refine_language
+    from .registry import chunker_name, get
+
     max_lines = max(1, int(max_lines))
     lines = split_lines(text)
     if not lines:
@@ -41,3 +47,10 @@ def chunk_file(path: str, text: str, *, max_lines: int = 60) -> list[Chunk]:
     if spans is None:
         spans = get("text")(lines, text, language, max_lines)
     return to_chunks(path, lines, spans, language)
+
+
+def language_for(path: str) -> str:
+    """The language of a path from its name: "python", "tsx", "markdown", "text", ..."""
+    from .languages import language_for as by_name
+
+    return by_name(path)
