@@ -303,7 +303,7 @@ def synthetic() -> None:
     """The same rows on the synthetic failing logs of the tests (ten runners): the finder
     holds every failing line of a log, and each failure query brings one within 20."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from dsh_recall.services.objects import rank_config
+    from dsh_recall.services.objects.search import rank_config
     from fixtures.failing_logs import BUILDERS
 
     print(f"\nsynthetic failing logs (tests/fixtures/failing_logs.py, {len(BUILDERS)} logs): "

@@ -250,7 +250,7 @@ def test_region_properties(text, limit):
 
 
 def test_flags_are_stored_at_put_and_read_back(tmp_path, monkeypatch):
-    from dsh_recall.services import objects as objects_mod
+    from dsh_recall.services.objects import service as objects_mod
 
     text, failing = BUILDERS["maven-surefire"]()
     with ObjectService(path=tmp_path / "o.sqlite") as svc:

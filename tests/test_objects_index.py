@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from dsh_recall.core import codepoints
 from dsh_recall.rank import line_index, line_search
-from dsh_recall.services import objects as objects_mod
 from dsh_recall.services.objects import ObjectService
+from dsh_recall.services.objects import service as objects_mod
 
 ESC = "\x1b[1;31m"
 RESET = "\x1b[0m"

@@ -12,7 +12,7 @@ import click
 from ...core.errors import InputError
 from ...core.files import read_regular
 from ...services.objects import ObjectService
-from ...services.objects_types import line_range
+from ...services.objects.types import line_range
 from .common import emit, get_config, handle_errors, json_option
 
 

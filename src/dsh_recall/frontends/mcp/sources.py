@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.config import Config
 from ...core.errors import InputError
-from ...services.objects_types import line_range
+from ...services.objects.types import line_range
 from . import budget as budget_mod
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 the ranking of a search across every object a caller may see (`rank_objects`, behind
 `ObjectService.search`).
 
-Pure over rows and line indexes: the service (services/objects.py) reads the store, decides
+Pure over rows and line indexes: the service (service.py) reads the store, decides
 who sees what and counts recalls; this module only orders what it is given.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.codepoints import fold_case, scrub_surrogates
-from ..rank import logrank
-from ..rank.line_index import LineIndex
-from ..rank.line_search import clean_query, near_lines, search_index
-from ..stores.sqlite.objects import ObjectRow
+from ...core.codepoints import fold_case, scrub_surrogates
+from ...rank import logrank
+from ...rank.line_index import LineIndex
+from ...rank.line_search import clean_query, near_lines, search_index
+from ...stores.sqlite.objects import ObjectRow
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
-    from ..core.config import ObjectsConfig
+    from ...core.config import ObjectsConfig
 
 # A search across objects reads the newest live objects, a few lines of each: it points at
 # the object to open, it does not replace a search inside it.

@@ -2,7 +2,7 @@
 
 One `ObjectService` serves the CLI, the hooks, the MCP proxy and the MCP server. Policy
 (thresholds, ids, ranges, what to evict) lives here and in policy.offload; line search and
-the ranking across objects in objects_search; SQL in stores.sqlite.objects.
+the ranking across objects in search.py; SQL in stores.sqlite.objects.
 """
 
 from __future__ import annotations
@@ -15,24 +15,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.clean import as_body, as_count, as_int, as_limit, as_name, as_offset, as_query, cleaned
-from ..core.codepoints import join_surrogates, scrub_surrogates
-from ..core.errors import InputError
-from ..core.paths import recall_home
-from ..core.text import estimate_tokens
-from ..policy.offload import Candidate, clamp_range, make_id, plan_inline, plan_offloads, reclaim_pays, render_inline
-from ..policy.scrub import scrub_text
-from ..rank import logrank
-from ..rank.line_index import INDEX_VERSION, LineIndex, build_index
-from ..rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
-from ..stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
-from . import forgotten, report
-from .channel import Viewer
-from .objects_search import OBJECTS_SCANNED, rank_config, rank_objects
-from .objects_types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
+from ...core.clean import as_body, as_count, as_int, as_limit, as_name, as_offset, as_query, cleaned
+from ...core.codepoints import join_surrogates, scrub_surrogates
+from ...core.errors import InputError
+from ...core.paths import recall_home
+from ...core.text import estimate_tokens
+from ...policy.offload import Candidate, clamp_range, make_id, plan_inline, plan_offloads, reclaim_pays, render_inline
+from ...policy.scrub import scrub_text
+from ...rank import logrank
+from ...rank.line_index import INDEX_VERSION, LineIndex, build_index
+from ...rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
+from ...stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
+from .. import forgotten, report
+from ..channel import Viewer
+from .search import OBJECTS_SCANNED, rank_config, rank_objects
+from .types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
-    from ..core.config import ObjectsConfig, ScrubConfig
+    from ...core.config import ObjectsConfig, ScrubConfig
 
 DB_NAME = "objects.sqlite"
 DEFAULT_SESSION = "cli"
@@ -101,7 +101,7 @@ class ObjectService:
     @property
     def cfg(self) -> ObjectsConfig:
         if self._cfg is None:
-            from ..core.config import ObjectsConfig
+            from ...core.config import ObjectsConfig
             self._cfg = ObjectsConfig()
         return self._cfg
 
@@ -356,7 +356,7 @@ class ObjectService:
     def search(self, query: str, *, viewer: Viewer | None = None, limit: int | None = None,
                offset: int = 0) -> ObjectsAnswer:
         """Objects with lines matching `query` among the newest OBJECTS_SCANNED live objects
-        the viewer may see, best first (objects_search.rank_objects): a few lines each, to
+        the viewer may see, best first (search.rank_objects): a few lines each, to
         point at the object to open. Reads stored indexes and counts no recall (it is not
         the agent going back for one object). `limit` None: all; `offset` pages."""
         t0 = time.monotonic()

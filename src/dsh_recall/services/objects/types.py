@@ -9,9 +9,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.errors import InputError
-from ..rank.line_search import LineMatch
-from .base import Answer
+from ...core.errors import InputError
+from ...rank.line_search import LineMatch
+from ..base import Answer
 
 LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
 
