@@ -34,6 +34,8 @@ GAP_LINE = re.compile(CUT + r" lines (\d{1,15})-(\d{1,15}): [^\n]{1,200}\n")
 
 def bare(line: str) -> str:
     """`line` without a CI runner's job/step/timestamp prefix."""
+    if not line[:1].isdigit() and "\t" not in line:
+        return line
     m = _PREFIX.match(line)
     return line[m.end():] if m and m.end() else line
 

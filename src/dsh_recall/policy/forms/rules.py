@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from .base import CONTEXT, NEAR, Marks, bare
 
+MATCH_MAX = 400  # rules read a line's first chars only (a 100 KB line costs no more)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -32,7 +34,7 @@ def apply(kind: str, lines: list[str], rules: Sequence[Rule],
     (which failure block a line is in, a run of stack frames)."""
     marks = Marks(kind, lines)
     for li, raw in enumerate(lines):
-        line = bare(raw)
+        line = bare(raw[:MATCH_MAX])
         hit = None
         for r in rules:
             if r.pattern.search(line):
@@ -60,14 +62,14 @@ def frames(marks: Marks, keep_first: int = 2) -> None:
     seen: set[tuple[str, ...]] = set()
     li, n = 0, len(lines)
     while li < n:
-        if not FRAME.search(bare(lines[li])):
+        if not FRAME.search(bare(lines[li][:MATCH_MAX])):
             li += 1
             continue
         end = li
-        while end + 1 < n and (FRAME.search(bare(lines[end + 1]))
-                               or bare(lines[end + 1]).startswith((" " * 8, "\t\t"))):
+        while end + 1 < n and (FRAME.search(bare(lines[end + 1][:MATCH_MAX]))
+                               or bare(lines[end + 1][:MATCH_MAX]).startswith((" " * 8, "\t\t"))):
             end += 1
-        run = tuple(bare(x).strip() for x in lines[li:end + 1])
+        run = tuple(bare(x[:MATCH_MAX]).strip() for x in lines[li:end + 1])
         repeat = run in seen
         seen.add(run)
         for k in range(li, end + 1):
