@@ -244,3 +244,42 @@ def test_a_typed_form_restores_whatever_the_text(lines, crlf):
     _cover(text, plan)
     assert restore_notes("x\n" + out.text + "y", {"ab12cd34": text}.get).text == \
         "x\n" + text + "y"
+
+
+# ---- shapes with no recorded output here (no Go, tsc or network on this machine) -----------
+
+_GO = "".join(f"=== RUN   TestAdd{i}\n--- PASS: TestAdd{i} (0.00s)\n" for i in range(150)) + (
+    "=== RUN   TestDiv\n    calc_test.go:14: Div(1, 0) = 0, want error\n--- FAIL: TestDiv (0.00s)\n"
+    + "".join(f"=== RUN   TestMul{i}\n--- PASS: TestMul{i} (0.00s)\n" for i in range(50))
+    + "FAIL\nFAIL\texample.com/calc\t0.003s\n")
+_TSC = "".join(f"src/mod{i}.ts({i + 1},7): error TS2322: Type 'string' is not assignable to type "
+               f"'number'.\n\n{i + 1}     const n: number = 's{i}';\n        ~\n\n" for i in range(30)) \
+    + "src/b.ts:10:5 - error TS2304: Cannot find name 'foo'.\n\nFound 31 errors in 31 files.\n"
+_VITEST = "".join(f" ✓ src/m{i}.test.ts (3 tests) {i}ms\n" for i in range(120)) + (
+    " ❯ src/cart.test.ts (2 tests | 1 failed) 5ms\n   × cart > totals 3ms\n"
+    "     → expected 0.30000000000000004 to be 0.3\n\n"
+    " Test Files  1 failed | 120 passed (121)\n      Tests  1 failed | 361 passed (362)\n")
+_PIP = "".join(f"Collecting pkg{i}\n  Downloading pkg{i}-1.0-py3-none-any.whl (12 kB)\n"
+               for i in range(80)) + (
+    "ERROR: Could not find a version that satisfies the requirement nosuchpkg==9.9\n"
+    "ERROR: No matching distribution found for nosuchpkg==9.9\n")
+
+
+@pytest.mark.parametrize(("text", "kind", "must"), [
+    (_GO, "go test", ["--- FAIL: TestDiv", "calc_test.go:14: Div(1, 0) = 0, want error",
+                      "FAIL\texample.com/calc"]),
+    (_TSC, "compiler", ["src/b.ts:10:5 - error TS2304", "Found 31 errors in 31 files."]),
+    (_VITEST, "jest", ["× cart > totals", "Tests  1 failed | 361 passed"]),
+    (_PIP, "install log", ["No matching distribution found for nosuchpkg==9.9"]),
+])
+def test_shapes_of_other_runners_get_their_form(text, kind, must):
+    plan = plan_inline(text, CFG)
+    assert isinstance(plan, FormPlan) and plan.kind == kind
+    out = plan.render("ab12cd34")
+    assert out is not None
+    for s in must:
+        assert s in out.text, s
+    _cover(text, plan)
+    fails = {li for li, x in enumerate(_lines(text))
+             if re.search(r"error TS|--- FAIL|×|^ERROR", x)}
+    _check_failures(text, plan, fails)
