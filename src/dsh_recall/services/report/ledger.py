@@ -27,6 +27,7 @@ strip and Recall tab, `report` and `object stats` all read these figures.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,11 +44,33 @@ MESSAGE_ENVELOPE = len('{"role":"user","content":[{"type":"text","text":}]},')
 COUNTERS = {"offload": "offloads", "read": "reads_shortened", "reclaim": "reclaimed",
             "message": "recall_messages"}
 MAX_SESSIONS = 500  # sessions a worker keeps figures of (oldest dropped; the log keeps all)
+# dsh's spill policy cap in its shipped profiles (`dsh_sent_chars`), and the size of its
+# notice ("(Omitted N bytes. Full formatted result stored at: <path>. Use read ...)").
+DSH_INLINE_BYTES = int(os.environ.get("DSH_RECALL_DSH_INLINE_BYTES") or 50_000)
+SPILL_NOTICE = 190
 
 
 def json_chars(text: str) -> int:
     """Characters of `text` as a JSON string in a request body (quotes and escapes)."""
     return len(json.dumps(text, ensure_ascii=False))
+
+
+def dsh_sent_chars(text: str, cap: int | None = None) -> int:
+    """JSON chars plain dsh sends for a tool result the plugin sees in `tools/post-execute`.
+
+    dsh's spill policy (`@deepseek-ai/dsh-spill-policy`, `maxInlineBytes`, 50,000 in its
+    profiles) replaces a plain-text result over the cap by a head and a tail of half the
+    budget each plus a notice naming the spill file, after the plugin's turn in the same
+    waterfall: what plain dsh sends is that, not the whole text (a 64 KB bash output went
+    out as 50 KB). `read` results are exempt (callers measure those with `json_chars`)."""
+    cap = DSH_INLINE_BYTES if cap is None else cap
+    raw = text.encode("utf-8", "surrogatepass")
+    if cap <= 0 or len(raw) <= cap:
+        return json_chars(text)
+    budget = max(0, cap - SPILL_NOTICE - 2)
+    head = raw[: (budget + 1) // 2].decode("utf-8", "ignore")
+    tail = raw[len(raw) - budget // 2:].decode("utf-8", "ignore")
+    return json_chars(f"{head}\n\n{tail}") + SPILL_NOTICE
 
 
 def tokens(chars: int) -> int:
