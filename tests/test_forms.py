@@ -283,3 +283,17 @@ def test_shapes_of_other_runners_get_their_form(text, kind, must):
     fails = {li for li, x in enumerate(_lines(text))
              if re.search(r"error TS|--- FAIL|×|^ERROR", x)}
     _check_failures(text, plan, fails)
+
+
+def test_the_dsh_worker_offloads_a_test_run_in_its_typed_form(tmp_path, monkeypatch):
+    from dsh_recall.frontends.dsh.worker import Worker
+    monkeypatch.setenv("DSH_RECALL_EMBEDDER__NAME", "fake")
+    text = _read(FIX / "jest.txt")
+    w = Worker(dsh_home=str(tmp_path / "dsh"))
+    a = w.handle({"op": "offload", "session": "s1", "call_id": "c1", "tool": "bash",
+                  "blocks": [text]})
+    inline, obj = a["blocks"][0], a["ids"][0]
+    assert obj and f"object {obj}" in inline and len(inline) < len(text) // 2
+    assert re.search(r"\u2026 lines 2-\d+: \d+ passing tests", inline)
+    for s in ("✕ rejects garbage", "unknown coupon FREE", "Tests:       4 failed, 112 passed"):
+        assert s in inline, s
