@@ -42,7 +42,7 @@ def test_status_in_a_new_folder_creates_no_index(tmp_path, _isolated_home):
     ws = tmp_path / "fresh"
     ws.mkdir()
     shown = _cli("status", "--workspace", str(ws), "--no-probe").output
-    assert "not indexed yet" in shown
+    assert "not indexed yet" in shown and "database   none yet" in shown
     data = json.loads(_cli("status", "--workspace", str(ws), "--no-probe", "--json").output)
     assert data["indexed"] is False and data["files"] == 0 and data["job"]["state"] == "idle"
     assert not workspace_dir(ws.resolve(), _isolated_home).exists()

@@ -219,7 +219,9 @@ def _job_line(j: dict[str, Any]) -> str:
 
 
 def render_status(d: dict[str, Any]) -> str:
-    lines = [f"workspace  {d['workspace']}", f"database   {d['database']} ({d['index_bytes']} bytes)",
+    db = (f"{d['database']} ({d['index_bytes']} bytes)" if d["indexed"] or d["index_bytes"]
+          else f"none yet ({d['database']} once indexed)")
+    lines = [f"workspace  {d['workspace']}", f"database   {db}",
              f"files      {d['files']}   chunks {d['chunks']}   vectors {d['vectors']}   pending {d['pending']}",
              "embedder   " + _embedder_line(d["embedder"]),
              f"index of   embedder {d['fingerprint']['embedder'] or '-'}, chunker {d['fingerprint']['chunker'] or '-'}",
