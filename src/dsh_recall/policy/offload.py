@@ -237,7 +237,7 @@ class FormPlan:
         return Inline(out, self.head_end, self.tail_start, self.numbers)
 
 
-FORM_HARD = 2  # a typed form's failure lines may take this many times `inline_chars`
+FORM_HARD = 1.5  # a typed form's failure lines may take this many times `inline_chars`
 
 
 def plan_form(text: str, cfg: ObjectsConfig, idx: LineIndex,
@@ -258,7 +258,7 @@ def plan_form(text: str, cfg: ObjectsConfig, idx: LineIndex,
     hints: list[int] = []
     if form_registry.FORMS[kind].log:
         hints = logrank.digest(view, idx.starts, idx.flags, 2 * REGION_LIMIT, rank)
-    sel = form_registry.select(lines, kind, budget, FORM_HARD * budget, hints)
+    sel = form_registry.select(lines, kind, budget, int(FORM_HARD * budget), hints)
     starts = line_starts(text)
     lay = form_layout(text, lines, starts, sel)
     if lay is None:
