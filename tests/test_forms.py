@@ -297,3 +297,12 @@ def test_the_dsh_worker_offloads_a_test_run_in_its_typed_form(tmp_path, monkeypa
     assert re.search(r"\u2026 lines 2-\d+: \d+ passing tests", inline)
     for s in ("✕ rejects garbage", "unknown coupon FREE", "Tests:       4 failed, 112 passed"):
         assert s in inline, s
+
+
+def test_a_log_with_info_prefixes_alone_is_not_taken_for_a_maven_run():
+    text = "".join(f"[INFO] worker {i} started\n" for i in range(200)) + \
+        "[ERROR] worker 7 crashed: ValueError: bad frame\n" + \
+        "".join(f"[INFO] worker {i} stopped\n" for i in range(200))
+    assert registry.detect(_lines(text)) is None
+    maven = text + "[INFO] BUILD FAILURE\n"
+    assert registry.detect(_lines(maven)) == "junit"

@@ -81,7 +81,7 @@ def detect(lines: list[str]) -> str | None:
         return "jest"
     if _hits(runners.GO_SIGN, sample, 3):
         return "go test"
-    if _hits(runners.JUNIT_SIGN, sample, 3):
+    if _hits(runners.JUNIT_SIGN, sample, 3) and _hits(runners.JUNIT_STRONG, sample, 1):
         return "junit"
     if _hits(compilers.SIGN, sample, 2):
         return "compiler"

@@ -165,6 +165,10 @@ JUNIT_SIGN = re.compile(r"^\[(?:INFO|ERROR|WARNING)\] |^Tests run: \d+, Failures
                         r"|^\S+ > \S+\(\) (?:PASSED|FAILED|SKIPPED)|^\d+ tests? completed, \d+ failed"
                         r"|^FAILURE: Build failed|^\* What went wrong:")
 
+# One of these besides: `[INFO] ` lines alone are any tool's log.
+JUNIT_STRONG = re.compile(r"Tests run: \d+|\bBUILD (?:SUCCESS|FAILURE|FAILED|SUCCESSFUL)\b"
+                          r"|^> Task :|\bmaven-\w+-plugin\b|\bgradle\b|<<< (?:FAILURE|ERROR)!")
+
 _JUNIT = [
     rule(r"^(?:\[\w+\] )?Tests run: \d+, Failures: \d+, Errors: \d+.*<<< (?:FAILURE|ERROR)!",
          NAME, "failing class", fail=True),
