@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from . import compilers, data, installs, runners, vcs
 from .base import MUST, NAME, NEAR, SUMMARY, Marks, Selection, bare, fit
+from .rules import shown_part
 
 HEAD_SAMPLE, TAIL_SAMPLE = 60, 100
 # Past these the generic form (a cheap cut) is used: a typed form reads every line once
@@ -62,7 +63,7 @@ def detect(lines: list[str]) -> str | None:
     if len(lines) > MAX_LINES or len(lines) < 4 or sum(map(len, lines)) > MAX_CHARS:
         return None
     raw = lines[:HEAD_SAMPLE] + lines[max(HEAD_SAMPLE, len(lines) - TAIL_SAMPLE):]
-    sample = [bare(x).rstrip("\r") for x in raw]
+    sample = [bare(shown_part(x)) for x in raw]
     first = next((x for x in sample if x.strip()), "")
     if vcs.is_log(sample):
         return "git log"

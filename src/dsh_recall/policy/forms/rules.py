@@ -13,6 +13,13 @@ from .base import CONTEXT, NEAR, Marks, bare
 MATCH_MAX = 400  # rules read a line's first chars only (a 100 KB line costs no more)
 
 
+def shown_part(line: str) -> str:
+    r"""What a terminal shows of `line`: no \r\n line end, a progress bar's last redraw."""
+    line = line.rstrip("\r")
+    r = line.rfind("\r")
+    return line[r + 1:] if r != -1 else line
+
+
 @dataclass(frozen=True)
 class Rule:
     pattern: re.Pattern[str]
@@ -34,7 +41,7 @@ def apply(kind: str, lines: list[str], rules: Sequence[Rule],
     (which failure block a line is in, a run of stack frames)."""
     marks = Marks(kind, lines)
     for li, raw in enumerate(lines):
-        line = bare(raw[:MATCH_MAX])
+        line = bare(shown_part(raw[:MATCH_MAX]))
         hit = None
         for r in rules:
             if r.pattern.search(line):
@@ -62,14 +69,16 @@ def frames(marks: Marks, keep_first: int = 2) -> None:
     seen: set[tuple[str, ...]] = set()
     li, n = 0, len(lines)
     while li < n:
-        if not FRAME.search(bare(lines[li][:MATCH_MAX])):
+        if not FRAME.search(bare(shown_part(lines[li][:MATCH_MAX]))):
             li += 1
             continue
         end = li
-        while end + 1 < n and (FRAME.search(bare(lines[end + 1][:MATCH_MAX]))
-                               or bare(lines[end + 1][:MATCH_MAX]).startswith((" " * 8, "\t\t"))):
+        while end + 1 < n:
+            nxt = bare(shown_part(lines[end + 1][:MATCH_MAX]))
+            if not (FRAME.search(nxt) or nxt.startswith((" " * 8, "\t\t"))):
+                break
             end += 1
-        run = tuple(bare(x[:MATCH_MAX]).strip() for x in lines[li:end + 1])
+        run = tuple(bare(shown_part(x[:MATCH_MAX])).strip() for x in lines[li:end + 1])
         repeat = run in seen
         seen.add(run)
         for k in range(li, end + 1):
