@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import secrets
 import stat
 import threading
 from pathlib import Path
@@ -31,6 +29,8 @@ def recall_home() -> Path:
 
 def stable_key(label: str, identity: str) -> str:
     """A readable, stable directory or file name: a cleaned label plus a hash of identity."""
+    import hashlib  # here: the warm path's client reads recall_home and nothing else
+
     digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-") or "root"
     return f"{name[:40]}-{digest}"
@@ -180,6 +180,8 @@ def write_atomic(path: Path, data: bytes, durable: bool = False) -> None:
     """Write a whole file atomically: to a fresh 0600 file beside it (never one already there,
     never through a link), then renamed over it; with `durable`, synced to disk first. The
     folder must exist. Two writers of one path each rename a whole file: the last one wins."""
+    import secrets
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  FILE_MODE)

@@ -19,18 +19,28 @@ over to a daemon the user runs, never start one). Standard library only until a 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import re
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 from .argv import command_words
 from .hooks import MAX_PAYLOAD_BYTES
+
+TYPE_CHECKING = False  # typing itself costs every handed-over call a few ms to import
+if TYPE_CHECKING:
+    from typing import Any
+
+# The builtin SHA-256, not hashlib's: hashlib loads OpenSSL (about 7 ms of a warm call).
+try:
+    from _sha2 import sha256  # Python 3.12+
+except ImportError:
+    try:
+        from _sha256 import sha256  # 3.11
+    except ImportError:
+        from hashlib import sha256
 
 PROTOCOL = 1
 # A hook's payload crosses the socket (base64) up to HOOK_STDIN_MAX; a bigger one (a huge
@@ -60,7 +70,7 @@ def _home() -> Path:
 def socket_path(home: Path | None = None) -> Path:
     """The daemon's socket for this interpreter and package, under the recall home."""
     ident = f"{sys.executable}\0{_PACKAGE}\0{os.getuid()}"
-    name = "cli-" + hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:12] + ".sock"
+    name = "cli-" + sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:12] + ".sock"
     return (home or _home()) / "run" / name
 
 
@@ -77,7 +87,7 @@ def env_key(environ: dict[str, str] | None = None) -> str:
     items = sorted((k, v) for k, v in env.items()
                    if (k.startswith("DSH_") or k == "HOME" or _SECRET_NAME.search(k))
                    and k != "DSH_RECALL_DAEMON")
-    return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def command_of(args: list[str]) -> str | None:
@@ -162,6 +172,8 @@ def forward(args: list[str]) -> int | None:
         data = _take_stdin()
         if len(data) > HOOK_STDIN_MAX:
             return None  # a very big tool result: the hook reads it here
+        import base64
+
         request["stdin"] = base64.b64encode(data).decode("ascii")
     try:
         request["cwd"] = os.getcwd()
