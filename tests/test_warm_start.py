@@ -192,3 +192,21 @@ def test_a_started_daemon_exits_when_idle(world):
     # The next call starts a new one.
     assert run(w["env"], w["repo"], "search", "retry").returncode == 0
     assert len(started_daemons(w["tmp"])) == 1
+
+
+def test_a_handed_over_call_loads_only_the_client(world):
+    """What a warm call costs is the interpreter and the client: not click, numpy, the
+    services, the daemon's server half, OpenSSL (hashlib) or typing."""
+    w = world
+    assert run(w["env"], w["repo"], "search", "retry").returncode == 0
+    ready(w)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "dsh_recall", "search", "retry", "--json"],
+                          cwd=w["repo"], env=w["env"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["results"]
+    assert log_of(w).count("served search") == 1
+    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and line.count("|") == 2}
+    assert "dsh_recall.frontends.warm" in names
+    heavy = {"click", "numpy", "sqlite3", "dsh_recall.frontends.cli", "dsh_recall.frontends.daemon",
+             "dsh_recall.services", "dsh_recall.core.config", "_hashlib", "typing", "base64", "subprocess"}
+    assert not heavy & names, sorted(heavy & names)
