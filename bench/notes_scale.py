@@ -98,7 +98,7 @@ def main() -> None:
         vault, home = TMP / f"vault-{size}", TMP / f"home-{size}"
         os.environ["DSH_RECALL_HOME"] = str(home)
         from dsh_recall.core.config import load_config
-        from dsh_recall.services.channel import Viewer
+        from dsh_recall.services.access.channel import Viewer
         from dsh_recall.services.notes import NotesService
 
         if not vault.exists():

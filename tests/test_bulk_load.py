@@ -118,7 +118,7 @@ KILLER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from dsh_recall.core.config import load_config
-    from dsh_recall.services import filesync
+    from dsh_recall.services.indexing import filesync
     from dsh_recall.services.code import CodeService, indexing
 
     ws, home, store = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] or None

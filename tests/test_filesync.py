@@ -1,12 +1,12 @@
-"""The one incremental file sync code and notes share (services/filesync.py): unchanged
+"""The one incremental file sync code and notes share (services/indexing/filesync.py): unchanged
 files are not read, changed ones are rewritten, files the walk no longer finds are
 forgotten, a file that cannot be read now keeps what was indexed, a skipped one keeps no row."""
 
 from __future__ import annotations
 
 from dsh_recall.core.types import Chunk, SourceFile
-from dsh_recall.services import filesync
-from dsh_recall.services.filesync import Prepared
+from dsh_recall.services.indexing import filesync
+from dsh_recall.services.indexing.filesync import Prepared
 from dsh_recall.stores.contracts import FileRow, IndexedChunk
 
 

@@ -1,7 +1,7 @@
 """A forgotten note is found by no source: not in an offloaded tool result quoting it either,
 by any read of the object (search in it, a range, lines, the failure region, MCP
 `object_recall`) nor in the inline form of a result offloaded after the forget. The object
-itself is not rewritten; what it shows is (services/forgotten.withhold)."""
+itself is not rewritten; what it shows is (services/access/forgotten.withhold)."""
 
 from __future__ import annotations
 

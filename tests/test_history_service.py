@@ -11,8 +11,8 @@ import pytest
 from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import UnknownSession
 from dsh_recall.services import history
+from dsh_recall.services.access.channel import Viewer
 from dsh_recall.services.base import Source
-from dsh_recall.services.channel import Viewer
 from dsh_recall.services.history import HistoryService
 
 

@@ -150,6 +150,17 @@ def test_store_backends_never_import_each_other():
     assert not crossing, "a store backend imports the other:\n" + "\n".join(crossing)
 
 
+# Modules directly in services/ beside its packages (__init__ aside): past this, group them
+# into a package named for what they hold (docs/CONTRIBUTING.md).
+MAX_FLAT_SERVICES = 10
+
+
+def test_services_holds_packages_more_than_flat_modules():
+    flat = sorted(p.name for p in (PKG / "services").glob("*.py") if p.name != "__init__.py")
+    assert len(flat) <= MAX_FLAT_SERVICES, (
+        f"{len(flat)} modules directly in services/ (at most {MAX_FLAT_SERVICES}): {', '.join(flat)}")
+
+
 def test_no_module_over_the_size_limit():
     long = []
     for path, rel, _mod, _is_pkg in _modules():

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
 from dsh_recall.readers import git as gitr
-from dsh_recall.services.channel import Viewer
+from dsh_recall.services.access.channel import Viewer
 from dsh_recall.services.lineage import LineageService, parse_target
 from dsh_recall.services.lineage.link import is_edit_call, is_edit_tool, names_commit
 from dsh_recall.services.lineage.why import head_line_of, map_line, split_lines

@@ -1,4 +1,4 @@
-"""Background work driven by an answer's `backlog` (services/background.py), and the MCP
+"""Background work driven by an answer's `backlog` (services/indexing/background.py), and the MCP
 server's use of it: the named job starts once per workspace, and the note that told a
 person which command to run says instead that this server is doing it."""
 
@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services import background
-from dsh_recall.services.background import Background, Job, say
 from dsh_recall.services.base import backlog_item
+from dsh_recall.services.indexing import background
+from dsh_recall.services.indexing.background import Background, Job, say
 
 HINT = "`dsh-recall index` embeds them"
 

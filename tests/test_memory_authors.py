@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from dsh_recall.core.config import load_config
 from dsh_recall.core.errors import InputError
 from dsh_recall.frontends.cli import cli
-from dsh_recall.services.channel import Viewer
+from dsh_recall.services.access.channel import Viewer
 from dsh_recall.services.notes import NotesService, entries
 from dsh_recall.services.notes.write import NotesWriter
 from test_memory_write import mcp_calls, ok

@@ -27,7 +27,7 @@ from dsh_recall.frontends.mcp.handlers import RecallApp
 from dsh_recall.frontends.mcp.server import build_server
 from dsh_recall.rank.notes_rank import Hit
 from dsh_recall.services import federated, history
-from dsh_recall.services.channel import Viewer
+from dsh_recall.services.access.channel import Viewer
 from dsh_recall.services.notes import NotesService, entries
 from dsh_recall.services.notes.write import NotesWriter
 from dsh_recall.services.objects import ObjectService

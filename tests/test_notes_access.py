@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dsh_recall.core.config import load_config
 from dsh_recall.policy import access
-from dsh_recall.services.channel import Viewer
+from dsh_recall.services.access.channel import Viewer
 from dsh_recall.services.notes import NotesService
 
 

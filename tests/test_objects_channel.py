@@ -19,7 +19,7 @@ def _log(n: int, tag: str = "") -> str:
 
 
 class _Sees:
-    """A viewer (services.channel.Viewer's surface) seeing the channels `pred` allows."""
+    """A viewer (services.access.channel.Viewer's surface) seeing the channels `pred` allows."""
 
     unfiltered = False
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from dsh_recall.core.config import load_config
+from dsh_recall.services.access.channel import Viewer
 from dsh_recall.services.base import Source
-from dsh_recall.services.channel import Viewer
 from dsh_recall.services.objects import ObjectService
 
 

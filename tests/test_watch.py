@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 from dsh_recall.core.config import load_config
-from dsh_recall.services import watch as watch_mod
 from dsh_recall.services.code import CodeService
+from dsh_recall.services.indexing import watch as watch_mod
 from dsh_recall.services.notes import NotesService
 
 WAIT_S = 30  # generous bound for a busy CI machine; bench/watch.py measures the real latency

@@ -33,7 +33,7 @@ _LAZY = {
     "search_all": ("dsh_recall.services.federated", "search_all"),
     "Answer": ("dsh_recall.services.base", "Answer"),
     "Backlog": ("dsh_recall.services.base", "Backlog"),
-    "Viewer": ("dsh_recall.services.channel", "Viewer"),
+    "Viewer": ("dsh_recall.services.access.channel", "Viewer"),
     "history": ("dsh_recall.services.history", None),  # the history functions (search, show)
 }
 

@@ -3,7 +3,7 @@
 A forgotten note leaves the notes index, but its words may live on elsewhere: a history
 event whose recall answer showed it, a tool result that printed the file. Those stores are
 not rewritten (history is the transcript as it was); instead every search over them drops
-what quotes a forgotten note (services/forgotten.py keeps the fingerprints).
+what quotes a forgotten note (services/access/forgotten.py keeps the fingerprints).
 
 A fingerprint is the note's normalized words (case folded, punctuation and markdown
 marks dropped) as hashed word 4-grams (a note of fewer words: one hashed gram of all of

@@ -7,10 +7,10 @@ every source to the same keys. Source-specific keys (a code answer's `scope`, a 
 answer's `sessions`) ride along beside the common ones.
 
 `backlog` is how a source says what it has not done yet (vectors still to embed, files still
-to index) and who fills it: a front end that runs background work (services/background.py)
+to index) and who fills it: a front end that runs background work (services/indexing/background.py)
 reads it, never the wording of a note. A source that tells a person how to fill it ends one
 note (or one layer's status) with the item's `hint`; a front end that fills it itself puts
-its own words in place of that clause (services/background.say), knowing nothing of the
+its own words in place of that clause (services/indexing/background.say), knowing nothing of the
 source's wording.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
-from .channel import Viewer
+from .access.channel import Viewer
 
 __all__ = ["MATCHES", "Answer", "Backlog", "Source", "Viewer", "backlog_item", "match_note"]
 
@@ -33,7 +33,7 @@ class Backlog(TypedDict):
     what: str  # what waits: "vectors", "files", ...
     pending: int  # how many of them (0 when unknown but non-empty is not allowed: say 1)
     command: str  # the CLI command that fills it, for a person
-    job: str  # the background job that fills it (services/background.py JOBS)
+    job: str  # the background job that fills it (services/indexing/background.py JOBS)
     # The clause that ends a note (or a layer's status) of this answer telling a person how
     # to fill it, e.g. "`dsh-recall index` embeds them"; absent when no note says so.
     hint: NotRequired[str]

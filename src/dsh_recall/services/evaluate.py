@@ -32,7 +32,7 @@ from ..core.clean import cap_query, clean_int, clean_json
 from ..core.config import Config
 from ..core.errors import InputError
 from ..core.files import read_bounded
-from .channel import Viewer
+from .access.channel import Viewer
 
 if TYPE_CHECKING:
     from .code import CodeService

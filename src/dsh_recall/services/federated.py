@@ -37,8 +37,8 @@ from ..core.errors import InputError
 from ..rank import floor
 from ..rank.fuse import rrf
 from . import rerank
+from .access.channel import Viewer
 from .base import MATCHES, match_note
-from .channel import Viewer
 from .report import usage
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from ..core.paths import ensure_dir, recall_home
 from ..policy.anchor import ANCHOR_TTL_TURNS, pointer
 from ..policy.gate import GateState, gate, referring_segments
 from . import history
-from .channel import Viewer, channel_key_from_env
+from .access.channel import Viewer, channel_key_from_env
 
 RECENT_IN_CONTEXT = 2  # events this close to the end are still in the model's context
 CONTEXT_BUDGET_CHARS = 2400

@@ -15,7 +15,7 @@ def search_all(ctx: click.Context, query: str, sources: str, workspace: Path,
     """Run the all-sources search as the user (or as $DSH_RECALL_CHANNEL when set, like
     `history search`) and print it."""
     from ...services import federated
-    from ...services.channel import Viewer, channel_key_from_env
+    from ...services.access.channel import Viewer, channel_key_from_env
 
     cfg = get_config(ctx, workspace)
     key = channel_key_from_env()

@@ -57,7 +57,7 @@ def import_cmd(ctx: click.Context, paths: tuple[str, ...], fmt: str | None, embe
 
 def _viewer(cfg, channel: str | None):
     """The caller's channel: --channel, else $DSH_RECALL_CHANNEL; None = the user, unfiltered."""
-    from ...services.channel import Viewer, channel_key_from_env
+    from ...services.access.channel import Viewer, channel_key_from_env
 
     key = channel or channel_key_from_env()
     return Viewer(cfg, key) if key else None

@@ -14,7 +14,7 @@ from .common import emit, get_config, handle_errors, json_option
 
 def _viewer(cfg: Any, channel: str | None) -> Any:
     """--channel, else $DSH_RECALL_CHANNEL; None = the user, unfiltered (as history)."""
-    from ...services.channel import Viewer, channel_key_from_env
+    from ...services.access.channel import Viewer, channel_key_from_env
 
     key = channel or channel_key_from_env()
     return Viewer(cfg, key) if key else None

@@ -46,7 +46,7 @@ def mcp(ctx: click.Context, ws: str | None, port: int | None, host: str | None,
     root = ctx.find_root()
     cfg_file = root.params.get("config_file") if root.params else None
     if watch:
-        from ...services import watch as watch_mod
+        from ...services.indexing import watch as watch_mod
         watch_mod.start_thread(watch_mod.build(cfg, [workspace]), server.log)
     if port is None:
         server.run_stdio(workspace, cfg, cfg_file, channel=channel, allow=allow, tools=tools)

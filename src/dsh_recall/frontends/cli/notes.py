@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
+from ...services.access.channel import Viewer, channel_key_from_env
 from ...services.base import match_note
-from ...services.channel import Viewer, channel_key_from_env
 from ...services.notes import NotesService, remember_roots
 from .common import emit, get_config, handle_errors, json_option
 

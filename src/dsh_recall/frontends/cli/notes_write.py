@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ...services.channel import Viewer, channel_key_from_env
+from ...services.access.channel import Viewer, channel_key_from_env
 from .common import emit, get_config, handle_errors, json_option
 
 LEVELS = click.Choice(["public", "personal"])

@@ -23,7 +23,7 @@ import click
 
 from ...core.config import ObjectsConfig, ScrubConfig
 from ...core.errors import RecallError
-from ...services.channel import Viewer, channel_key_from_env
+from ...services.access.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService
 from .common import get_config
 

@@ -31,8 +31,8 @@ def _line(e: dict[str, Any]) -> str:
 def watch(ctx: click.Context, directories: tuple[str, ...], no_notes: bool, as_json: bool) -> None:
     """Watch workspaces (default: the one around the cwd) and the notes roots; re-index what
     changes (unchanged files are never re-read) until Ctrl-C."""
-    from ...services import watch as watch_mod
     from ...services.code import find_workspace
+    from ...services.indexing import watch as watch_mod
 
     spaces = [Path(d).resolve() for d in directories] or [find_workspace(Path(os.getcwd()))]
     cfg = get_config(ctx, spaces[0])

@@ -6,7 +6,7 @@ never wait for it. Done in slices on the request thread, a result arriving mid-b
 for the batch (1.5 s measured); done on a thread of the worker at a lower niceness, it held
 the GIL while it waited for the CPU (1.8 s). So it runs in a child process at niceness 19
 (`python -m dsh_recall.frontends.dsh.idle`), which runs the background jobs the MCP server
-runs (services/background.py: `history.embed`, `notes.embed`): the request process only
+runs (services/indexing/background.py: `history.embed`, `notes.embed`): the request process only
 names a job and never waits for it (bench/dsh_idle.py). The two share the recall home, whose
 stores take concurrent writers; the child writes only vectors, in short transactions.
 
@@ -106,7 +106,7 @@ class IdleProcess:
 def _jobs(inp: IO[bytes], config_file: str | None) -> None:
     """Start each job named on `inp` (one run at a time per job and workspace)."""
     from ...core.config import load_config
-    from ...services.background import Background
+    from ...services.indexing.background import Background
 
     bg = Background(log=lambda m: print(f"dsh-recall idle: {m}"[:500], file=sys.stderr))
     try:

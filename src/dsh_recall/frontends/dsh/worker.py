@@ -43,7 +43,7 @@ from ...core.config import Config, load_config
 from ...core.errors import InputError
 from ...core.paths import ensure_dir, recall_home
 from ...services import history
-from ...services.channel import Viewer, channel_key_from_env
+from ...services.access.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
 from ...services.report import usage

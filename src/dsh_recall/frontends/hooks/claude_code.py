@@ -15,7 +15,7 @@ from typing import Any
 
 from ...core.clean import clean_text
 from ...core.config import Config
-from ...services.channel import channel_key_from_env
+from ...services.access.channel import channel_key_from_env
 from ...services.objects import ObjectService
 
 # Tools whose output the agent needs verbatim to edit files (Read feeds Edit's exact-match

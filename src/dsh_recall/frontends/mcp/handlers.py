@@ -13,7 +13,7 @@ Handlers are synchronous (the services are) and run in worker threads. A client'
 index connection is guarded by that client's lock; the other sources open their own
 connection per call, so a slow call never holds up another. Background work (the index
 job code_index starts, and what a search's `backlog` names) runs through the app's one
-`Background` (services/background.py): its own thread and service instance, at most one
+`Background` (services/indexing/background.py): its own thread and service instance, at most one
 per job and workspace, ending with the process.
 """
 
@@ -32,10 +32,10 @@ from typing import Any
 from ...core.config import Config, load_config
 from ...core.config_sources import WORKSPACE_KEYS
 from ...core.errors import InputError, RecallError
-from ...services.background import Background, say
+from ...services.access.channel import Viewer, channel_key_from_env
 from ...services.base import Answer
-from ...services.channel import Viewer, channel_key_from_env
 from ...services.code import CodeService
+from ...services.indexing.background import Background, say
 from . import budget as budget_mod
 from . import compact as compact_mod
 from . import lineage as lineage_mod

@@ -13,7 +13,7 @@ from .tools import BOOL, PAGE_OUT, PAGE_REQ, STRS, I, S, ToolSpec, arr, obj
 
 if TYPE_CHECKING:
     from ...core.config import Config
-    from ...services.channel import Viewer
+    from ...services.access.channel import Viewer
     from .app_view import AppView
 
 COMMIT = obj({

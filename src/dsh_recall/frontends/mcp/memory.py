@@ -18,7 +18,7 @@ from . import render as render_mod
 from .tools import BOOL, STRS, I, S, ToolSpec, obj
 
 if TYPE_CHECKING:
-    from ...services.channel import Viewer
+    from ...services.access.channel import Viewer
     from ...services.notes.write import NotesWriter
 
 SERVICE = "dsh_recall.services.notes.write"

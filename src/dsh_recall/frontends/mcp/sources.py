@@ -18,7 +18,7 @@ from ...services.objects.types import line_range
 from . import budget as budget_mod
 
 if TYPE_CHECKING:
-    from ...services.channel import Viewer
+    from ...services.access.channel import Viewer
     from ...services.code import CodeService
     from .app_view import AppView
 

@@ -67,7 +67,7 @@ FILLING = {
 class Dashboard:
     """What one `serve` process holds: the user's config and workspace, a warm code index per
     workspace searched, a short-lived cache of the report, and the background jobs its
-    searches' backlogs started (services/background.py)."""
+    searches' backlogs started (services/indexing/background.py)."""
 
     def __init__(self, cfg: Config, workspace: Path, home: Path | None = None,
                  sessions_dir: Path | None = None, config_file: str | None = None):
@@ -82,7 +82,7 @@ class Dashboard:
         self._report_lock = threading.Lock()
         self._code: dict[Path, tuple[Any, threading.Lock]] = {}
         self._code_lock = threading.Lock()
-        from ...services.background import Background
+        from ...services.indexing.background import Background
 
         self.background = Background()
 
@@ -135,7 +135,7 @@ class Dashboard:
         names = federated.parse_sources(sources)
         svc, lock = self._code_service(ws) if "code" in names else (None, None)
         cfg = svc.cfg if svc else self.cfg
-        from ...services.channel import Viewer
+        from ...services.access.channel import Viewer
 
         # Only a request carrying this run's credential gets here: the user, at their own
         # dashboard (build_app refuses every other request before it reaches a source).
@@ -143,7 +143,7 @@ class Dashboard:
                                     viewer=Viewer.user(), history_scope="all", code_service=svc,
                                     code_lock=lock)
         # What the sources still owe is filled behind the answer, as the MCP server does.
-        from ...services.background import say
+        from ...services.indexing.background import say
 
         say(data, self.background.fill(data.get("backlog") or [], cfg=cfg, workspace=ws), FILLING)
         # The sentence a person reads above an answer that is not strong (services/base.py).

@@ -18,7 +18,7 @@ from ...core.types import SourceFile
 from ...rank import lexical as lex
 from ...readers.workspace import WalkReport, parse_source_roots
 from ...stores.contracts import ChunkStore, FileRow
-from .. import filesync
+from ..indexing import filesync
 from ..vectors import Filled, Progress
 from . import prepare as code_prepare
 

@@ -18,7 +18,7 @@ from ...core.text import index_text, safe_decode
 from ...core.types import SourceFile
 from ...readers.workspace import content_skip_reason, read_regular
 from ...stores.contracts import FileRow, IndexedChunk
-from ..filesync import Prepared
+from ..indexing.filesync import Prepared
 
 # Below this many files to read, worker processes cost more to start (each imports the
 # chunkers and tree-sitter, about 0.3 s) than they save.

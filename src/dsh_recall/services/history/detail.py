@@ -12,8 +12,8 @@ from ...core.text import fts_quote
 from ...policy.anchor import ANCHOR_TTL_TURNS, MAX_FRAGMENTS, build_anchor
 from ...rank import history_query as hq
 from ...stores.sqlite.history import HistoryStore, loads_flags
-from .. import forgotten
-from ..channel import Viewer
+from ..access import forgotten
+from ..access.channel import Viewer
 from .common import _iso, open_store
 
 

@@ -47,7 +47,7 @@ def import_file(store: HistoryStore, path: Path, fmt: str, cfg: Config,
     """Import what is new in one transcript file; a rewritten or shrunk file is re-imported.
 
     `channel`: the access channel key that produced the file's sessions, when known (a hook
-    run for that channel); None leaves a session the owner's (services/channel.py).
+    run for that channel); None leaves a session the owner's (services/access/channel.py).
     Bad records are skipped and counted; a file that cannot be read or written gets
     `status: "error"` and a one-line note, and keeps its previous state. A big file is
     read and written in bounded parts (MAX_READ_BYTES each), all in this one call.

@@ -23,9 +23,10 @@ from ...rank import history_query as hq
 from ...rank.aggregate import BlockHit, aggregate
 from ...rank.fuse import rrf
 from ...stores.sqlite.history import HistoryStore, loads_flags
-from .. import forgotten, rerank
+from .. import rerank
+from ..access import forgotten
+from ..access.channel import Viewer
 from ..base import Backlog, backlog_item
-from ..channel import Viewer
 from ..report import usage
 from . import confidence
 from .common import LAYERS, SESSION_ENV, _cfg, _iso, open_store
@@ -197,7 +198,7 @@ def search(
     event seqs with `detail`); the answer's `has_more` says whether hits follow this page and
     `next_offset` is the offset to ask for next (None on the last page).
 
-    `viewer` (services.channel.Viewer): only sessions that channel may see are searched.
+    `viewer` (services.access.channel.Viewer): only sessions that channel may see are searched.
     """
     cfg = _cfg(cfg)
     offset = max(0, int(offset or 0))
@@ -237,7 +238,7 @@ def search(
             rows.update(store.blocks(missing))
         hits = [BlockHit(i, rows[i].session, rows[i].ord, rows[i].seq, s, tuple(sorted(r, key=LAYERS.index)))
                 for i, s, r in fused if i in rows]
-        # A forgotten note (services/forgotten.py) is found by no source: not by a quote.
+        # A forgotten note (services/access/forgotten.py) is found by no source: not by a quote.
         hits = forgotten.drop_quotes(hits, lambda h: rows[h.block].text)
         hits, reranked = rerank.apply(cfg, "history", query, hits, lambda h: rows[h.block].text)
         if reranked == rerank.APPLIED or reranked.startswith("partial"):

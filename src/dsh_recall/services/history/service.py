@@ -15,8 +15,8 @@ from typing import Any, cast
 
 from ...core.config import Config
 from ...stores.sqlite.history import HistoryStore
+from ..access.channel import Viewer
 from ..base import Answer
-from ..channel import Viewer
 from . import detail
 from .common import _cfg, open_store
 from .search import search as _search

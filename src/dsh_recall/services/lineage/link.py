@@ -4,7 +4,7 @@
 Read through the history store's contract only (its trigram layer finds the hash or the
 path inside any block; blocks and events give the tool, the kind and the time), and only
 sessions the viewer's channel may see, decided exactly as history search decides
-(services/channel.Viewer). The answer is bounded: a few sessions, a few turns each, each
+(services/access/channel.Viewer). The answer is bounded: a few sessions, a few turns each, each
 turn cut to `turn_chars`.
 """
 
@@ -20,7 +20,7 @@ from ...core.errors import StoreError
 from ...core.text import fts_quote
 from ...stores.contracts import CommitRow
 from ...stores.sqlite.history import HistoryStore  # the type services/history uses too
-from ..channel import Viewer
+from ..access.channel import Viewer
 from .common import iso
 
 # Tool names (lower case) that write a file; any name holding one of EDIT_WORDS counts too.

@@ -17,8 +17,8 @@ from ...core.config import Config, load_config
 from ...core.errors import InputError, StoreError
 from ...readers import git
 from ...stores.contracts import CommitRow, HunkRow, LineageStore
+from ..access.channel import Viewer
 from ..base import Answer, backlog_item
-from ..channel import Viewer
 from . import indexing, link
 from .common import iso, open_store, summary
 from .why import locate

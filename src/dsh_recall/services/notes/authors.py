@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...rank.notes_rank import Hit
-from ..channel import Viewer
+from ..access.channel import Viewer
 from . import entries
 
 OWNER_KINDS = frozenset({"unfiltered", "owner"})

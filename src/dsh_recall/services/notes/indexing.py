@@ -1,5 +1,5 @@
 """The notes index's sync: the note roots' markdown files in, the store brought up to date
-through services/filesync, under the chunk-spec gate (a new chunk spec re-chunks unchanged
+through services/indexing/filesync, under the chunk-spec gate (a new chunk spec re-chunks unchanged
 notes only once the user accepts it: `--accept-spec-change`)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from ...core.types import Chunk, SourceFile
 from ...readers.notes import walk_notes
 from ...readers.workspace import read_regular
 from ...stores.contracts import ChunkStore, FileRow, IndexedChunk
-from .. import filesync
-from ..filesync import Prepared, Progress
+from ..indexing import filesync
+from ..indexing.filesync import Prepared, Progress
 from . import entries
 from .roots import NO_ROOTS
 

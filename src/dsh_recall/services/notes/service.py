@@ -35,10 +35,10 @@ from ...rank.notes_rank import (
 from ...readers.notes import resolve_roots
 from ...stores import registry
 from ...stores.contracts import ChunkRow, ChunkStore, FileRow
-from .. import channel as channel_mod
 from .. import hybrid, rerank
+from ..access import channel as channel_mod
 from ..base import Answer, Backlog, Viewer, backlog_item
-from ..filesync import Progress
+from ..indexing.filesync import Progress
 from ..report import usage
 from ..vectors import (
     drop_vector_file,

@@ -44,7 +44,7 @@ from ...policy import access
 from ...policy.scrub import scrub_text
 from ...readers.notes import resolve_roots, root_labels
 from ...readers.workspace import read_regular
-from .. import forgotten
+from ..access import forgotten
 from ..base import Viewer
 from ..vectors import file_lock
 from . import authors, entries
@@ -415,7 +415,7 @@ class NotesWriter:
 
     def forget(self, value: str, *, keep_file: bool = False) -> dict[str, Any]:
         """Take an entry out of every index: its passages and vectors from the notes index,
-        and from history and object searches every hit quoting it (services/forgotten.py).
+        and from history and object searches every hit quoting it (services/access/forgotten.py).
         The file is deleted, or kept marked `forgotten` (never indexed again)."""
         found = self.find(value)
         t, e = found.target, found.entry

@@ -26,8 +26,9 @@ from ...rank import logrank
 from ...rank.line_index import INDEX_VERSION, LineIndex, build_index
 from ...rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
 from ...stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
-from .. import forgotten, report
-from ..channel import Viewer
+from .. import report
+from ..access import forgotten
+from ..access.channel import Viewer
 from .search import OBJECTS_SCANNED, rank_config, rank_objects
 from .types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
 
@@ -78,7 +79,7 @@ class ObjectService:
 
     Every read by id (`get`, `lines`, `search_in`, `failures`, `size`), the search across
     objects (`search`) and every listing (`stats`, `gc`, `reclaim`) takes an optional
-    `viewer` (services.channel.Viewer; None: the user, unfiltered): an object of a channel
+    `viewer` (services.access.channel.Viewer; None: the user, unfiltered): an object of a channel
     it may not see is answered exactly as an unknown id (same message, no recall counted)
     and left out of listings. `put(channel=...)` records the channel that produced a result."""
 

@@ -4,7 +4,7 @@ docs/postgres.md). Same calls as stores/sqlite/history.py, so the history servic
 The three word layers are FTS5's, rebuilt from our own tokenizers (stores/postgres/util.py):
 literal (unicode61 + Porter stems), trigram (every three characters) and CJK bigrams, each a
 term map with a GIN index, scored by FTS5's bm25. Sessions keep the access channel that
-produced them (services/channel.py) and the user who imported them. Writes of one session
+produced them (services/access/channel.py) and the user who imported them. Writes of one session
 are serialised by an advisory lock on its id; vectors are looked up by text hash, searched
 by the database (HNSW once large).
 """
