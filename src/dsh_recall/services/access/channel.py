@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core.config import Config
-from ..policy import access
+from ...core.config import Config
+from ...policy import access
 
 CHANNEL_ENV = "DSH_RECALL_CHANNEL"
 

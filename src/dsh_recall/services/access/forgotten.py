@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ..core.paths import ensure_dir, recall_home
-from ..policy.forget import WITHHELD, Fingerprint, Matcher, fingerprint, redact
+from ...core.paths import ensure_dir, recall_home
+from ...policy.forget import WITHHELD, Fingerprint, Matcher, fingerprint, redact
 
 FILE = "forgotten.jsonl"
 MAX_BYTES = 64 << 20  # thousands of forgotten notes; past this the oldest stay filtered

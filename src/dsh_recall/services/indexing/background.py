@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Config
-from .base import Answer, Backlog
+from ...core.config import Config
+from ..base import Answer, Backlog
 
 __all__ = ["BACKGROUND_NICE", "JOBS", "Background", "Context", "Job", "say"]
 
@@ -75,7 +75,7 @@ class Stopped(Exception):
 
 def _code_index(ctx: Context) -> dict[str, Any]:
     """Bring a workspace's code index up to date: changed files, then every pending vector."""
-    from .code import CodeService
+    from ..code import CodeService
 
     assert ctx.workspace is not None
     svc = CodeService(ctx.workspace, ctx.cfg)
@@ -87,13 +87,13 @@ def _code_index(ctx: Context) -> dict[str, Any]:
 
 
 def _notes_embed(ctx: Context) -> dict[str, Any]:
-    from . import notes
+    from .. import notes
 
     return {"embedded": notes.backfill(ctx.cfg, ctx.workspace, ctx.stop)}
 
 
 def _history_embed(ctx: Context) -> dict[str, Any]:
-    from . import history
+    from .. import history
 
     return {"embedded": history.backfill(ctx.cfg, ctx.stop)}
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..core.types import SourceFile
-from ..stores.contracts import ChunkStore, FileRow, IndexedChunk
+from ...core.types import SourceFile
+from ...stores.contracts import ChunkStore, FileRow, IndexedChunk
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 

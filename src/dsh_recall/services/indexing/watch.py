@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Config
-from ..core.errors import RecallError
+from ...core.config import Config
+from ...core.errors import RecallError
 
 DEBOUNCE_MS = 1000  # at most this long to group a burst (a checkout, a formatter run)
 STEP_MS = 100  # this long without a new event ends a group
@@ -47,8 +47,8 @@ class Target:
 
 
 def code_target(workspace: Path, cfg: Config) -> Target:
-    from ..readers.workspace import parse_source_roots
-    from .code import CodeService
+    from ...readers.workspace import parse_source_roots
+    from ..code import CodeService
 
     svc = CodeService(workspace, cfg)
     roots, _ = parse_source_roots(cfg.source_roots, svc.workspace)
@@ -63,7 +63,7 @@ def code_target(workspace: Path, cfg: Config) -> Target:
 
 
 def notes_target(cfg: Config, workspace: Path | None = None) -> Target | None:
-    from .notes import NotesService
+    from ..notes import NotesService
 
     svc = NotesService(cfg, workspace=workspace)
     if not svc.roots:
@@ -153,7 +153,7 @@ def build(cfg: Config, workspaces: Sequence[Path], notes: bool = True,
           notes_cfg: Config | None = None) -> Watcher:
     """A watcher over these code workspaces and (with `notes`) the configured notes roots;
     the recall home is never watched."""
-    from ..core.paths import recall_home
+    from ...core.paths import recall_home
 
     targets = [code_target(Path(w), cfg) for w in workspaces]
     if notes:
