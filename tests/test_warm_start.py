@@ -208,5 +208,19 @@ def test_a_handed_over_call_loads_only_the_client(world):
              if line.startswith("import time:") and line.count("|") == 2}
     assert "dsh_recall.frontends.warm" in names
     heavy = {"click", "numpy", "sqlite3", "dsh_recall.frontends.cli", "dsh_recall.frontends.daemon",
-             "dsh_recall.services", "dsh_recall.core.config", "_hashlib", "typing", "base64", "subprocess"}
+             "dsh_recall.services", "dsh_recall.core.config", "_hashlib", "typing", "base64", "subprocess",
+             "pathlib", "threading", "dsh_recall.core.paths"}
     assert not heavy & names, sorted(heavy & names)
+
+
+@pytest.mark.parametrize("env", [{"DSH_RECALL_HOME": "~/r/./h/"}, {"DSH_RECALL_HOME": "rel/h"},
+                                 {"DSH_HOME": "~/.dsh2"}, {}])
+def test_the_client_finds_the_recall_home_the_package_uses(monkeypatch, env):
+    from dsh_recall.core.paths import recall_home
+
+    for var in ("DSH_RECALL_HOME", "DSH_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert os.path.normpath(warm._home()) == str(recall_home())
+    assert warm.socket_path() == recall_home() / "run" / Path(warm.socket_file()).name

@@ -24,13 +24,13 @@ import os
 import re
 import socket
 import sys
-from pathlib import Path
 
 from .argv import command_words
 from .hooks import MAX_PAYLOAD_BYTES
 
 TYPE_CHECKING = False  # typing itself costs every handed-over call a few ms to import
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 # The builtin SHA-256, not hashlib's: hashlib loads OpenSSL (about 7 ms of a warm call).
@@ -58,20 +58,34 @@ HOOKS = frozenset({"hook claude-code post-tool-use", "hook claude-code user-prom
                    "hook claude-code session-start"})
 FORWARDED = frozenset({"search", "history search", "notes search", "object get",
                        "object search"}) | HOOKS
-_PACKAGE = Path(__file__).resolve().parents[1]
+# The package folder (as Path(__file__).resolve().parents[1] gives it), without pathlib: a
+# handed-over call imports neither pathlib nor the recall home's module (core/paths.py).
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
-def _home() -> Path:
-    from ..core.paths import recall_home
+def _home() -> str:
+    """core.paths.recall_home() as a string (a test keeps the two equal)."""
+    env = os.environ.get("DSH_RECALL_HOME")
+    if env:
+        return os.path.expanduser(env)
+    dsh_home = os.environ.get("DSH_HOME")
+    if dsh_home:
+        return os.path.join(os.path.expanduser(dsh_home), "dsh-recall")
+    return os.path.join(os.path.expanduser("~"), ".dsh", "dsh-recall")
 
-    return recall_home()
 
-
-def socket_path(home: Path | None = None) -> Path:
+def socket_file(home: str | None = None) -> str:
     """The daemon's socket for this interpreter and package, under the recall home."""
     ident = f"{sys.executable}\0{_PACKAGE}\0{os.getuid()}"
     name = "cli-" + sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:12] + ".sock"
-    return (home or _home()) / "run" / name
+    return os.path.join(home or _home(), "run", name)
+
+
+def socket_path(home: Path | None = None) -> Path:
+    """socket_file() as a Path."""
+    from pathlib import Path
+
+    return Path(socket_file(None if home is None else str(home)))
 
 
 # Credentials an http embedder or reranker reads from a variable the config names
@@ -162,10 +176,10 @@ def forward(args: list[str]) -> int | None:
     if not (_utf8(sys.stdout) and _utf8(sys.stderr)) or _wants_help(args):
         return None
     try:
-        path = socket_path()
+        path = socket_file()
     except (OSError, RuntimeError):
         return None
-    if not path.exists():
+    if not os.path.exists(path):
         return None
     request: dict[str, Any] = {"v": PROTOCOL, "argv": args, "env": env_key()}
     if command.startswith("hook "):
@@ -180,7 +194,7 @@ def forward(args: list[str]) -> int | None:
         line = (json.dumps(request) + "\n").encode("ascii")  # lone surrogates as \udcxx
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(CONNECT_TIMEOUT_S)
-            sock.connect(str(path))
+            sock.connect(path)
             sock.settimeout(SILENCE_S)
             sock.sendall(line)
             got = recv_line(sock, 256 << 20)
