@@ -158,6 +158,11 @@ def run_arm(arm: str, window: int | None, sc_args: tuple[Path, str, Path], overf
     except (OSError, ValueError):
         late = {}  # plain dsh, or a plugin that never wrote its status
     total, uncached = token_figures(requests)
+    # What the plugin's ledger counted (services/report/ledger.py), against the wire below.
+    from dsh_recall.services.report.ledger import figures_from_log
+    ledger = figures_from_log(tmp / "recall-home")["totals"] if arm == "full" else None
+    messages = sum(estimate_tokens(json.dumps(b.get("messages"), ensure_ascii=False, separators=(",", ":")))
+                   for b in requests)
     helpers = (sc.repo / READS[0]).read_text()
     edited = sc.facts["edit old text"] not in helpers and '"no", "off"' in helpers
     facts = brain.log.facts
@@ -173,6 +178,7 @@ def run_arm(arm: str, window: int | None, sc_args: tuple[Path, str, Path], overf
         "schema_tokens": estimate_tokens(json.dumps(requests[0].get("tools"), separators=(",", ":"))),
         "system_tokens": estimate_tokens(json.dumps(requests[0].get("system"))),
         "read_sizes": sc.read_sizes, "late": late, "late_n": sum(late.values()),
+        "messages": messages, "ledger": ledger,
     }
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
@@ -211,6 +217,9 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out["late_calls"] = sum(out_late)
     out["failed_runs"] = len(runs) - len(ok)
     out["categories"] = {k: median([r["categories"][k] for r in ok]) for k in ok[0]["categories"]}
+    out["messages"] = median([r.get("messages", 0) for r in ok])
+    kept = [r["ledger"]["tokens_kept_out"] for r in ok if r.get("ledger")]
+    out["ledger_kept"] = median(kept) if kept else None
     return out
 
 
@@ -244,6 +253,16 @@ def print_tables(results: dict[str, dict[str, dict[str, Any]]]) -> None:
                   f"{a['facts_ok']:.0f}/{a['facts_n']} | {a['edit_ok']} | {a['green']} | "
                   f"{a['recall_calls']:.0f} | {a['wall_s']:.0f} | {a['late_sessions']} | "
                   f"{a['late_calls']} |")
+    print("\nthe plugin's ledger (tokens kept out, every request) against the wire difference to plain dsh\n")
+    print("| window | ledger | plain - full, total | plain - full, messages only | ledger / messages difference |")
+    print("|---|---|---|---|---|")
+    for window, arms in results.items():
+        p, f = arms.get("plain", {}), arms.get("full", {})
+        if "error" in p or "error" in f or not p or not f or f.get("ledger_kept") is None:
+            continue
+        wire, msgs = p["total"] - f["total"], p["messages"] - f["messages"]
+        print(f"| {window} | {f['ledger_kept']:,.0f} | {wire:,.0f} | {msgs:,.0f} | "
+              f"{f['ledger_kept'] / msgs:.1%} |" if msgs else f"| {window} | {f['ledger_kept']:,.0f} | {wire:,.0f} | 0 | - |")
     print("\nwhere the input tokens go (median tokens summed over requests)\n")
     cats = list(next(iter(next(iter(results.values())).values())).get("categories", {}) or [])
     print("| window | arm | " + " | ".join(cats) + " |")

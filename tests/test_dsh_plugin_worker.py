@@ -265,11 +265,19 @@ def test_every_request_counts_what_the_changes_it_carried_kept_out_of_it(tmp_pat
     # The old count added once per user turn (op context): 6 of 23 requests. The ledger adds
     # at every model request what the changes that request still carried kept out of it,
     # against what dsh handed over, as JSON chars / 4; a recall message is a cost.
-    from dsh_recall.services.report.ledger import MESSAGE_ENVELOPE, figures_from_log, json_chars, tokens
+    from dsh_recall.services.report.ledger import (
+        MESSAGE_ENVELOPE,
+        dsh_sent_chars,
+        figures_from_log,
+        json_chars,
+        tokens,
+    )
 
     w = Worker(dsh_home=str(tmp_path / "dsh"))
     a = w.handle({"op": "offload", "session": "s1", "call_id": "c1", "tool": "bash", "blocks": [BIG]})
-    kept = json_chars(BIG) - json_chars(a["blocks"][0])
+    # Against what dsh would have sent: its spill policy's head and tail of BIG, not all of it.
+    kept = dsh_sent_chars(BIG) - json_chars(a["blocks"][0])
+    assert len(BIG) > 100_000 and dsh_sent_chars(BIG) < 53_000  # 50,000 bytes, newlines escaped
     per = tokens(kept)
     w.handle({"op": "context", "session": "s1", "message_id": "m1", "message": "go on"})  # one turn
     for _i in range(5):  # ... of five model requests, each carrying c1
@@ -285,6 +293,12 @@ def test_every_request_counts_what_the_changes_it_carried_kept_out_of_it(tmp_pat
     w.handle({"op": "request", "session": "s1", "present": []})
     s1 = w.handle({"op": "status"})["ledger"]["sessions"]["s1"]
     assert s1["requests"] == 7 and s1["tokens_kept_out"] == 5 * per + tokens(kept - 402 - MESSAGE_ENVELOPE)
+    # A request that follows a read-back of kept-out text (the model recalled the object, or
+    # read the shortened file again) is one plain dsh would not have made: minus its size.
+    assert w.handle({"op": "request", "session": "s1", "present": ["c1"], "input_tokens": 2000,
+                     "readback": True})["tokens_kept_out"] == -2000
+    s1 = w.handle({"op": "status"})["ledger"]["sessions"]["s1"]
+    assert s1["readback_requests"] == 1 and s1["requests"] == 8
     # The usage log recomputes exactly what the worker shows (report, object stats).
     assert figures_from_log()["sessions"]["s1"] == s1
     assert Worker(dsh_home=str(tmp_path / "dsh")).handle({"op": "status"})["ledger"]["sessions"]["s1"] == s1

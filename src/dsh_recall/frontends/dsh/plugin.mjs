@@ -464,7 +464,8 @@ export function apply (ctx, config) {
     let s = sessions.get(id)
     if (!s) {
       s = { message: null, askedFor: null, compacted: false, delivered: new Set(), tools: new Map(),
-        reclaim: null, floors: {}, changed: new Set(), added: [], requests: [] }
+        reclaim: null, floors: {}, changed: new Set(), added: [], requests: [], shortened: new Set(),
+        objects: new Set(), readBack: false }
       sessions.set(id, s)
     }
     return s
@@ -496,13 +497,31 @@ export function apply (ctx, config) {
     }
     return out
   }
+  // A call that reads back what this plugin kept out (a recall of one of its objects by id,
+  // a read or grep of a file it shortened): the request it leads to is one plain dsh would
+  // not have made, a cost in the ledger.
+  const pathOf = (session, p) => {
+    const cwd = session?.header?.cwd
+    const s = String(p).replace(/^\.\//, '')
+    return typeof cwd === 'string' && s.startsWith(`${cwd}/`) ? s.slice(cwd.length + 1) : s
+  }
+  const readBack = (exec) => {
+    const session = exec.agent?.session
+    const s = session?.id && exec.parent === undefined ? sessions.get(session.id) : undefined
+    if (!s) return
+    const a = exec.arguments ?? {}
+    const path = typeof a.file_path === 'string' ? a.file_path : typeof a.path === 'string' ? a.path : null
+    const id = typeof a.id === 'string' && String(exec.name).startsWith(mcpPrefix) ? a.id.split('#')[0] : null
+    if ((path !== null && s.shortened.has(pathOf(session, path))) || (id !== null && s.objects.has(id))) s.readBack = true
+  }
   // One model request (dsh logs an `assistant/message` per request, with the provider's
   // usage): queued, then sent in order behind every worker call it follows.
   const requested = (session, event) => {
     const s = state(session.id)
     const tin = event.data?.usage?.inputTokens
     s.requests.push({ session: session.id, cwd: session.header?.cwd ?? null, present: carried(session, s),
-      added: s.added.splice(0), input_tokens: Number.isInteger(tin) && tin >= 0 ? tin : null })
+      added: s.added.splice(0), input_tokens: Number.isInteger(tin) && tin >= 0 ? tin : null, readback: s.readBack })
+    s.readBack = false
     while (s.requests.length && worker.notify('request', s.requests[0])) s.requests.shift()
     if (s.requests.length > 1000) s.requests.splice(0, s.requests.length - 1000)
   }
@@ -527,6 +546,7 @@ export function apply (ctx, config) {
   // -- the reaper -----------------------------------------------------------------------
   ctx.on('tools/post-execute', async (exec, result, next) => {
     const decision = await next()
+    try { readBack(exec) } catch {}
     try {
       if (c.reaper && c.reads && exec.parent === undefined && exec.name === 'read') {
         return await shortRead(exec, result, decision)
@@ -553,6 +573,7 @@ export function apply (ctx, config) {
       const replaced = content.map((b, i) => typeof blocks[i] === 'string' ? { ...b, text: blocks[i] } : b)
       const changed = blocks.map((b, i) => typeof b === 'string' && texts[i] !== null ? i : -1).filter((i) => i >= 0)
       if (changed.some((i) => answer.ids?.[i])) note(session, exec.callId ?? `offload-${answer.ids.find(Boolean)}`)
+      for (const id of answer.ids ?? []) if (typeof id === 'string' && session?.id) state(session.id).objects.add(id)
       return { ...decision, kind: 'accept', content: replaced }
     } catch (e) {
       warn('reaper', `dsh-recall plugin: reaper skipped (${e && e.message})`)
@@ -585,6 +606,7 @@ export function apply (ctx, config) {
     })
     if (typeof answer?.text !== 'string') return decision
     note(session, exec.callId)
+    if (session?.id && typeof args.file_path === 'string') state(session.id).shortened.add(pathOf(session, args.file_path))
     return { ...decision, kind: 'accept', content: [{ ...content[0], text: answer.text }] }
   }
 
@@ -791,8 +813,8 @@ export function apply (ctx, config) {
     return totals.pending
   }
   const numbers = (o, keys) => Object.fromEntries(keys.map((k) => [k, Number.isFinite(o?.[k]) ? o[k] : 0]))
-  const LEDGER_KEYS = ['requests', 'offloads', 'reads_shortened', 'reclaimed', 'recall_messages', 'tokens_kept_out',
-    'last_request_tokens_kept_out']
+  const LEDGER_KEYS = ['requests', 'offloads', 'reads_shortened', 'reclaimed', 'recall_messages', 'readback_requests',
+    'tokens_kept_out', 'last_request_tokens_kept_out']
   // tokens_sent and saving are null where the provider reported no usage
   const figuresOf = (f) => ({ ...numbers(f, LEDGER_KEYS), tokens_sent: Number.isFinite(f?.tokens_sent) ? f.tokens_sent : null,
     saving: Number.isFinite(f?.saving) ? f.saving : null })

@@ -432,7 +432,8 @@ class Worker:
     def op_request(self, req: dict[str, Any]) -> dict[str, Any]:
         """One model request of a session: the recall messages the plugin added since the
         previous one (`added`: [[key, JSON chars]]), the keys of the changes the request
-        still carried (`present`; null: all), the provider's input tokens where reported."""
+        still carried (`present`; null: all), the provider's input tokens where reported,
+        and whether it follows a read-back of kept-out text (`readback`)."""
         session = _text(req.get("session"))
         if not session:
             raise InputError("request needs the session id")
@@ -443,7 +444,7 @@ class Worker:
         keys = [_text(k) for k in present if isinstance(k, str)] if isinstance(present, list) else None
         tin = req.get("input_tokens")
         kept = self.ledger.request(session, keys, tin if isinstance(tin, int) and not isinstance(tin, bool) else None,
-                                   workspace=_opt_text(req.get("cwd")))
+                                   workspace=_opt_text(req.get("cwd")), readback=req.get("readback") is True)
         self._write_status()
         return {"tokens_kept_out": kept}
 

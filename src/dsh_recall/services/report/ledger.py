@@ -18,6 +18,12 @@ ledger adds their `plain - sent` to that request: a result offloaded at request 
 counted 21 times, once per request that would have carried it, not once per user turn.
 `tokens_sent` is the provider's own input token count of each request, where reported.
 
+A request that follows a read-back of what the plugin kept out (a recall of one of its
+objects by id, a read or grep of a file it shortened) is one plain dsh would not have made:
+it counts minus its own input tokens (where reported), and is counted in
+`readback_requests`. The recall server's tool schemas, sent with every request, are not in
+the ledger (bench/mcp_budget.py measures them).
+
 Each request is one usage-log record (`op: request`, with the session, the tokens it kept
 out and the changes made since the session's previous request), so `figures_from_log`
 recomputes exactly what a running worker's `Ledger.snapshot` shows: `status`, the dsh chip,
@@ -27,6 +33,7 @@ strip and Recall tab, `report` and `object stats` all read these figures.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -99,11 +106,12 @@ class Figures:
     reads_shortened: int = 0
     reclaimed: int = 0
     recall_messages: int = 0
+    readback_requests: int = 0
     last_request_tokens_kept_out: int = 0
 
     def add(self, other: Figures) -> None:
-        for k in ("requests", "tokens_kept_out", "tokens_sent", "requests_with_usage",
-                  "kept_with_usage", "offloads", "reads_shortened", "reclaimed", "recall_messages"):
+        for k in ("requests", "tokens_kept_out", "tokens_sent", "requests_with_usage", "kept_with_usage",
+                  "offloads", "reads_shortened", "reclaimed", "recall_messages", "readback_requests"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def as_dict(self) -> dict[str, Any]:
@@ -111,6 +119,7 @@ class Figures:
         return {"requests": self.requests, "offloads": self.offloads,
                 "reads_shortened": self.reads_shortened, "reclaimed": self.reclaimed,
                 "recall_messages": self.recall_messages,
+                "readback_requests": self.readback_requests,
                 "tokens_kept_out": self.tokens_kept_out,
                 "last_request_tokens_kept_out": self.last_request_tokens_kept_out,
                 "tokens_sent": self.tokens_sent if self.requests_with_usage else None,
@@ -171,9 +180,12 @@ class Ledger:
             s.since[kind] = s.since.get(kind, 0) + 1
 
     def request(self, session: str, present: list[str] | None = None,
-                input_tokens: int | None = None, workspace: str | None = None) -> int:
+                input_tokens: int | None = None, workspace: str | None = None,
+                readback: bool = False) -> int:
         """One model request of `session`: adds what the entries it carried (`present`: their
-        keys; None: every live entry) kept out of it, and records it. Returns the tokens."""
+        keys; None: every live entry) kept out of it, and records it; a `readback` request
+        (it follows a read-back of kept-out text) counts minus its input tokens instead.
+        Returns the tokens."""
         with self._lock:
             s = self._session(session)
             if present is not None:
@@ -182,11 +194,14 @@ class Ledger:
             plain = sum(e.plain for e in s.entries.values())
             sent = sum(e.sent for e in s.entries.values())
             kept = tokens(plain - sent)
+            usage_ok = isinstance(input_tokens, int) and input_tokens >= 0
             f = s.figures
+            if readback:
+                kept = -int(input_tokens or 0) if usage_ok else 0
+                f.readback_requests += 1
             f.requests += 1
             f.tokens_kept_out += kept
             f.last_request_tokens_kept_out = kept
-            usage_ok = isinstance(input_tokens, int) and input_tokens >= 0
             if usage_ok:
                 f.tokens_sent += int(input_tokens or 0)
                 f.requests_with_usage += 1
@@ -195,6 +210,8 @@ class Ledger:
         if self.record:
             extra: dict[str, Any] = {"ses": session, "kt": kept,
                                      **{COUNTERS[k]: n for k, n in since.items()}}
+            if readback:
+                extra["rb"] = 1
             if usage_ok:
                 extra["tin"] = int(input_tokens or 0)
             usage.record("objects", "request", sent, plain, workspace=workspace,
@@ -210,7 +227,9 @@ class Ledger:
     # -- figures --------------------------------------------------------------------------
     def _base_figures(self) -> dict[str, Figures]:
         if self._base is None:
-            self._base = sessions_from_log(self.home, until=self.started) if self.record else {}
+            # Records keep milliseconds: one this ledger wrote never falls before the cut.
+            cut = math.floor(self.started * 1000) / 1000
+            self._base = sessions_from_log(self.home, until=cut) if self.record else {}
         return self._base
 
     def session_figures(self, session: str) -> dict[str, Any]:
@@ -262,6 +281,8 @@ def sessions_from_log(home: Path | None = None, since: float | None = None,
             f.tokens_sent += tin
             f.requests_with_usage += 1
             f.kept_with_usage += kept
+        if r.get("rb") == 1:
+            f.readback_requests += 1
         for name in COUNTERS.values():
             n = r.get(name)
             if isinstance(n, int) and n > 0:
