@@ -123,7 +123,8 @@ def _human_status(d: dict[str, Any]) -> str:
     head = (d.get("head") or "(no commits)")[:12]
     indexed = (d.get("indexed_head") or "")[:12]
     lines = [f"repository  {d['repo']}" + ("  (shallow clone)" if d.get("shallow") else ""),
-             f"database    {d['db']}",
+             f"database    {d['db']}" if d.get("indexed", True) or d.get("commits")
+             else f"database    none yet ({d['db']} once indexed)",
              f"commits     {d.get('commits', 0)} indexed ({d.get('hunks', 0)} hunks)",
              f"head        {head}" + (f", indexed up to {indexed}" if indexed and indexed != head
                                       else ", indexed" if indexed else

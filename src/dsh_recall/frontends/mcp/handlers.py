@@ -356,7 +356,13 @@ class Client(SourceHandlers, memory_mod.MemoryHandlers, lineage_mod.LineageHandl
 
     # -- status / configure ----------------------------------------------------------------
     def tool_status(self, a: dict[str, Any]) -> dict[str, Any]:
-        if self._lock.acquire(blocking=False):
+        from ...services.code.status import has_index, unindexed_status
+
+        if self._code is None and not has_index(self.workspace):
+            # Looking never creates an index (opening a CodeService would): a workspace
+            # never indexed is said to be so, as `dsh-recall status` does.
+            st = unindexed_status(self.workspace, self.cfg)
+        elif self._lock.acquire(blocking=False):
             try:
                 st = self.code().status(probe=False)
             finally:

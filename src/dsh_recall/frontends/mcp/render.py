@@ -74,9 +74,11 @@ def code_index(d: dict[str, Any]) -> str:
 
 def status(d: dict[str, Any]) -> str:
     c = d["code"]
-    lines = [f"workspace: {d['workspace']}",
-             f"code: {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors, "
-             f"{c['pending']} pending; embedder {c['embedder']}",
+    code = (f"code: {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors, "
+            f"{c['pending']} pending; embedder {c['embedder']}")
+    if not c["indexed"] and not c["files"]:
+        code = f"code: not indexed yet (code_index, or the first code_search, indexes it); embedder {c['embedder']}"
+    lines = [f"workspace: {d['workspace']}", code,
              _job(d["job"]),
              f"token budget per answer: {d['token_budget']}"]
     if d.get("session"):

@@ -20,7 +20,7 @@ from ...stores.contracts import CommitRow, HunkRow, LineageStore
 from ..access.channel import Viewer
 from ..base import Answer, backlog_item
 from . import indexing, link
-from .common import iso, open_store, summary
+from .common import db_path, iso, open_store, summary
 from .why import locate
 
 INDEX_COMMAND = "dsh-recall lineage index"
@@ -99,9 +99,16 @@ class LineageService:
             repo = self.repo()
         except InputError as e:
             return {"repo": None, "error": str(e)}
+        out = {"repo": str(repo.root), "head": repo.head, "shallow": repo.shallow}
+        where = db_path(repo.root)
+        if not self.cfg.store and repo.root.resolve() not in self._stores and not where.exists():
+            # Looking never creates the database: a repository never indexed says so.
+            return {**out, "db": str(where), "indexed": False, "indexed_head": None,
+                    "commits": 0, "hunks": 0}
         store = self.store_for(repo)
-        return {"repo": str(repo.root), "head": repo.head, "shallow": repo.shallow,
-                "db": str(store.path), "indexed_head": store.get_meta("head"), **store.stats()}
+        head = store.get_meta("head")
+        return {**out, "db": str(store.path), "indexed": head is not None, "indexed_head": head,
+                **store.stats()}
 
     def close(self) -> None:
         for s in self._stores.values():
