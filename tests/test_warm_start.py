@@ -119,6 +119,12 @@ def test_hooks_start_it_and_are_answered_by_it_as_alone(world):
     alone = run(w["env"], w["repo"], *up, stdin=prompt, extra={"DSH_RECALL_DAEMON": "0"})
     assert "served hook claude-code user-prompt-submit" in log_of(w)
     assert (got.returncode, got.stdout, got.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+    # A call the daemon declines (another setting in its environment) reads the same payload
+    # in its own process: what the client read for the daemon is replayed as its stdin.
+    served = log_of(w).count("served")
+    other = run(w["env"], w["repo"], *hook, stdin=payload, extra={"DSH_RECALL_LIMIT": "3"})
+    assert other.returncode == 0 and other.stdout == first.stdout
+    assert log_of(w).count("served") == served
     # An object read named in the offload notice is handed over as well.
     note = json.loads(first.stdout)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
     oid = note.split("recall id=")[1][:8]
