@@ -510,7 +510,9 @@ export function apply (ctx, config) {
     const s = session?.id && exec.parent === undefined ? sessions.get(session.id) : undefined
     if (!s) return
     const a = exec.arguments ?? {}
-    const path = typeof a.file_path === 'string' ? a.file_path : typeof a.path === 'string' ? a.path : null
+    // read and grep only: an edit or a write of the file is no read-back
+    const reads = exec.name === 'read' || exec.name === 'grep'
+    const path = !reads ? null : typeof a.file_path === 'string' ? a.file_path : typeof a.path === 'string' ? a.path : null
     const id = typeof a.id === 'string' && String(exec.name).startsWith(mcpPrefix) ? a.id.split('#')[0] : null
     if ((path !== null && s.shortened.has(pathOf(session, path))) || (id !== null && s.objects.has(id))) s.readBack = true
   }
