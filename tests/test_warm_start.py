@@ -230,3 +230,19 @@ def test_the_client_finds_the_recall_home_the_package_uses(monkeypatch, env):
         monkeypatch.setenv(k, v)
     assert os.path.normpath(warm._home()) == str(recall_home())
     assert warm.socket_path() == recall_home() / "run" / Path(warm.socket_file()).name
+
+
+def test_daemon_stop_stops_the_started_one(world):
+    w = world
+    got = run(w["env"], w["repo"], "daemon", "--stop")
+    assert got.returncode == 0 and "none running" in got.stderr
+    assert run(w["env"], w["repo"], "search", "retry").returncode == 0
+    pids = started_daemons(w["tmp"])
+    assert len(pids) == 1
+    ready(w)
+    got = run(w["env"], w["repo"], "daemon", "--stop")
+    assert got.returncode == 0 and f"stopped pid {pids[0]}" in got.stderr
+    assert not started_daemons(w["tmp"]) and not warm.socket_path(w["home"]).exists()
+    assert "stopped (terminated)" in log_of(w)
+    # --stop starts nothing itself.
+    assert not started_daemons(w["tmp"])

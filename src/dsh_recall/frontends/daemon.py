@@ -169,6 +169,11 @@ class Daemon:
             os.close(fd)
             raise OSError(f"a daemon already listens on {self.path}") from None
         self._lock_fd = fd
+        try:  # whose lock it is, for `dsh-recall daemon --stop`
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except OSError:
+            pass
 
     def warm_up(self) -> None:
         """Load what a call needs (the full CLI, numpy, the code service) before the socket
