@@ -13,7 +13,10 @@ none; of the dev queries whose top hit is in a gold file, the share answered str
 target is 90% or more); and the precision of strong (the share of strong answers whose top
 hit is in a gold file), per set.
 
-    python bench/confidence.py [--states full,first,lexical] [--limit N]
+    python bench/confidence.py [--states full,first,lexical] [--limit N] [--fixed-head]
+
+`--fixed-head`: the first search embeds the lexical head's 24 chunks alone, whatever the
+machine's speed (as bench/first_search.py --fixed-head), so runs compare the same state.
 """
 
 from __future__ import annotations
@@ -44,12 +47,12 @@ def made_up() -> list[dict[str, Any]]:
             for t in tags for q in names]
 
 
-def run(state: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run(state: str, items: list[dict[str, Any]], fixed: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     open_: dict[str, CodeService] = {}
     for c in items:
         ws = tree(c["tag"])
-        cfg = load_config(ws)
+        cfg = load_config(ws, overrides=fixed) if fixed and state == "first" else load_config(ws)
         if state == "first":
             home = fresh_home(c["tag"], ws, str(ROOT / "src"))
             svc = CodeService(ws, cfg, home=home)
@@ -78,7 +81,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--states", default="full,first,lexical")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--fixed-head", action="store_true",
+                    help="the first search embeds the head's 24 alone, whatever the machine's speed")
     args = ap.parse_args()
+    fixed: dict[str, Any] = {}
+    if args.fixed_head:
+        from dsh_recall.services import hybrid
+        hybrid.fill_what_fits = lambda *a, **k: 0  # type: ignore[assignment]  # no timed fill
+        fixed = {"embed_budget_s": 120.0, "search_deadline_s": 300.0}
     WORK.mkdir(parents=True, exist_ok=True)
     items = made_up() + cases(["issues", "questions"], 0)
     if args.limit:
@@ -87,7 +97,7 @@ def main() -> int:
           "| precision of strong (questions / issues) |")
     print("|---|---|---|---|---|")
     for state in args.states.split(","):
-        rows = run(state, items)
+        rows = run(state, items, fixed)
         nm = [r for r in rows if r["set"] == "made-up"]
         m = Counter(r["match"] for r in nm)
         cells = [f"{m['strong']}/{len(nm)} / {m['none']}/{len(nm)}"]

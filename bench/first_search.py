@@ -10,13 +10,18 @@ of its trees), on a fresh recall home each time:
 - lexical: the same index, `--lexical-only`;
 - full: hybrid once every chunk has a vector (an embedding cache shared across trees).
 
+`--fixed-head` makes the first search independent of the machine's speed: the search
+embeds exactly the lexical head's 24 chunks (budget and deadline raised so they always fit)
+and nothing of the backlog (no timed fill), so two runs on a loaded machine compare the
+same state.
+
 It prints file Acc@1 / Acc@3 / Acc@5 (issues: every gold file in the top k distinct files;
 questions: any gold file) per repository, the first search's wall time, and, with
 `--baseline-src DIR` (a checkout of the previous release's `src`, e.g. from
 `git worktree add /tmp/prev HEAD~1`), the previous release's first search in the same run.
 
     python bench/first_search.py [--set issues,questions] [--modes first,lexical,full]
-                                 [--baseline-src DIR] [--limit N] [--json OUT]
+                                 [--baseline-src DIR] [--limit N] [--json OUT] [--fixed-head]
 """
 
 from __future__ import annotations
@@ -77,8 +82,10 @@ def fresh_home(tag: str, ws: Path, src: str) -> Path:
     return fresh
 
 
-def run_arm(src: str, items: list[dict[str, Any]], modes: list[str]) -> list[dict[str, Any]]:
-    """In this process, with the package from `src`: each case's ranked files per mode."""
+def run_arm(src: str, items: list[dict[str, Any]], modes: list[str],
+            fixed_head: bool = False) -> list[dict[str, Any]]:
+    """In this process, with the package from `src`: each case's ranked files per mode.
+    `fixed_head`: the first search embeds the head alone, whatever the machine's speed."""
     sys.path.insert(0, src)  # the arm's own package, imported before code_swebench adds ours
     sys.path.insert(1, str(ROOT / "bench"))
 
@@ -88,6 +95,12 @@ def run_arm(src: str, items: list[dict[str, Any]], modes: list[str]) -> list[dic
     print(f"package: {Path(dsh_recall.__file__).parent}", file=sys.stderr)
     from code_swebench import tree  # the bundle's trees, extracted once
 
+    fixed: dict[str, Any] = {}
+    if fixed_head:
+        from dsh_recall.services import hybrid
+        hybrid.fill_what_fits = lambda *a, **k: 0  # type: ignore[assignment]  # no timed fill
+        fixed = {"embed_budget_s": 120.0, "search_deadline_s": 300.0}
+
     def files_of(answer: dict[str, Any]) -> list[str]:
         return list(dict.fromkeys(r["path"] for r in answer["results"]))
 
@@ -95,7 +108,7 @@ def run_arm(src: str, items: list[dict[str, Any]], modes: list[str]) -> list[dic
     full_home = WORK / "full-home"
     for c in items:
         ws = tree(c["tag"])
-        cfg = load_config(ws)
+        cfg = load_config(ws, overrides=fixed) if fixed else load_config(ws)
         row: dict[str, Any] = {**{k: c[k] for k in ("set", "repo", "query", "gold", "all")}}
         # Issues: files ranked (`--files`, as bench/code_swebench.py); questions: the
         # default answer a person reads, its chunks' files in order.
@@ -161,12 +174,15 @@ def main() -> int:
     ap.add_argument("--baseline-src", default="", help="the previous release's src folder")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--json", default="")
+    ap.add_argument("--fixed-head", action="store_true",
+                    help="the first search embeds the head's 24 alone, whatever the machine's speed")
     ap.add_argument("--arm", nargs=2, help=argparse.SUPPRESS)  # internal: SRC OUT
     args = ap.parse_args()
     items = cases(args.set.split(","), args.limit)
     modes = args.modes.split(",")
     if args.arm:
-        Path(args.arm[1]).write_text(json.dumps(run_arm(args.arm[0], items, modes)))
+        Path(args.arm[1]).write_text(json.dumps(run_arm(args.arm[0], items, modes,
+                                                        args.fixed_head)))
         return 0
     WORK.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "DSH_RECALL_DAEMON": "0"}
@@ -177,7 +193,8 @@ def main() -> int:
     for name, src, m in arms:
         out = WORK / f"{name}.json"
         subprocess.run([sys.executable, __file__, "--set", args.set, "--modes", ",".join(m),
-                        "--limit", str(args.limit), "--arm", src, str(out)], check=True, env=env)
+                        "--limit", str(args.limit), "--arm", src, str(out)]
+                       + (["--fixed-head"] if args.fixed_head else []), check=True, env=env)
         runs[name] = json.loads(out.read_text())
     rows = runs["this"]
     if "prev" in runs:

@@ -199,12 +199,17 @@ def query_shape(query: str) -> tuple[int, float]:
     return len(words), code / len(words)
 
 
-def layer_weights(query: str, lexical: float, vector: float) -> dict[str, float]:
+def layer_weights(query: str, lexical: float, vector: float, tilt: bool = True) -> dict[str, float]:
     """RRF weights by query shape. A question in plain words ("python check if a variable is
     iterable") is where word overlap misleads and meaning matters: the lexical layer counts
-    for less. A few keywords, identifiers, paths and long pasted text keep both layers."""
+    for less. A few keywords, identifiers, paths and long pasted text keep both layers.
+
+    `tilt` False: the vector layer found nothing close to the question while the lexical
+    layer's best hit answers it (services/hybrid.rank decides, by the calibrated lines of
+    rank/confidence.py): the tilt's premise, a layer that read the question, does not hold,
+    and both layers count the same."""
     n, code = query_shape(query)
-    if 4 <= n <= 16 and code == 0:
+    if tilt and 4 <= n <= 16 and code == 0:
         return {"lexical": lexical * NATURAL_LEXICAL_SHARE, "vector": vector}
     return {"lexical": lexical, "vector": vector}
 
@@ -214,15 +219,15 @@ NATURAL_LEXICAL_SHARE = 0.25
 
 def fuse_layers(rankings: Mapping[str, Sequence[int]], query: str, lexical_weight: float,
                 vector_weight: float, k: int, title_weight: float = 0.0,
-                unseen: Mapping[str, AbstractSet[int]] | None = None,
+                unseen: Mapping[str, AbstractSet[int]] | None = None, tilt: bool = True,
                 ) -> tuple[list[tuple[int, float, dict[str, int]]], float]:
     """The hybrid step code and notes share: the layers' rankings fused by RRF, weighted by
     the query's shape (layer_weights); a "title" ranking (a long query's title alone) counts
-    `title_weight` times the lexical layer. Returns (fused best first, norm): `score * norm`
+    `title_weight` times the lexical layer; `tilt` see layer_weights. Returns (fused best first, norm): `score * norm`
     puts a chunk ranked first by every layer that answered at 1.0."""
     if not rankings:
         return [], 1.0
-    weights = layer_weights(query, lexical_weight, vector_weight)
+    weights = layer_weights(query, lexical_weight, vector_weight, tilt)
     weights["title"] = weights["lexical"] * title_weight
     fused = rrf(rankings, k=k, weights=weights, unseen=unseen)
     return fused, (k + 1) / max(1e-9, sum(weights[n] for n in rankings))

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..core.errors import RecallError
 from ..embedders import Embedder
+from ..rank.confidence import NONE_COSINE
 from ..rank.fuse import fuse_layers
 from ..stores import registry
 from ..stores.contracts import ChunkStore
@@ -170,7 +171,7 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
          vector: Callable[[], VectorWait | None] | None, deadline: float, notes: list[str],
          lexical_weight: float, vector_weight: float, rrf_k: int,
          title: Callable[[], Scored] | None = None, title_weight: float = 0.0,
-         head: Head | None = None) -> Ranked:
+         head: Head | None = None, answers: Callable[[int], bool] | None = None) -> Ranked:
     """Run the layers asked for and fuse them. `lexical`: the lexical query (None when the
     query has no usable terms: the layer answers, empty); `vector`: starts the vector layer
     (start_beside) or gives None when it is unavailable (it left a note). `title`: a second
@@ -178,7 +179,12 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
     layer's weight when the vector layer did not answer (not asked for, vectors pending,
     late or failed): the vector layer reads a long query's head, its title, already.
     `head`: handed the lexical layer's best ids for the vector layer (see Head); the vector
-    layer's weight is then scaled by the share of them it scored."""
+    layer's weight is then scaled by the share of them it scored.
+    `answers(chunk id)`: does this hit answer the query by its own words (a calibrated
+    strong match, rank/confidence.py)? Asked of the lexical layer's best hit only when the
+    vector layer found nothing close (its best cosine under confidence.NONE_COSINE): the
+    fusion then follows the lexical layer, the one that found something (no plain-words
+    tilt toward the vector layer, rank/fuse.layer_weights)."""
     rankings: dict[str, list[int]] = {}
     used: list[str] = []
     wait = None
@@ -222,6 +228,8 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
         # ranking's reach beyond the lexical pool included) is unseen by it.
         others = {i for name, ids in rankings.items() if name != "vector" for i in ids}
         unseen = {"vector": others - head.looked}
+    tilt = not (answers is not None and vec_scores and rankings.get("lexical")
+                and max(vec_scores.values()) < NONE_COSINE and answers(rankings["lexical"][0]))
     fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k, title_weight,
-                              unseen)
+                              unseen, tilt)
     return Ranked(fused, norm, used, lex_scores, vec_scores, coverage)

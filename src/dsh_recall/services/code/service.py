@@ -385,8 +385,8 @@ class CodeService:
                                                                        deadline, head),
                              deadline=deadline, notes=notes, lexical_weight=cfg.lexical_weight,
                              vector_weight=cfg.vector_weight, rrf_k=cfg.rrf_k,
-                             title=title if heading else None, title_weight=cfg.title_weight,
-                             head=head)
+                             title=title if heading else None, title_weight=cfg.title_weight, head=head,
+                             answers=vector_layer.word_answer(self.store, query, terms, cfg.long_query_words))
         if head.partial and "vector" in ranked.used:
             notes.append(vector_layer.head_note(head))
         intent = intent_terms(query, terms, cfg.long_query_words)

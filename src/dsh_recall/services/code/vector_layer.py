@@ -85,6 +85,23 @@ def evidence_of(query: str, terms: Sequence[str], doc_freqs: Callable[[Sequence[
     return long, weights, confidence.unknown_identifiers(idents, df)
 
 
+def word_answer(store: ChunkStore, query: str, terms: Sequence[str], long_words: int
+                ) -> Callable[[int], bool]:
+    """hybrid.rank's `answers`: does a chunk hold the query by its words, strongly (the
+    coverage line of rank/confidence.py, the same evidence a hit's `match` reads)? A query
+    naming an identifier this index has never seen is answered by none."""
+    def answers(item: int) -> bool:
+        long, weights, unknown = evidence_of(query, terms, store.doc_freqs, store.chunk_count(),
+                                             long_words)
+        row = store.chunks_by_id([item]).get(item)
+        if row is None or unknown[1]:
+            return False
+        held = confidence.held(weights, f"{row.path}\n{' '.join(row.symbols)}\n{row.text}")
+        return confidence.hit_match(confidence.coverage(weights, held), None) == "strong"
+
+    return answers
+
+
 def with_cosines(store: ChunkStore, cosines: Mapping[int, float], ids: Sequence[int],
                  q: np.ndarray | None) -> dict[int, float]:
     """`cosines` and, for those of `ids` it lacks (hits the vector layer ranked below its
