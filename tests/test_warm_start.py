@@ -246,3 +246,18 @@ def test_daemon_stop_stops_the_started_one(world):
     assert "stopped (terminated)" in log_of(w)
     # --stop starts nothing itself.
     assert not started_daemons(w["tmp"])
+
+
+def test_a_daemon_that_died_is_not_restarted_by_every_call(world):
+    w = world
+    log = Path(str(warm.socket_path(w["home"])) + ".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("Traceback (most recent call last):\nImportError: a broken install\n")
+    for _ in range(2):
+        assert run(w["env"], w["repo"], "search", "retry").returncode == 0
+        assert not started_daemons(w["tmp"])
+    # A minute later it is tried again.
+    old = time.time() - warm.RETRY_AFTER_DEATH_S - 5
+    os.utime(log, (old, old))
+    assert run(w["env"], w["repo"], "search", "retry").returncode == 0
+    assert len(started_daemons(w["tmp"])) == 1

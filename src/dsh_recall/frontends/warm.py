@@ -266,6 +266,28 @@ def _take_lock(path: Path) -> int | None:
     return fd
 
 
+# A started daemon that died without stopping (an import error, a crash, the OOM killer) is
+# not started again for this long: each start costs a process's imports, not a call's.
+RETRY_AFTER_DEATH_S = 60.0
+
+
+def _died_lately(log: str) -> bool:
+    """Whether the last started daemon ended, within RETRY_AFTER_DEATH_S, otherwise than by
+    stopping (idle, a signal, its code changed): its log's last line says which."""
+    import time
+
+    try:
+        st = os.stat(log)
+        if time.time() - st.st_mtime > RETRY_AFTER_DEATH_S:
+            return False
+        with open(log, "rb") as f:
+            f.seek(max(0, st.st_size - 4096))
+            tail = f.read().rstrip()
+    except OSError:
+        return False
+    return not tail.rsplit(b"\n", 1)[-1].startswith(b"dsh-recall daemon: stopped")
+
+
 def start(config_file: str | None = None) -> int | None:
     """Start a daemon in the background unless one runs or is starting, or the user turned
     it off; returns the started process's pid, or None. Never waits for its start-up."""
@@ -281,6 +303,8 @@ def start(config_file: str | None = None) -> int | None:
     if fd is None:
         return None
     try:
+        if _died_lately(str(path) + ".log"):
+            return None
         autostart, idle_minutes = _settings(config_file)
         if not autostart:
             return None
