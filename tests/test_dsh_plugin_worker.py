@@ -299,6 +299,14 @@ def test_every_request_counts_what_the_changes_it_carried_kept_out_of_it(tmp_pat
                      "readback": True})["tokens_kept_out"] == -2000
     s1 = w.handle({"op": "status"})["ledger"]["sessions"]["s1"]
     assert s1["readback_requests"] == 1 and s1["requests"] == 8
+    # Sent over dsh's compaction threshold (0.8 of the window dsh logged), plain dsh would
+    # have compacted before this request: c1 counts no more from here on.
+    w.handle({"op": "offload", "session": "s2", "call_id": "c9", "tool": "bash", "blocks": [BIG]})
+    at = {"op": "request", "session": "s2", "present": ["c9"], "input_tokens": 1000}
+    assert w.handle({**at, "context_window": 200_000})["tokens_kept_out"] == per  # under 160,000
+    assert w.handle({**at, "context_window": 16_000})["tokens_kept_out"] == 0  # over 12,800
+    assert w.handle({**at, "context_window": 200_000})["tokens_kept_out"] == 0  # c9 is gone
+    assert w.handle({"op": "status"})["ledger"]["sessions"]["s2"]["plain_compactions"] == 1
     # The usage log recomputes exactly what the worker shows (report, object stats).
     assert figures_from_log()["sessions"]["s1"] == s1
     assert Worker(dsh_home=str(tmp_path / "dsh")).handle({"op": "status"})["ledger"]["sessions"]["s1"] == s1

@@ -465,7 +465,7 @@ export function apply (ctx, config) {
     if (!s) {
       s = { message: null, askedFor: null, compacted: false, delivered: new Set(), tools: new Map(),
         reclaim: null, floors: {}, changed: new Set(), added: [], requests: [], shortened: new Set(),
-        objects: new Set(), readBack: false }
+        objects: new Set(), readBack: false, window: null }
       sessions.set(id, s)
     }
     return s
@@ -522,7 +522,8 @@ export function apply (ctx, config) {
     const s = state(session.id)
     const tin = event.data?.usage?.inputTokens
     s.requests.push({ session: session.id, cwd: session.header?.cwd ?? null, present: carried(session, s),
-      added: s.added.splice(0), input_tokens: Number.isInteger(tin) && tin >= 0 ? tin : null, readback: s.readBack })
+      added: s.added.splice(0), input_tokens: Number.isInteger(tin) && tin >= 0 ? tin : null, readback: s.readBack,
+      context_window: s.window })
     s.readBack = false
     while (s.requests.length && worker.notify('request', s.requests[0])) s.requests.shift()
     if (s.requests.length > 1000) s.requests.splice(0, s.requests.length - 1000)
@@ -785,6 +786,8 @@ export function apply (ctx, config) {
         state(session.id).tools.set(event.data.callId, event.data.name)
       } else if (event.type === 'assistant/message') {
         requested(session, event)
+      } else if (event.type === 'request/context' && Number.isInteger(event.data?.contextWindow)) {
+        state(session.id).window = event.data.contextWindow // the ledger's compaction threshold
       } else if (event.type === 'compaction/summary') {
         state(session.id).compacted = true
       } else if (event.type === 'turn/end' && worker.state === 'running') {
@@ -816,7 +819,7 @@ export function apply (ctx, config) {
   }
   const numbers = (o, keys) => Object.fromEntries(keys.map((k) => [k, Number.isFinite(o?.[k]) ? o[k] : 0]))
   const LEDGER_KEYS = ['requests', 'offloads', 'reads_shortened', 'reclaimed', 'recall_messages', 'readback_requests',
-    'tokens_kept_out', 'last_request_tokens_kept_out']
+    'plain_compactions', 'tokens_kept_out', 'last_request_tokens_kept_out']
   // tokens_sent and saving are null where the provider reported no usage
   const figuresOf = (f) => ({ ...numbers(f, LEDGER_KEYS), tokens_sent: Number.isFinite(f?.tokens_sent) ? f.tokens_sent : null,
     saving: Number.isFinite(f?.saving) ? f.saving : null })

@@ -95,6 +95,10 @@ def _text(value: Any, limit: int | None = None) -> str:
     return text[:limit] if limit is not None else text
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _opt_text(value: Any) -> str | None:
     return clean_text(value) if isinstance(value, str) and value else None
 
@@ -433,7 +437,8 @@ class Worker:
         """One model request of a session: the recall messages the plugin added since the
         previous one (`added`: [[key, JSON chars]]), the keys of the changes the request
         still carried (`present`; null: all), the provider's input tokens where reported,
-        and whether it follows a read-back of kept-out text (`readback`)."""
+        whether it follows a read-back of kept-out text (`readback`), and the context window
+        dsh logged for the session (`context_window`)."""
         session = _text(req.get("session"))
         if not session:
             raise InputError("request needs the session id")
@@ -444,7 +449,8 @@ class Worker:
         keys = [_text(k) for k in present if isinstance(k, str)] if isinstance(present, list) else None
         tin = req.get("input_tokens")
         kept = self.ledger.request(session, keys, tin if isinstance(tin, int) and not isinstance(tin, bool) else None,
-                                   workspace=_opt_text(req.get("cwd")), readback=req.get("readback") is True)
+                                   workspace=_opt_text(req.get("cwd")), readback=req.get("readback") is True,
+                                   window=_int(req.get("context_window")))
         self._write_status()
         return {"tokens_kept_out": kept}
 

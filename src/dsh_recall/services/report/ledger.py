@@ -21,8 +21,11 @@ counted 21 times, once per request that would have carried it, not once per user
 A request that follows a read-back of what the plugin kept out (a recall of one of its
 objects by id, a read or grep of a file it shortened) is one plain dsh would not have made:
 it counts minus its own input tokens (where reported), and is counted in
-`readback_requests`. The recall server's tool schemas, sent with every request, are not in
-the ledger (bench/mcp_budget.py measures them).
+`readback_requests`. A request that plain dsh would have sent over its compaction threshold
+(`COMPACT_AT` of the context window dsh logs in `request/context`: its input tokens plus
+what was kept out) is one before which plain dsh would have compacted: the entries it
+carried count no more, from that request on (`plain_compactions`). The recall server's tool
+schemas, sent with every request, are not in the ledger (bench/mcp_budget.py measures them).
 
 Each request is one usage-log record (`op: request`, with the session, the tokens it kept
 out and the changes made since the session's previous request), so `figures_from_log`
@@ -55,6 +58,8 @@ MAX_SESSIONS = 500  # sessions a worker keeps figures of (oldest dropped; the lo
 # notice ("(Omitted N bytes. Full formatted result stored at: <path>. Use read ...)").
 DSH_INLINE_BYTES = int(os.environ.get("DSH_RECALL_DSH_INLINE_BYTES") or 50_000)
 SPILL_NOTICE = 190
+# dsh's compaction-basic compacts above this share of the context window (thresholdRatio).
+COMPACT_AT = 0.8
 
 
 def json_chars(text: str) -> int:
@@ -107,11 +112,13 @@ class Figures:
     reclaimed: int = 0
     recall_messages: int = 0
     readback_requests: int = 0
+    plain_compactions: int = 0
     last_request_tokens_kept_out: int = 0
 
     def add(self, other: Figures) -> None:
         for k in ("requests", "tokens_kept_out", "tokens_sent", "requests_with_usage", "kept_with_usage",
-                  "offloads", "reads_shortened", "reclaimed", "recall_messages", "readback_requests"):
+                  "offloads", "reads_shortened", "reclaimed", "recall_messages", "readback_requests",
+                  "plain_compactions"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def as_dict(self) -> dict[str, Any]:
@@ -120,6 +127,7 @@ class Figures:
                 "reads_shortened": self.reads_shortened, "reclaimed": self.reclaimed,
                 "recall_messages": self.recall_messages,
                 "readback_requests": self.readback_requests,
+                "plain_compactions": self.plain_compactions,
                 "tokens_kept_out": self.tokens_kept_out,
                 "last_request_tokens_kept_out": self.last_request_tokens_kept_out,
                 "tokens_sent": self.tokens_sent if self.requests_with_usage else None,
@@ -181,11 +189,12 @@ class Ledger:
 
     def request(self, session: str, present: list[str] | None = None,
                 input_tokens: int | None = None, workspace: str | None = None,
-                readback: bool = False) -> int:
+                readback: bool = False, window: int | None = None) -> int:
         """One model request of `session`: adds what the entries it carried (`present`: their
         keys; None: every live entry) kept out of it, and records it; a `readback` request
-        (it follows a read-back of kept-out text) counts minus its input tokens instead.
-        Returns the tokens."""
+        (it follows a read-back of kept-out text) counts minus its input tokens instead; with
+        the context `window`, a request plain dsh would have sent over its compaction
+        threshold drops the entries (plain dsh compacted them away). Returns the tokens."""
         with self._lock:
             s = self._session(session)
             if present is not None:
@@ -196,6 +205,12 @@ class Ledger:
             kept = tokens(plain - sent)
             usage_ok = isinstance(input_tokens, int) and input_tokens >= 0
             f = s.figures
+            compacted = (not readback and usage_ok and kept > 0 and isinstance(window, int) and window > 0
+                         and int(input_tokens or 0) + kept > COMPACT_AT * window)
+            if compacted:
+                s.entries.clear()
+                kept = 0
+                f.plain_compactions += 1
             if readback:
                 kept = -int(input_tokens or 0) if usage_ok else 0
                 f.readback_requests += 1
@@ -212,6 +227,8 @@ class Ledger:
                                      **{COUNTERS[k]: n for k, n in since.items()}}
             if readback:
                 extra["rb"] = 1
+            if compacted:
+                extra["pc"] = 1
             if usage_ok:
                 extra["tin"] = int(input_tokens or 0)
             usage.record("objects", "request", sent, plain, workspace=workspace,
@@ -283,6 +300,8 @@ def sessions_from_log(home: Path | None = None, since: float | None = None,
             f.kept_with_usage += kept
         if r.get("rb") == 1:
             f.readback_requests += 1
+        if r.get("pc") == 1:
+            f.plain_compactions += 1
         for name in COUNTERS.values():
             n = r.get(name)
             if isinstance(n, int) and n > 0:
