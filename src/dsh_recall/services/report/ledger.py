@@ -54,6 +54,7 @@ MESSAGE_ENVELOPE = len('{"role":"user","content":[{"type":"text","text":}]},')
 COUNTERS = {"offload": "offloads", "read": "reads_shortened", "reclaim": "reclaimed",
             "message": "recall_messages"}
 MAX_SESSIONS = 500  # sessions a worker keeps figures of (oldest dropped; the log keeps all)
+SHOWN_SESSIONS = 200  # sessions a snapshot lists, most recently active last (totals: all)
 # dsh's spill policy cap in its shipped profiles (`dsh_sent_chars`), and the size of its
 # notice ("(Omitted N bytes. Full formatted result stored at: <path>. Use read ...)").
 DSH_INLINE_BYTES = int(os.environ.get("DSH_RECALL_DSH_INLINE_BYTES") or 50_000)
@@ -262,7 +263,8 @@ class Ledger:
                 out[sid].add(f)
                 out[sid].last_request_tokens_kept_out = f.last_request_tokens_kept_out
             for sid, s in self.sessions.items():
-                g = out.setdefault(sid, Figures())
+                g = out.pop(sid, None) or Figures()
+                out[sid] = g  # this worker's sessions are the most recent
                 g.add(s.figures)
                 if s.figures.requests:
                     g.last_request_tokens_kept_out = s.figures.last_request_tokens_kept_out
@@ -273,7 +275,8 @@ def _shape(per: dict[str, Figures], only: str | None = None) -> dict[str, Any]:
     total = Figures()
     for f in per.values():
         total.add(f)
-    sessions = {sid: f.as_dict() for sid, f in per.items() if only is None or sid == only}
+    shown = list(per.items())[-SHOWN_SESSIONS:] if only is None else [(only, per[only])] if only in per else []
+    sessions = {sid: f.as_dict() for sid, f in shown}
     return {"unit": "tokens: request JSON chars / 4; tokens_sent: the provider's count",
             "totals": total.as_dict(), "sessions": sessions}
 
@@ -287,7 +290,7 @@ def sessions_from_log(home: Path | None = None, since: float | None = None,
         if r.get("op") != "request" or r.get("src") != "objects":
             continue
         sid = str(r.get("ses") or "")
-        f = out.setdefault(sid, Figures())
+        f = out[sid] = out.pop(sid, None) or Figures()  # most recently active last
         kept = r.get("kt")
         kept = int(kept) if isinstance(kept, int) else tokens(r["rep"] - r["ret"])
         f.requests += 1
