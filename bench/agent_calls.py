@@ -51,6 +51,10 @@ NOTES_QUERIES = ["daemon idle exit", "turn the warm path off", "offload threshol
                  "history import generic format", "notes write roots", "score list cache",
                  "channel session map", "rerank deadline", "trust a workspace file", "usage log report"]
 TICK = os.sysconf("SC_CLK_TCK")
+# The installed console script, as an agent's hook runs it (it imports the package from
+# PYTHONPATH first, so every arm runs its own source); else the module.
+_SCRIPT = Path(sys.executable).parent / "dsh-recall"
+EXE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "dsh_recall"]
 
 
 def flask_tree() -> Path:
@@ -98,7 +102,7 @@ class Arm:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         d0 = daemon_cpu(self.home)
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "dsh_recall", *args], cwd=cwd, env=self.env,
+        proc = subprocess.run([*EXE, *args], cwd=cwd, env=self.env,
                               capture_output=True, text=True, timeout=600)
         wall = (time.perf_counter() - t0) * 1000
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
