@@ -263,7 +263,7 @@ class Ledger:
                 out[sid].add(f)
                 out[sid].last_request_tokens_kept_out = f.last_request_tokens_kept_out
             for sid, s in self.sessions.items():
-                g = out.pop(sid, None) or Figures()
+                g = out.pop(sid) if sid in out else Figures()
                 out[sid] = g  # this worker's sessions are the most recent
                 g.add(s.figures)
                 if s.figures.requests:
@@ -290,7 +290,8 @@ def sessions_from_log(home: Path | None = None, since: float | None = None,
         if r.get("op") != "request" or r.get("src") != "objects":
             continue
         sid = str(r.get("ses") or "")
-        f = out[sid] = out.pop(sid, None) or Figures()  # most recently active last
+        f = out.pop(sid) if sid in out else Figures()
+        out[sid] = f  # most recently active last
         kept = r.get("kt")
         kept = int(kept) if isinstance(kept, int) else tokens(r["rep"] - r["ret"])
         f.requests += 1
