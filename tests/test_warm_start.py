@@ -261,3 +261,22 @@ def test_a_daemon_that_died_is_not_restarted_by_every_call(world):
     os.utime(log, (old, old))
     assert run(w["env"], w["repo"], "search", "retry").returncode == 0
     assert len(started_daemons(w["tmp"])) == 1
+
+
+def test_the_dsh_worker_starts_one_in_its_idle_time(world, monkeypatch):
+    from dsh_recall.frontends.dsh.worker import Worker
+
+    w = world
+    monkeypatch.setenv("DSH_RECALL_DAEMON", "0")
+    worker = Worker(dsh_home=str(w["tmp"] / "dsh"))
+    try:
+        worker.hand_off(lambda job: True)
+        assert not started_daemons(w["tmp"])  # switched off
+        monkeypatch.delenv("DSH_RECALL_DAEMON")
+        worker.hand_off(lambda job: True)
+        assert len(started_daemons(w["tmp"])) == 1
+        ready(w)
+        worker.hand_off(lambda job: True)  # one runs: none more
+        assert len(started_daemons(w["tmp"])) == 1
+    finally:
+        worker.close()
