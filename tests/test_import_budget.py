@@ -24,6 +24,7 @@ import pytest
 EVERYWHERE = {
     "pydantic", "detect_secrets", "mcp", "anyio", "uvicorn", "starlette", "httpx", "requests",
     "tomli_w", "psycopg", "tree_sitter", "tree_sitter_language_pack",
+    "socket",  # the warm client's, and only once a daemon's socket file exists
     "dsh_recall.services.lineage", "dsh_recall.frontends.cli.lineage", "dsh_recall.frontends.mcp",
     "dsh_recall.frontends.web", "dsh_recall.frontends.daemon", "dsh_recall.rerankers",
     "dsh_recall.services.evaluate", "dsh_recall.stores.postgres", "dsh_recall.services.report.summary",

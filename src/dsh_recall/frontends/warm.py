@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import sys
 
 from .argv import command_words
@@ -30,6 +29,7 @@ from .hooks import MAX_PAYLOAD_BYTES
 
 TYPE_CHECKING = False  # typing itself costs every handed-over call a few ms to import
 if TYPE_CHECKING:
+    import socket
     from pathlib import Path
     from typing import Any
 
@@ -192,6 +192,8 @@ def forward(args: list[str]) -> int | None:
     try:
         request["cwd"] = os.getcwd()
         line = (json.dumps(request) + "\n").encode("ascii")  # lone surrogates as \udcxx
+        import socket  # here: a call that finds no socket file never needs it
+
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(CONNECT_TIMEOUT_S)
             sock.connect(path)
