@@ -174,3 +174,49 @@ def test_the_ledger_counts_every_request_and_every_surface_shows_it(tmp_path, mo
     assert route["sessions"][sid] == fig  # the chip and the Recall tab
     assert route["objects"]["tokens_kept_out"] == fig["tokens_kept_out"]  # the strip
     assert route["totals"] == status["ledger"]["totals"]
+
+
+def test_right_after_an_offload_chip_and_strip_figures_come_from_one_answer(tmp_path):
+    # D12: the chip counted the offload in the plugin while the strip waited for the next
+    # background refresh ("Recall 1" beside "0 offloads"). Both now come from one worker
+    # answer, fetched before the poll is answered: the first poll after the offload has it.
+    if shutil.which("node") is None:
+        pytest.skip("node is not on PATH")
+    from dsh_recall.frontends.dsh import PLUGIN_PATH
+
+    script = """
+const [plugin, config] = process.argv.slice(1)
+const { apply } = await import(plugin)
+setInterval(() => {}, 1000)
+const on = new Map()
+let route = null
+const ctx = { on (n, fn) { on.set(n, fn) }, logger: { warn () {} }, get: () => undefined, effect () {},
+  inject (names, fn) { fn({ connection: { fetch: { register: (r) => { if (r.path === '/api/dsh-recall/stats') route = r } } } }) } }
+apply(ctx, JSON.parse(config))
+const result = { type: 'tool/result', data: { message: { role: 'tool', toolCallId: 'call-1', content: [] } } }
+const session = { id: 'sess-d12', header: { cwd: process.cwd() }, surface: { nodes: [7] }, eventAt: (seq) => seq === 7 ? result : null }
+const read = async () => (await route.fetch({ url: 'http://x/api/dsh-recall/stats' })).json()
+for (let i = 0; i < 600 && !((await read()).at > 0); i++) await new Promise((r) => setTimeout(r, 100))
+const text = Array.from({ length: 4000 }, (_, i) => `line ${i} build step ${i % 13} ok`).join('\\n')
+const decision = await on.get('tools/post-execute')({ name: 'bash', callId: 'call-1', agent: { session } },
+  { content: [{ type: 'text', text }] }, async () => ({ kind: 'accept' }))
+const afterOffload = await read()
+on.get('session/event')(session, { type: 'assistant/message', data: { usage: { inputTokens: 900 } } })
+await new Promise((r) => setTimeout(r, 300))
+console.log(JSON.stringify({ shortened: decision.content[0].text.length < text.length, afterOffload, afterRequest: await read() }))
+process.exit(0)
+"""
+    home = tmp_path / "recall-home"
+    config = {"command": recall_exe(), "args": ["worker"], "startTimeoutMs": 60000, "callTimeoutMs": 60000,
+              "env": {"DSH_RECALL_HOME": str(home), "DSH_RECALL_EMBEDDER__NAME": "fake"}}
+    out = subprocess.run([shutil.which("node") or "node", "--input-type=module", "-e", script,
+                          PLUGIN_PATH.as_uri(), json.dumps(config)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["shortened"]
+    first = r["afterOffload"]  # the first poll after the offload: chip and strip agree
+    assert first["sessions"]["sess-d12"]["offloads"] == 1 and first["objects"]["offloaded"] == 1
+    later = r["afterRequest"]  # one model request carried it: the ledger counted it once
+    s = later["sessions"]["sess-d12"]
+    assert s["requests"] == 1 and s["tokens_kept_out"] > 5000 and s["tokens_sent"] == 900
+    assert later["objects"]["tokens_kept_out"] == s["tokens_kept_out"] == later["totals"]["tokens_kept_out"]

@@ -479,6 +479,7 @@ export function apply (ctx, config) {
   // the ledger at each model request which of them that request still carried.
   const note = (session, key) => {
     if (typeof session?.id === 'string' && session.id && key) state(session.id).changed.add(String(key))
+    totals.at = 0 // the next poll asks the worker again: it shows this change (D12)
   }
   const carried = (session, s) => {
     const nodes = session?.surface?.nodes
@@ -525,6 +526,7 @@ export function apply (ctx, config) {
       added: s.added.splice(0), input_tokens: Number.isInteger(tin) && tin >= 0 ? tin : null, readback: s.readBack,
       context_window: s.window })
     s.readBack = false
+    totals.at = 0
     while (s.requests.length && worker.notify('request', s.requests[0])) s.requests.shift()
     if (s.requests.length > 1000) s.requests.splice(0, s.requests.length - 1000)
   }
