@@ -16,7 +16,8 @@ INSTALL = "apt-get install -y chromium chromium-driver (and pip install selenium
 
 
 def headless_chromium(profile_dir: Path, *, window: str, headless: str = "--headless",
-                      capabilities: dict[str, Any] | None = None) -> Any:
+                      capabilities: dict[str, Any] | None = None, args: list[str] | None = None,
+                      prefs: dict[str, Any] | None = None) -> Any:
     required = os.environ.get("RECALL_REQUIRE_BROWSER") == "1"
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     try:
@@ -35,6 +36,10 @@ def headless_chromium(profile_dir: Path, *, window: str, headless: str = "--head
                 "--disable-component-update", "--no-first-run", "--disable-sync",
                 "--disable-dev-shm-usage", f"--user-data-dir={profile_dir}", f"--window-size={window}"):
         opts.add_argument(arg)
+    for arg in args or []:
+        opts.add_argument(arg)
+    if prefs:
+        opts.add_experimental_option("prefs", prefs)
     for key, value in (capabilities or {}).items():
         opts.set_capability(key, value)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)

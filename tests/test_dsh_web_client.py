@@ -57,6 +57,7 @@ def test_the_views_say_what_the_figures_are_and_nothing_when_there_is_nothing():
     r = run()
     assert r["chip"] == "Recall 3 · 40× · 117 KB kept out"
     assert r["chipOther"] is None  # a conversation with no offload: no chip
+    assert r["chipLedger"] == "Recall 1 · 22,556 tokens kept out"
     assert r["strip"] == "3 offloads · 29,250 tokens kept out · 9 hits · 12.0 MB on disk · running"
     assert r["strip_one"].startswith("1 offload · 1 token kept out · 1 hit · ")
     assert r["stripDone"].endswith("· Recall complete")

@@ -82,6 +82,8 @@ const out = {
   slots: registered.map((r) => `${r.name}:${r.id ?? r.key}`),
   chip: text(render('conversation.session.header.utilities', base, { sessionId: 's1' })),
   chipOther: render('conversation.session.header.utilities', base, { sessionId: 'nobody' }),
+  // The ledger's figures (the host half's one source, D11/D12): tokens, as the strip says.
+  chipLedger: text(render('conversation.session.header.utilities', { ...base, sessions: { s1: { offloads: 1, reads_shortened: 0, reclaimed: 0, tokens_kept_out: 22556 } } }, { sessionId: 's1' })),
   strip: text(strip(base)),
   strip_one: text(strip({ ...base, objects: { offloaded: 1, tokens_kept_out: 1, recalls: 1, disk_bytes: 10 } })),
   stripBusy: (() => { const n = strip({ ...base, recalling: true }); return { text: text(n), shimmer: has(n, '"active":true') && has(n, 'Symbol(react.memo)') } })(),

@@ -59,7 +59,7 @@ window.__ModuleLoader__.load({
       autoRecall: 'Auto-recall history, notes and anchors',
       reclaim: 'Reclaim results already seen',
       minChars: 'Never send results under (chars)',
-      minCharsHint: 'Saves the worker a call for small results; what is offloaded is decided by the worker\'s threshold below. 0–10,000,000; default 256.',
+      minCharsHint: 'Saves the worker a call for small results; what is offloaded is decided by the worker\'s threshold above. 0–10,000,000; default 256.',
       callTimeoutMs: 'Worker call deadline (ms)',
       callTimeoutMsHint: 'How long dsh waits for an offload or a recall before going on without it. 50–60,000; default 1,500.',
       startTimeoutMs: 'Worker start deadline (ms)',
@@ -105,12 +105,18 @@ window.__ModuleLoader__.load({
       rowOffloads: 'Offloads in this conversation',
       rowChars: 'Characters in / shown',
       rowKept: 'Kept out (estimate)',
+      rowReads: 'Whole-file reads shortened',
+      rowReclaimed: 'Results reclaimed',
+      rowRecallMessages: 'Auto-recall messages',
+      rowTokensKept: 'Tokens kept out of requests',
+      rowTokensSent: 'Tokens sent (provider)',
       rowAllOffloads: 'Offloads, all sessions',
       rowHits: 'Recall hits',
       rowDisk: 'On disk',
       rowWorker: 'Worker',
       sectionSession: 'This conversation',
       sectionHome: 'Recall home',
+      notesLedger: 'Per conversation, from the worker\'s ledger: at each model request, the tokens its offloads, shortened reads and reclaims kept out of that request against what plain dsh would have sent (request characters / 4; an auto-recall message counts as a cost). Totals and disk use are for the whole recall home.',
       notes: 'Offloads and the ratio count this conversation in this dsh process. "Kept out" is an estimate: characters of tool output the model did not have to read again, at about 4 per token, an upper bound when the model recalled parts back. Totals and disk use are for the whole recall home.',
       healthReady: 'running',
       healthDegraded: 'degraded',
@@ -132,7 +138,7 @@ window.__ModuleLoader__.load({
       autoRecall: '自动召回历史、笔记与锚点',
       reclaim: '回收已读过的结果',
       minChars: '小于此大小的结果不发送（字符）',
-      minCharsHint: '小结果省去一次工作进程调用；是否卸载由下方工作进程的阈值决定。0–10,000,000；默认 256。',
+      minCharsHint: '小结果省去一次工作进程调用；是否卸载由上方工作进程的阈值决定。0–10,000,000；默认 256。',
       callTimeoutMs: '工作进程调用时限（毫秒）',
       callTimeoutMsHint: 'dsh 等待卸载或召回的时长，超时后不再等待。50–60,000；默认 1,500。',
       startTimeoutMs: '工作进程启动时限（毫秒）',
@@ -178,12 +184,18 @@ window.__ModuleLoader__.load({
       rowOffloads: '此会话的卸载次数',
       rowChars: '字符数：输入 / 展示',
       rowKept: '省下（估算）',
+      rowReads: '缩短的整文件读取',
+      rowReclaimed: '回收的结果',
+      rowRecallMessages: '自动召回消息',
+      rowTokensKept: '请求中省下的 token',
+      rowTokensSent: '已发送的 token（服务商）',
       rowAllOffloads: '所有会话的卸载次数',
       rowHits: '召回命中',
       rowDisk: '磁盘占用',
       rowWorker: '工作进程',
       sectionSession: '此会话',
       sectionHome: '召回库',
+      notesLedger: '按会话统计，来自工作进程的账本：每次模型请求时，卸载、缩短的读取与回收为该请求省下的 token，对比原生 dsh 会发送的内容（请求字符数 / 4；自动召回消息计为成本）。总数与磁盘占用针对整个召回库。',
       notes: '卸载次数与比例只统计此 dsh 进程中的此会话。“省下”为估算：模型无需再次读取的工具输出字符数，约 4 字符折 1 token；模型召回部分内容后，它是上限。总数与磁盘占用针对整个召回库。',
       healthReady: '运行中',
       healthDegraded: '降级',
@@ -243,9 +255,18 @@ window.__ModuleLoader__.load({
     const keep = (text, key) => h('span', { key, style: { whiteSpace: 'nowrap' } }, text)
     const joined = (parts) => parts.flatMap((p, i) => (i ? [' · ', p] : [p]))
 
+    // A session's figures as the host half sends them: the ledger's (tokens kept out of the
+    // model's requests, D11/D12), or an older host's (characters in / shown).
+    const ledgerShape = (s) => Number.isFinite(s?.tokens_kept_out)
+    const changesOf = (s) => int(s?.offloads) + int(s?.reads_shortened) + int(s?.reclaimed)
+
     // The figures one session shows (chip and tab), or null when there is nothing to say.
     function sessionParts (s, t = english) {
-      if (!s || int(s.offloads) === 0) return null
+      if (!s || changesOf(s) === 0) return null
+      if (ledgerShape(s)) {
+        const n = int(s.tokens_kept_out)
+        return [t('chipOffloads', { n: num(int(s.offloads)) }), t(n === 1 ? 'tokensOne' : 'tokensMany', { n: num(n) })]
+      }
       const r = ratio(int(s.charsIn), int(s.charsInline))
       return [t('chipOffloads', { n: num(int(s.offloads)) }), ...(r ? [`${r}×`] : []),
         t('chipKept', { size: bytes(int(s.keptChars)) })]
@@ -583,7 +604,8 @@ window.__ModuleLoader__.load({
         'data-dsh-recall': 'chip',
         'data-offloads': int(s.offloads),
         'data-kept-chars': int(s.keptChars),
-        title: t('notes'),
+        'data-tokens-kept-out': int(s.tokens_kept_out),
+        title: t(ledgerShape(s) ? 'notesLedger' : 'notes'),
         onClick: () => props.openTab?.(props.sessionId),
         style: { font: 'inherit', fontSize: 12, lineHeight: '18px', padding: '1px 8px', borderRadius: 999, cursor: 'pointer', whiteSpace: 'nowrap',
           border: `1px solid ${C.border}`, background: 'transparent', color: C.secondary }
@@ -605,7 +627,14 @@ window.__ModuleLoader__.load({
       const st = props.useRecallStats((x) => x)
       const health = healthOf(st, t)
       return h('div', { 'data-dsh-recall': 'tab', style: { padding: 16, fontSize: 13, lineHeight: '20px', color: C.label } },
-        h(Section, { title: t('sectionSession'), rows: [
+        h(Section, { title: t('sectionSession'), rows: ledgerShape(s) ? [
+          [t('rowOffloads'), num(int(s.offloads))],
+          [t('rowReads'), num(int(s.reads_shortened))],
+          [t('rowReclaimed'), num(int(s.reclaimed))],
+          [t('rowRecallMessages'), num(int(s.recall_messages))],
+          [t('rowTokensKept'), num(int(s.tokens_kept_out))],
+          [t('rowTokensSent'), Number.isFinite(s.tokens_sent) ? num(int(s.tokens_sent)) : '—']
+        ] : [
           [t('rowOffloads'), num(int(s?.offloads))],
           [t('rowChars'), `${num(int(s?.charsIn))} / ${num(int(s?.charsInline))}`],
           [t('rowKept'), bytes(int(s?.keptChars))]] }),
@@ -614,7 +643,7 @@ window.__ModuleLoader__.load({
           [t('rowHits'), num(int(st.objects?.recalls))],
           [t('rowDisk'), bytes(int(st.objects?.disk_bytes))],
           [t('rowWorker'), health.text, { color: C[health.tone], whiteSpace: 'normal' }]] }),
-        h('p', { style: { margin: 0, color: C.tertiary, fontSize: 12, lineHeight: '18px' } }, t('notes')))
+        h('p', { style: { margin: 0, color: C.tertiary, fontSize: 12, lineHeight: '18px' } }, t(ledgerShape(s) ? 'notesLedger' : 'notes')))
     }
 
     function TabTitle (props) { return words(props.t)('tab') }
