@@ -93,7 +93,7 @@ def test_file_is_updated_incrementally_and_deleted_chunks_never_answer(store):
     q = _vec(int(new_hashes[3][:8], 16))  # the query is one of the new chunks' vectors
     got = idx.rank(store, q, 5)
     assert got[0][0] == _exact(store, q, 5)[0][0]
-    assert abs(got[0][1] - 1.0) < 1e-5
+    assert abs(got[0][1] - 1.0) < 1e-3  # kept as float16 (stores/vec_codec.py)
     alive = set(int(i) for i in store.vector_matrix()[0])
     assert {i for i, _ in idx.rank(store, _vec(5), 50)} <= alive
     # The sync appends to the same file instead of rewriting it.

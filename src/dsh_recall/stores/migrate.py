@@ -1,7 +1,7 @@
 """Copy SQLite indexes into PostgreSQL without re-embedding (`dsh-recall store migrate`).
 
 Chunk stores (code workspaces, notes indexes) and the history store are read straight from
-their SQLite files: files, chunks with the token strings their FTS5 rows hold, vectors by
+their SQLite files: files, chunks with the token strings their FTS5 rows index (stores/sqlite/lexical.py), vectors by
 text hash, and the meta that fingerprints them (embedder, chunker), so the PostgreSQL index
 is the same index and nothing is embedded again. The memory-mapped vector files are a
 cache of the SQLite rows and are not needed. Objects stay local and are not copied.
@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from ..core.errors import StoreError
 from ..core.types import Chunk
+from . import vec_codec
 from .contracts import BlockIn, EmbedCacheStore, FileRow, IndexedChunk
+from .sqlite import lexical
 
 # Meta that describes the SQLite file itself (its vector file, write counters), not the index.
 LOCAL_META = {"vec_seq", "vec_epoch", "vector_file", "generation", "schema"}
@@ -42,6 +42,7 @@ def copy_chunk_store(src: Path, dst, replace: bool = False, progress: Progress |
     embedder fingerprint, so a teammate's index of the same code embeds none of them."""
     t0 = time.monotonic()
     conn = _ro(src)
+    lexical.register(conn)  # chunks_fts's strings come from a view over the chunk rows
     cached = 0
     try:
         fp_row = conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
@@ -59,7 +60,7 @@ def copy_chunk_store(src: Path, dst, replace: bool = False, progress: Progress |
         nvec = 0
         rows = conn.execute("SELECT hash, vec FROM vectors")
         while batch := rows.fetchmany(2000):
-            vecs = [(h, np.frombuffer(v, dtype=np.float32)) for h, v in batch]
+            vecs = [(h, vec_codec.decode(v)) for h, v in batch]
             dst.put_vectors(vecs)
             if cache is not None and fp:
                 cache.put(fp, vecs)
@@ -134,7 +135,7 @@ def copy_history(src: Path, dst, replace: bool = False, progress: Progress | Non
         nvec = 0
         rows = conn.execute("SELECT hash, vec FROM vectors")
         while batch := rows.fetchmany(2000):
-            dst.put_vectors([(h, np.frombuffer(v, dtype=np.float32)) for h, v in batch])
+            dst.put_vectors([(h, vec_codec.decode(v)) for h, v in batch])
             nvec += len(batch)
         dst.auto_ann = True
         dst.maybe_build_ann()

@@ -1,5 +1,6 @@
-"""The embedded default chunk store: one SQLite file per workspace, FTS5 for lexical search,
-vectors as float32 blobs keyed by the hash of the embedded text. WAL + busy timeout so two
+"""The embedded default chunk store: one SQLite file per workspace, FTS5 for lexical search
+(its strings derived from the chunk rows, not kept twice: stores/sqlite/lexical.py),
+vectors as float16 blobs keyed by the hash of the embedded text (stores/vec_codec.py). WAL + busy timeout so two
 processes can share it; every file is replaced in one transaction, so a kill -9 leaves the
 previous state or the new one, never half of a file.
 """
@@ -21,7 +22,7 @@ from ...core.process import long_lived
 from .. import fts5
 from ..contracts import BM25_WEIGHTS, ChunkRow, FileRow, IndexedChunk, prefix_bounds
 from . import impacts as impacts_mod
-from . import migrations, split
+from . import lexical, migrations, split
 from .bulk import SqliteBulkLoad
 from .embed_cache import EmbedCache as EmbedCache  # re-exported: services/vectors.py
 from .split import split_match as split_match  # re-exported: tests
@@ -74,6 +75,8 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
     def __init__(self, path: Path):
         self.path = Path(path)
         self.conn = connect(self.path, APPLICATION_ID)
+        lexical.register(self.conn)  # the view FTS5 reads its strings from
+        self._lex_checked = False
         self._df_cache: dict[str, int] = {}
         self._df_cache_gen: str | None = None
         self._count: int = 0
@@ -100,7 +103,7 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
             pass  # a new file: no meta table yet
         try:
             self.conn.execute("BEGIN IMMEDIATE")
-            if migrations.apply(self.conn, migrations.CHUNKS, migrations.CHUNKS_CREATE):
+            if migrations.apply(self.conn, migrations.CHUNKS, migrations.chunks_create):
                 self._after_migration()
             self.conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
@@ -154,9 +157,22 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
                               "FROM files WHERE path = ?", (path,)).fetchone()
         return FileRow(*r) if r else None
 
+    def _check_lexical(self, conn: sqlite3.Connection) -> None:
+        """Before this process's first delete: the view still derives what FTS5 indexed
+        (stores/sqlite/lexical.py), else FTS5 is rebuilt from it and the term counts with it."""
+        if self._lex_checked:
+            return
+        self._lex_checked = True
+        if lexical.stale(conn):
+            lexical.rebuild(conn)
+            conn.execute("DELETE FROM term_df")
+            self.set_meta("term_df", "0")  # refilled by ensure_term_df, fts5vocab meanwhile
+            self._after_migration()
+
     def _delete_file_rows(self, conn: sqlite3.Connection, path: str, df_gen: int | None) -> None:
         if conn.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
             return  # a new file: the delete below would cost more than a first index's insert
+        self._check_lexical(conn)
         if df_gen is not None:
             rows = conn.execute("SELECT rowid, body, symbols, path FROM chunks_fts WHERE rowid IN "
                                 "(SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id "
@@ -188,18 +204,22 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
                     df_gen: int | None) -> None:
         if not self._bulk:  # a bulk load (stores/sqlite/bulk.py) writes only new files
             self._delete_file_rows(conn, row.path, df_gen)
+        # The lexical strings are kept once, in the rows FTS5's view derives them from: a
+        # chunk keeps its own only where they differ from the derived (stores/sqlite/lexical.py).
+        path_lex = lexical.file_path_lex(chunks)
+        over = [lexical.overrides(ic, path_lex) for ic in chunks]
         cur = conn.execute(
-            "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
-            "VALUES(?,?,?,?,?,?,?)",
-            (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns, row.chars))
+            "INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars, lex_path) "
+            "VALUES(?,?,?,?,?,?,?,?)",
+            (row.path, row.abs_path, row.root, row.hash, row.size, row.mtime_ns, row.chars, path_lex))
         file_id = cur.lastrowid
         # Ids handed out here, so both tables are filled by one executemany each.
         first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
         conn.executemany(
             "INSERT INTO chunks(id, file_id, start_line, end_line, language, symbols, text, "
-            "embed_hash) VALUES(?,?,?,?,?,?,?,?)",
+            "embed_hash, lex_body, lex_symbols, lex_path) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
             [(first + n, file_id, ic.chunk.start_line, ic.chunk.end_line, ic.chunk.language,
-              json.dumps(list(ic.chunk.symbols)), ic.chunk.text, ic.embed_hash)
+              json.dumps(list(ic.chunk.symbols)), ic.chunk.text, ic.embed_hash, *over[n])
              for n, ic in enumerate(chunks)])
         conn.executemany("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
                          [(first + n, ic.lexical, ic.symbols_lexical, ic.path_lexical)
@@ -230,9 +250,11 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
 
     def clear(self) -> None:
         with self._tx() as conn:
-            conn.execute("DELETE FROM chunks_fts")
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM files")
+            # Emptied: chunks_fts made anew over the view (an earlier release's table kept
+            # its own content), empty as the rows it derives from.
+            lexical.remake_external(conn)
             conn.execute("DELETE FROM term_df")
             self.set_meta("term_df", "1")
             conn.execute("DELETE FROM chunk_log")  # every row went: no list is patched across

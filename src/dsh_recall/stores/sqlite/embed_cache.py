@@ -1,4 +1,13 @@
-"""The embedding cache every workspace of a user shares (recall_home()/embed-cache.sqlite)."""
+"""The embedding cache every workspace of a user shares (recall_home()/embed-cache.sqlite).
+
+Table `vecs`: a rowid table, one row per (embedder fingerprint, text hash), the
+fingerprint kept once in `fps` and the vector as a float16 blob (stores/vec_codec.py), with
+a unique index on (fp id, hash). About 0.85 KB a vector of 384 dimensions. Earlier releases
+kept `cache(fp, hash, vec)` WITHOUT ROWID with float32 blobs: rows of 1.5 KB in a
+WITHOUT ROWID table each spill to an overflow page, 4.7 KB a vector. Such a table is still
+read (a miss in `vecs` looks there) and forgotten from by `drop`, never written; its pages
+are reused as `vecs` grows.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...core.lazy import np
+from .. import vec_codec
 from .util import connect, scrubbing
 
 APPLICATION_ID = 0x44524332  # "DRC2": one past the chunk store's "DRC1"
@@ -17,28 +27,54 @@ class EmbedCache:
 
     def __init__(self, path: Path) -> None:
         self.conn = connect(Path(path), APPLICATION_ID)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS cache (fp TEXT NOT NULL, hash TEXT NOT NULL, "
-                          "vec BLOB NOT NULL, PRIMARY KEY(fp, hash)) WITHOUT ROWID")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS fps (id INTEGER PRIMARY KEY, fp TEXT NOT NULL UNIQUE)")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS vecs (id INTEGER PRIMARY KEY, fp INTEGER NOT NULL, "
+                          "hash TEXT NOT NULL, vec BLOB NOT NULL)")
+        self.conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS vecs_key ON vecs(fp, hash)")
+        self._old = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cache'").fetchone() is not None
+        self._fp_ids: dict[str, int] = {}
+
+    def _fp_id(self, fp: str, create: bool) -> int | None:
+        if fp not in self._fp_ids:
+            row = self.conn.execute("SELECT id FROM fps WHERE fp = ?", (fp,)).fetchone()
+            if row is None:
+                if not create:
+                    return None
+                row = (self.conn.execute("INSERT INTO fps(fp) VALUES(?)", (fp,)).lastrowid,)
+            self._fp_ids[fp] = int(row[0])
+        return self._fp_ids[fp]
 
     def get(self, fp: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         hashes = list(hashes)
+        fid = self._fp_id(fp, create=False)
         for i in range(0, len(hashes), 500):
             part = hashes[i:i + 500]
             q = ",".join("?" * len(part))
-            for h, v in self.conn.execute(
-                    f"SELECT hash, vec FROM cache WHERE fp = ? AND hash IN ({q})", [fp, *part]):
-                out[h] = np.frombuffer(v, dtype=np.float32)
+            if fid is not None:
+                for h, v in self.conn.execute(
+                        f"SELECT hash, vec FROM vecs WHERE fp = ? AND hash IN ({q})", [fid, *part]):
+                    out[h] = vec_codec.decode(v)
+            if self._old:  # an earlier release's table: what is not in the new one
+                rest = [h for h in part if h not in out]
+                if rest:
+                    for h, v in self.conn.execute(
+                            f"SELECT hash, vec FROM cache WHERE fp = ? AND hash IN ({','.join('?' * len(rest))})",
+                            [fp, *rest]):
+                        out[h] = vec_codec.decode(v)
         return out
 
     def put(self, fp: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            self.conn.executemany("INSERT OR REPLACE INTO cache(fp, hash, vec) VALUES(?,?,?)",
-                                  [(fp, h, np.asarray(v, np.float32).tobytes()) for h, v in items])
+            fid = self._fp_id(fp, create=True)
+            self.conn.executemany("INSERT OR REPLACE INTO vecs(fp, hash, vec) VALUES(?,?,?)",
+                                  [(fid, h, vec_codec.encode(v)) for h, v in items])
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
+            self._fp_ids.pop(fp, None)  # its row may have gone with the transaction
             raise
 
     def drop(self, hashes: Sequence[str]) -> None:
@@ -50,7 +86,11 @@ class EmbedCache:
             try:
                 for i in range(0, len(hashes), 500):
                     part = hashes[i:i + 500]
-                    self.conn.execute(f"DELETE FROM cache WHERE hash IN ({','.join('?' * len(part))})", part)
+                    q = ",".join("?" * len(part))
+                    # by the (fp, hash) index: every fingerprint, these hashes
+                    self.conn.execute(f"DELETE FROM vecs WHERE fp IN (SELECT id FROM fps) AND hash IN ({q})", part)
+                    if self._old:
+                        self.conn.execute(f"DELETE FROM cache WHERE hash IN ({q})", part)
                 self.conn.execute("COMMIT")
             except BaseException:
                 self.conn.execute("ROLLBACK")

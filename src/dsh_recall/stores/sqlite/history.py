@@ -18,6 +18,7 @@ from typing import Any
 from ...core.errors import LexicalQueryError, RowDataError, StoreError
 from ...core.lazy import np
 from ...core.text import fts_quote
+from .. import vec_codec
 from ..contracts import BlockIn, BlockRow
 from . import migrations
 from .util import connect as sqlite_connect
@@ -379,8 +380,7 @@ class HistoryStore(SqliteVectorTable):
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        mat = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-        return ids, mat
+        return ids, vec_codec.decode_many([r[1] for r in rows])
 
     def stats(self) -> dict:
         return {t: int(self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])

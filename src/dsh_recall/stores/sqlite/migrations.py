@@ -17,6 +17,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from . import lexical
+
 Step = str | Callable[[sqlite3.Connection], None]
 Migrations = Sequence[tuple[int, Step]]
 
@@ -115,6 +117,22 @@ PENDING_CODE_WHERE = ("vec_seq IS NULL AND language NOT IN ("
                       + ", ".join(f"'{x}'" for x in PROSE_LANGUAGES) + ")")
 PENDING_CODE_INDEX = f"CREATE INDEX IF NOT EXISTS chunks_pending_code ON chunks(id) WHERE {PENDING_CODE_WHERE}"
 
+def _chunks_lexical(conn: sqlite3.Connection) -> None:
+    """7: the columns the external-content FTS5 table's view reads (stores/sqlite/lexical.py):
+    files.lex_path, chunks.lex_body / lex_symbols / lex_path, and the view. An index with
+    rows keeps its FTS5 table with its own content (converting would tokenize every chunk
+    again inside this open) until it is emptied; an empty one is converted now."""
+    if "lex_path" not in columns(conn, "files"):
+        conn.execute("ALTER TABLE files ADD COLUMN lex_path TEXT")
+    have = columns(conn, "chunks")
+    for col in ("lex_body", "lex_symbols", "lex_path"):
+        if col not in have:
+            conn.execute(f"ALTER TABLE chunks ADD COLUMN {col} TEXT")
+    conn.execute(lexical.VIEW)
+    if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None and not lexical.external(conn):
+        lexical.remake_external(conn)
+
+
 CHUNKS: Migrations = [
     (1, CHUNKS_V1),
     (2, _chunks_vec_seq),
@@ -124,24 +142,24 @@ CHUNKS: Migrations = [
     (5, "CREATE TABLE IF NOT EXISTS chunk_log (gen INTEGER NOT NULL, id INTEGER NOT NULL, "
         "inserted INTEGER NOT NULL);\nCREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen)"),
     (6, PENDING_CODE_INDEX),
+    (7, _chunks_lexical),
 ]
 
-CHUNKS_CREATE = """
+CHUNKS_CREATE_SQL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
   id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, abs_path TEXT NOT NULL,
   root TEXT NOT NULL, hash TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-  chars INTEGER NOT NULL);
+  chars INTEGER NOT NULL, lex_path TEXT);
 CREATE TABLE IF NOT EXISTS chunks (
   id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
   start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, language TEXT NOT NULL,
-  symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL, vec_seq INTEGER);
+  symbols TEXT NOT NULL, text TEXT NOT NULL, embed_hash TEXT NOT NULL, vec_seq INTEGER,
+  lex_body TEXT, lex_symbols TEXT, lex_path TEXT);
 CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
 CREATE INDEX IF NOT EXISTS chunks_embed ON chunks(embed_hash);
 CREATE INDEX IF NOT EXISTS chunks_vec_seq ON chunks(vec_seq);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-  body, symbols, path, tokenize = "unicode61 remove_diacritics 2 tokenchars '_'");
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, row);
+""" + lexical.VIEW + ";\n" + lexical.FTS_EXTERNAL + ";\n" + lexical.VOCAB + """;
 CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL,
   gen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
@@ -149,6 +167,12 @@ CREATE TABLE IF NOT EXISTS chunk_log (gen INTEGER NOT NULL, id INTEGER NOT NULL,
   inserted INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS chunk_log_gen ON chunk_log(gen);
 """ + PENDING_CODE_INDEX + "\n"
+
+
+def chunks_create(conn: sqlite3.Connection) -> None:
+    """A new chunk store at the latest shape (lexical strings kept once: stores/sqlite/lexical.py)."""
+    run_sql(conn, CHUNKS_CREATE_SQL)
+    lexical.set_fingerprint(conn)
 
 # -- the history store -----------------------------------------------------------------------
 

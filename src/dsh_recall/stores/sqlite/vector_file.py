@@ -1,8 +1,8 @@
 """The memory-mapped vector file beside a chunk store: a rebuildable cache of its vectors.
 
-SQLite stays the source of truth (float32 vectors keyed by text hash; each chunk records the
-sequence number `vec_seq` of the write that gave it a vector). The file holds int8 copies,
-one fixed-size record per chunk: chunk id, scale, int8 row. Records [0, rows) are committed:
+SQLite stays the source of truth (float16 vectors keyed by text hash, stores/vec_codec.py;
+each chunk records the sequence number `vec_seq` of the write that gave it a vector). The
+file holds int8 copies, one fixed-size record per chunk: chunk id, scale, int8 row. Records [0, rows) are committed:
 `rows`, the highest `vec_seq` they cover and the vector epoch (bumped when vectors are
 discarded) live in the store's meta table, written in one transaction after the records
 are on disk. So:
@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ...core.lazy import np
 from ...core.paths import ensure_dir
+from .. import vec_codec
 
 MAGIC = b"DRVEC001"
 HEADER = 64  # bytes: magic, dim (u32), reserved
@@ -322,7 +323,7 @@ def scan_vectors(conn, id_hash_sql: str, args: Sequence, batch: int = 16384
                 vecs.append(v)
         if ids:
             yield (np.asarray(ids, dtype=np.int64),
-                   np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(len(ids), -1))
+                   vec_codec.decode_many(vecs))
 
 
 def remove_stale(folder: Path, keep: str | None) -> None:

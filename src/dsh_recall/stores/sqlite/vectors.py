@@ -1,5 +1,5 @@
 """The vector table of a SQLite store (chunks of a code or notes index, blocks of the
-history): float32 vectors keyed by the hash of the text embedded, in table `vectors`, and
+history): vectors (float16 blobs, or float32 of earlier releases: stores/vec_codec.py) keyed by the hash of the text embedded, in table `vectors`, and
 per item row `vec_seq`, the sequence number of the write that gave it a vector (NULL: none
 yet). One implementation, mixed into each SQLite store (stores.contracts.VectorTable).
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from ...core.errors import StoreError
 from ...core.lazy import np
+from .. import vec_codec
 from .vector_file import scan_vectors
 
 
@@ -28,8 +29,7 @@ def matrix(rows: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     if not rows:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    return ids, mat
+    return ids, vec_codec.decode_many([r[1] for r in rows])
 
 
 class SqliteVectorTable:
@@ -67,7 +67,7 @@ class SqliteVectorTable:
         t = self._VEC_ITEMS
         with self._vec_tx() as conn:
             conn.executemany("INSERT OR REPLACE INTO vectors(hash, vec) VALUES(?, ?)",
-                             [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items])
+                             [(h, vec_codec.encode(v)) for h, v in items])
             seq = self._next_vec_seq(conn)
             hashes = [h for h, _ in items]
             for i in range(0, len(hashes), 500):
