@@ -131,6 +131,7 @@ class Worker:
         # Tokens kept out per request and session; an op's changes wait in `_changes` until
         # `handle` knows it answered in time (a late answer changed nothing dsh sent).
         self.ledger = Ledger()
+        self.ledger.preload()  # earlier workers' figures, on a thread: off every hot call
         self._changes: list[tuple[str, str, str, int, int]] = []
         ensure_dir(status_path().parent)
         self._status_path = status_path()

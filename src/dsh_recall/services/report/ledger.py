@@ -161,6 +161,8 @@ class Ledger:
         self.started = clock()
         self.sessions: dict[str, _Session] = {}
         self._base: dict[str, Figures] | None = None
+        self._base_lock = threading.Lock()
+        self._preloading = False
         self._lock = threading.Lock()
 
     def _session(self, sid: str) -> _Session:
@@ -243,7 +245,18 @@ class Ledger:
                 self.sessions[session].entries.clear()
 
     # -- figures --------------------------------------------------------------------------
+    def preload(self) -> None:
+        """Read earlier workers' figures from the log on a thread of their own (a long log
+        takes most of a second), not at the first change on a hot call."""
+        if self._base is None and self.record and not self._preloading:
+            self._preloading = True
+            threading.Thread(target=self._base_figures, name="ledger-preload", daemon=True).start()
+
     def _base_figures(self) -> dict[str, Figures]:
+        with self._base_lock:
+            return self._load_base()
+
+    def _load_base(self) -> dict[str, Figures]:
         if self._base is None:
             # Records keep milliseconds: one this ledger wrote never falls before the cut.
             cut = math.floor(self.started * 1000) / 1000
@@ -284,11 +297,8 @@ def _shape(per: dict[str, Figures], only: str | None = None) -> dict[str, Any]:
 def sessions_from_log(home: Path | None = None, since: float | None = None,
                       until: float | None = None) -> dict[str, Figures]:
     """Per-session figures from the usage log's request records (what `Ledger` wrote)."""
-    recs, _ = usage.read(home, since=since, until=until)
     out: dict[str, Figures] = {}
-    for r in recs:
-        if r.get("op") != "request" or r.get("src") != "objects":
-            continue
+    for r in _request_records(home, since, until):
         sid = str(r.get("ses") or "")
         f = out.pop(sid) if sid in out else Figures()
         out[sid] = f  # most recently active last
@@ -310,6 +320,39 @@ def sessions_from_log(home: Path | None = None, since: float | None = None,
             n = r.get(name)
             if isinstance(n, int) and n > 0:
                 setattr(f, name, getattr(f, name) + n)
+    return out
+
+
+def _request_records(home: Path | None, since: float | None,
+                     until: float | None) -> list[dict[str, Any]]:
+    """The log's `request` records in time order; other lines are skipped unparsed (a
+    worker reads the whole log once)."""
+    d = usage.log_dir(home)
+    try:
+        names = sorted(p for p in os.listdir(d) if p.endswith(".jsonl"))
+    except OSError:
+        return []
+    first = time.strftime("%Y-%m", time.localtime(since)) if since is not None else None
+    out: list[dict[str, Any]] = []
+    for name in names:
+        if first is not None and name[:7] < first:
+            continue
+        try:
+            raw = (d / name).read_bytes()
+        except OSError:
+            continue
+        for line in raw.splitlines():
+            if b'"op":"request"' not in line:
+                continue
+            try:
+                r = json.loads(line)
+                t = float(r["t"])
+                r["ret"], r["rep"] = int(r.get("ret", 0)), int(r.get("rep", 0))
+            except (ValueError, KeyError, TypeError):
+                continue
+            if r.get("src") == "objects" and (since is None or t >= since) and (until is None or t < until):
+                out.append(r)
+    out.sort(key=lambda r: r["t"])
     return out
 
 
