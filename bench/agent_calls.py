@@ -91,7 +91,10 @@ class Arm:
     def __init__(self, name: str, src: Path, home: Path, embedder: str, daemon: str):
         self.name, self.src, self.home = name, src, home
         self.warm = daemon == ""  # a daemon's CPU during the call counts as this call's
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
+        # Bytecode as an installed package has it (compiled once, below): a shell's
+        # PYTHONDONTWRITEBYTECODE would have every call compile every module it imports.
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("DSH_") and k != "PYTHONDONTWRITEBYTECODE"}
         self.env.update(DSH_RECALL_HOME=str(home), PYTHONPATH=str(src),
                         DSH_RECALL_EMBEDDER__NAME=embedder)
         if daemon:
@@ -209,6 +212,8 @@ def main() -> None:
     for home in {a.home for a in arms}:
         stop_daemons(home)
         shutil.rmtree(home, ignore_errors=True)
+    for tree_src in {a.src for a in arms}:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree_src)], check=True)
     print(f"world: {tree.name[:18]}, {len(questions)} LoCoMo questions, notes {notes}, {len(logs)} CI logs; "
           f"embedder {args.embedder}; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     ids = build(arms[0], tree, history, notes, logs)

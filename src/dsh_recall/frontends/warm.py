@@ -34,13 +34,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 # The builtin SHA-256, not hashlib's: hashlib loads OpenSSL (about 7 ms of a warm call).
+# Only the module this version has is tried: a failed import searches every sys.path entry.
 try:
-    from _sha2 import sha256  # Python 3.12+
+    if sys.version_info >= (3, 12):
+        from _sha2 import sha256
+    else:
+        from _sha256 import sha256
 except ImportError:
-    try:
-        from _sha256 import sha256  # 3.11
-    except ImportError:
-        from hashlib import sha256
+    from hashlib import sha256
 
 PROTOCOL = 1
 # A hook's payload crosses the socket (base64) up to HOOK_STDIN_MAX; a bigger one (a huge
