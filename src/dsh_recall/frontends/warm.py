@@ -2,7 +2,7 @@
 when one runs, and start one in the background when none does.
 
 - `forward(args)`: the entry point asks it first, before click or anything heavy is
-  imported. A search or a hook call goes to the daemon's socket and its answer is printed
+  imported. A search, an object read or a hook call goes to the daemon's socket and its answer is printed
   as the CLI would print it; None means "run it here" (no daemon, or it declined).
 - `start_after(args)`: the CLI calls it once a forwarded kind of call has answered alone.
   With no daemon running or starting, it starts `dsh-recall daemon` detached (its own
