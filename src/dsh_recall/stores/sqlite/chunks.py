@@ -63,6 +63,8 @@ def lexical_sql(with_prefix: bool) -> str:
 IMPACT_SYNC_ROWS = 2_000
 IMPACT_FTS5_SHARE = 1 / 8
 IMPACT_TERM_ROWS = 100
+# The WAL kept on disk between writes (SQLite's default keeps its largest size for good).
+WAL_KEEP_BYTES = 4 << 20
 # warm_common looks at most at this many of the commonest terms.
 WARM_COMMON_TERMS = 2_000
 
@@ -76,6 +78,9 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
         self.path = Path(path)
         self.conn = connect(self.path, APPLICATION_ID)
         lexical.register(self.conn)  # the view FTS5 reads its strings from
+        # A checkpoint that empties the WAL also cuts it back to this: a large write (a first
+        # index, a vector batch) no longer leaves its whole size on disk beside the index.
+        self.conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
         self._lex_checked = False
         self._df_cache: dict[str, int] = {}
         self._df_cache_gen: str | None = None

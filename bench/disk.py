@@ -1,0 +1,170 @@
+"""Disk per code chunk, by table, for this tree and a baseline source tree in one run.
+
+An index of about N chunks (copies of the SWE-bench dev trees pytest, flask and requests,
+as bench/scale.py's build_workspace makes them) is built by each source tree in its own
+process (PYTHONPATH set to that tree's src), lexical first, then a random unit vector of
+384 dimensions per chunk written as the indexer writes vectors (the fake embedder's Python
+loop would take most of the run; the bytes are the same), the vector file synced, and each
+vector put in the user's embedding cache. Then per index: bytes per chunk for each table
+and index (SQLite's dbstat), the vector files, and in total as bench/scale.py measures it
+(`store.size_bytes() / chunks`: the database, its WAL, the score-list cache and the vector
+files), plus the embedding cache's bytes per entry.
+
+    python bench/disk.py [--chunks 100000] --baseline-src DIR [--reuse]
+
+DIR: the `src` of the release to compare with, e.g. `git archive <commit> src | tar -x -C
+/tmp/base` then `--baseline-src /tmp/base/src`. Without it only this tree is measured.
+Needs the dev trees: $RECALL_EVAL_DIR or ../shared/eval (skips with the reason when absent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TMP = Path(tempfile.gettempdir())
+PER_COPY = 4906  # chunks of one copy of the three trees (98,121 for 20 copies)
+DIM = 384
+
+
+def eval_dir() -> Path | None:
+    base = Path(os.environ.get("RECALL_EVAL_DIR") or ROOT.parent / "shared" / "eval")
+    return base if (base / "swebench-dev" / "trees.bundle").is_file() else None
+
+
+def child(src: str, copies: int, home: Path, reuse: bool) -> None:
+    """Build (or reuse) one index with the source tree `src` and print its figures as JSON."""
+    sys.path.insert(0, src)
+    import dsh_recall  # from `src` first: bench/scale.py puts this tree's src on the path
+
+    assert Path(dsh_recall.__file__).resolve().is_relative_to(Path(src).resolve()), dsh_recall.__file__
+    sys.path.insert(1, str(ROOT / "bench"))
+    import numpy as np
+    import scale  # bench/scale.py: the same workspaces
+
+    scale.EVAL = Path(os.environ["RECALL_EVAL_DIR"]) / "swebench-dev"
+    from dsh_recall.core.config import load_config
+    from dsh_recall.services.code import CodeService
+    from dsh_recall.services.vectors import sync_fingerprint, sync_vector_file
+    from dsh_recall.stores.sqlite.embed_cache import EmbedCache
+
+    ws = scale.build_workspace(copies)
+    if not reuse:
+        shutil.rmtree(home, ignore_errors=True)
+    os.environ.update(DSH_RECALL_HOME=str(home), DSH_RECALL_EMBEDDER__NAME="fake",
+                      DSH_RECALL_EMBEDDER__DIM=str(DIM))
+    cfg = load_config(workspace=ws, overrides={"embedder": {"name": "fake", "dim": DIM}})
+    svc = CodeService(ws, cfg, home)
+    store = svc.store
+    t0 = time.monotonic()
+    if not (reuse and store.chunk_count()):
+        with svc._index_lock(None):
+            svc.index_lexical()
+    build_s = time.monotonic() - t0
+    emb = svc.embedder()
+    assert emb is not None
+    sync_fingerprint(store, emb)
+    cache = EmbedCache(home / "embed-cache-bench.sqlite")
+    rng = np.random.default_rng(1)
+    with svc._index_lock(None):
+        while batch := store.pending(4096):
+            v = rng.normal(size=(len(batch), DIM)).astype(np.float32)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            items = [(h, x) for (h, _), x in zip(batch, v)]
+            store.put_vectors(items)
+            cache.put(emb.fingerprint, items)
+        sync_vector_file(store)
+    chunks = store.chunk_count()
+    total = store.size_bytes()
+    conn = store.conn
+    tables = {name: int(size) for name, size in conn.execute(
+        "SELECT name, sum(pgsize) FROM dbstat GROUP BY name")}
+    files = {"(wal)": Path(str(store.path) + "-wal"), "(score lists)": store.impacts_path}
+    sizes = {k: p.stat().st_size for k, p in files.items() if p.exists()}
+    if store.vector_dir.is_dir():
+        for p in store.vector_dir.iterdir():
+            if p.is_file():
+                key = "(vector file .bits)" if p.name.endswith(".bits") else "(vector file)"
+                sizes[key] = sizes.get(key, 0) + p.stat().st_size
+    cache_entries = len(cache.get(emb.fingerprint, [h for (h,) in conn.execute("SELECT embed_hash FROM chunks")]))
+    cache.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache_bytes = sum(p.stat().st_size for p in home.glob("embed-cache-bench.sqlite*"))
+    print(json.dumps({"chunks": chunks, "total": total, "tables": tables, "files": sizes,
+                      "cache_entries": cache_entries, "cache_bytes": cache_bytes,
+                      "build_s": round(build_s, 1)}))
+
+
+def measure(label: str, src: Path, copies: int, reuse: bool) -> dict:
+    home = TMP / "dsh-recall-disk" / f"{label}-{copies}"
+    home.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run([sys.executable, __file__, "--child", str(src), "--copies", str(copies),
+                          "--home", str(home)] + (["--reuse"] if reuse else []),
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def table(rows: dict[str, dict]) -> str:
+    labels = list(rows)
+    names: dict[str, None] = {}
+    for r in rows.values():
+        for k in sorted(r["tables"], key=lambda k: -r["tables"][k]):
+            names.setdefault(k, None)
+        for k in r["files"]:
+            names.setdefault(k, None)
+
+    def per(r: dict, k: str) -> str:
+        b = r["tables"].get(k, r["files"].get(k))
+        return "-" if b is None else f"{b / r['chunks']:,.0f}"
+
+    head = "| bytes per chunk | " + " | ".join(labels) + " |"
+    lines = [head, "|---|" + "---:|" * len(labels)]
+    for k in names:
+        cells = [per(rows[la], k) for la in labels]
+        if any(c not in ("-", "0") for c in cells):
+            lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    lines.append("| **total (size_bytes / chunks)** | " + " | ".join(
+        f"**{rows[la]['total'] / rows[la]['chunks']:,.0f}**" for la in labels) + " |")
+    lines.append("| embedding cache, per entry | " + " | ".join(
+        f"{rows[la]['cache_bytes'] / max(1, rows[la]['cache_entries']):,.0f}" for la in labels) + " |")
+    lines.append("| chunks | " + " | ".join(f"{rows[la]['chunks']:,}" for la in labels) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="disk per code chunk, by table, against a baseline")
+    ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--baseline-src", default="", help="src folder of the release to compare with")
+    ap.add_argument("--reuse", action="store_true", help="measure indexes an earlier run left")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--copies", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--home", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.copies, Path(args.home), args.reuse)
+        return
+    ev = eval_dir()
+    if ev is None:
+        print("skipped: the SWE-bench dev trees are absent (set RECALL_EVAL_DIR or put them in "
+              "../shared/eval/swebench-dev)")
+        return
+    os.environ["RECALL_EVAL_DIR"] = str(ev)
+    copies = max(1, round(args.chunks / PER_COPY))
+    rows = {"this tree": measure("this", ROOT / "src", copies, args.reuse)}
+    if args.baseline_src:
+        rows = {"baseline": measure("base", Path(args.baseline_src).resolve(), copies, args.reuse), **rows}
+    print(f"disk per chunk, {copies} copies of the dev trees, 384-dim vectors")
+    print(table(rows))
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
