@@ -14,8 +14,8 @@ Each side is measured as it travels in the request: the length of the text as a 
 (`json_chars`), tokens = chars / 4 (`tokens`), the estimate dsh and bench/dsh_real.py use.
 At every model request of a session (one `assistant/message` in dsh's log) the plugin names
 the entries that request still carried (a compaction or a prune removes the rest), and the
-ledger adds their `plain - sent` to that request: a result offloaded at request 3 of 23 is
-counted 21 times, once per request that would have carried it, not once per user turn.
+ledger adds their `plain - sent` to that request: a result offloaded after request 3 of 23
+is counted 20 times, once per request that would have carried it, not once per user turn.
 `tokens_sent` is the provider's own input token count of each request, where reported.
 
 A request that follows a read-back of what the plugin kept out (a recall of one of its
@@ -57,7 +57,12 @@ MAX_SESSIONS = 500  # sessions a worker keeps figures of (oldest dropped; the lo
 SHOWN_SESSIONS = 200  # sessions a snapshot lists, most recently active last (totals: all)
 # dsh's spill policy cap in its shipped profiles (`dsh_sent_chars`), and the size of its
 # notice ("(Omitted N bytes. Full formatted result stored at: <path>. Use read ...)").
-DSH_INLINE_BYTES = int(os.environ.get("DSH_RECALL_DSH_INLINE_BYTES") or 50_000)
+def _inline_bytes() -> int:
+    raw = os.environ.get("DSH_RECALL_DSH_INLINE_BYTES", "")
+    return int(raw) if raw.strip().isdigit() else 50_000
+
+
+DSH_INLINE_BYTES = _inline_bytes()
 SPILL_NOTICE = 190
 # dsh's compaction-basic compacts above this share of the context window (thresholdRatio).
 COMPACT_AT = 0.8
