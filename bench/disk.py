@@ -11,6 +11,12 @@ and index (SQLite's dbstat), the vector files, and in total as bench/scale.py me
 files), plus the embedding cache's bytes per entry.
 
     python bench/disk.py [--chunks 100000] --baseline-src DIR [--reuse]
+    python bench/disk.py --quality [--quality-chunks 1500]
+
+`--quality`: what float16 does to the exact cosines with the shipped model (MiniLM): code
+chunks spread over the three dev trees and 40 queries (keyword queries and SWE-bench issue
+texts) embedded once, each query's cosines and top 10 from the float32 vectors against
+those from the vectors as the store keeps them (stores/vec_codec.py).
 
 DIR: the `src` of the release to compare with, e.g. `git archive <commit> src | tar -x -C
 /tmp/base` then `--baseline-src /tmp/base/src`. Without it only this tree is measured.
@@ -102,6 +108,51 @@ def child(src: str, copies: int, home: Path, reuse: bool) -> None:
                       "build_s": round(build_s, 1)}))
 
 
+def quality(max_chunks: int) -> None:
+    """Cosines and top 10 with float32 vectors against the codec's, on the shipped model."""
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(1, str(ROOT / "bench"))
+    import numpy as np
+    import scale
+
+    from dsh_recall import chunkers
+    from dsh_recall.core.config import load_config
+    from dsh_recall.services.code.prepare import embed_text
+    from dsh_recall.services.vectors import load_embedder
+    from dsh_recall.stores import vec_codec
+
+    scale.EVAL = Path(os.environ["RECALL_EVAL_DIR"]) / "swebench-dev"
+    texts: list[str] = []
+    for tag in scale.TAGS:
+        root = scale.tree(tag)
+        for p in sorted(root.rglob("*.py")):
+            rel = p.relative_to(root).as_posix()
+            for c in chunkers.chunk_file(rel, p.read_text(errors="replace")):
+                texts.append(embed_text(rel, c.symbols, c.text))
+    texts = texts[::max(1, len(texts) // max_chunks)][:max_chunks]  # spread over the three trees
+    emb, why = load_embedder(load_config(workspace=root).embedder)
+    if emb is None:
+        print(f"skipped: the shipped model does not load ({why})")
+        return
+    qs = scale.queries(40)
+    t0 = time.monotonic()
+    docs = emb.embed(texts)
+    qv = emb.embed(qs, query=True)
+    exact = docs @ qv.T
+    kept = vec_codec.decode_many([vec_codec.encode(v) for v in docs]) @ qv.T
+    same_order = same_set = 0
+    for j in range(len(qs)):
+        a = list(np.argsort(-exact[:, j], kind="stable")[:10])
+        b = list(np.argsort(-kept[:, j], kind="stable")[:10])
+        same_order += a == b
+        same_set += set(a) == set(b)
+    print(f"{emb.fingerprint}: {len(texts)} code chunks of pytest, flask and requests, {len(qs)} queries "
+          f"({time.monotonic() - t0:.0f} s to embed)")
+    print(f"max |cosine change| {np.abs(kept - exact).max():.2e}, mean {np.abs(kept - exact).mean():.2e}; "
+          f"blob {len(vec_codec.encode(docs[0]))} bytes (float32: {docs[0].nbytes})")
+    print(f"top 10 identical in order: {same_order}/{len(qs)} queries; as a set: {same_set}/{len(qs)}")
+
+
 def measure(label: str, src: Path, copies: int, reuse: bool) -> dict:
     home = TMP / "dsh-recall-disk" / f"{label}-{copies}"
     home.parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +195,8 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--baseline-src", default="", help="src folder of the release to compare with")
     ap.add_argument("--reuse", action="store_true", help="measure indexes an earlier run left")
+    ap.add_argument("--quality", action="store_true", help="float16 against float32 on the shipped model")
+    ap.add_argument("--quality-chunks", type=int, default=1500)
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--copies", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--home", default="", help=argparse.SUPPRESS)
@@ -157,6 +210,9 @@ def main() -> None:
               "../shared/eval/swebench-dev)")
         return
     os.environ["RECALL_EVAL_DIR"] = str(ev)
+    if args.quality:
+        quality(args.quality_chunks)
+        return
     copies = max(1, round(args.chunks / PER_COPY))
     rows = {"this tree": measure("this", ROOT / "src", copies, args.reuse)}
     if args.baseline_src:
