@@ -199,6 +199,12 @@ def query_shape(query: str) -> tuple[int, float]:
     return len(words), code / len(words)
 
 
+def plain_question(query: str) -> bool:
+    """A question in plain words: 4-16 words, none of them code (layer_weights tilts it)."""
+    n, code = query_shape(query)
+    return 4 <= n <= 16 and code == 0
+
+
 def layer_weights(query: str, lexical: float, vector: float, tilt: bool = True) -> dict[str, float]:
     """RRF weights by query shape. A question in plain words ("python check if a variable is
     iterable") is where word overlap misleads and meaning matters: the lexical layer counts
@@ -208,8 +214,7 @@ def layer_weights(query: str, lexical: float, vector: float, tilt: bool = True) 
     layer's best hit answers it (services/hybrid.rank decides, by the calibrated lines of
     rank/confidence.py): the tilt's premise, a layer that read the question, does not hold,
     and both layers count the same."""
-    n, code = query_shape(query)
-    if tilt and 4 <= n <= 16 and code == 0:
+    if tilt and plain_question(query):
         return {"lexical": lexical * NATURAL_LEXICAL_SHARE, "vector": vector}
     return {"lexical": lexical, "vector": vector}
 

@@ -26,7 +26,7 @@ from typing import Any
 from ..core.errors import RecallError
 from ..embedders import Embedder
 from ..rank.confidence import NONE_COSINE
-from ..rank.fuse import fuse_layers
+from ..rank.fuse import fuse_layers, plain_question
 from ..stores import registry
 from ..stores.contracts import ChunkStore
 from .vectors import fill_what_fits
@@ -228,7 +228,7 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
         # ranking's reach beyond the lexical pool included) is unseen by it.
         others = {i for name, ids in rankings.items() if name != "vector" for i in ids}
         unseen = {"vector": others - head.looked}
-    tilt = not (answers is not None and vec_scores and rankings.get("lexical")
+    tilt = not (answers is not None and vec_scores and rankings.get("lexical") and plain_question(query)
                 and max(vec_scores.values()) < NONE_COSINE and answers(rankings["lexical"][0]))
     fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k, title_weight,
                               unseen, tilt)
