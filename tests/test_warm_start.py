@@ -66,6 +66,17 @@ def ready(w, timeout_s: float = 90.0) -> None:
         time.sleep(0.1)
 
 
+def soon(check, timeout_s: float = 10.0) -> bool:
+    """`check()` within timeout_s: a process started in this one shows its command line only
+    once its exec is done (vfork), a moment after Popen returns."""
+    end = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def test_a_cold_search_leaves_a_daemon_that_answers_the_next_call(world):
     w = world
     alone = run(w["env"], w["repo"], "search", "retry", "backoff", "--json", extra={"DSH_RECALL_DAEMON": "0"})
@@ -177,7 +188,7 @@ def test_racing_starts_in_one_process_start_exactly_one(world):
         pids = list(pool.map(lambda _: warm.start(), range(6)))
     started = [p for p in pids if p is not None]
     assert len(started) == 1
-    assert started_daemons(w["tmp"]) == started
+    assert soon(lambda: started_daemons(w["tmp"]) == started)
     ready(w)
     assert started_daemons(w["tmp"]) == started
 
@@ -274,7 +285,7 @@ def test_the_dsh_worker_starts_one_in_its_idle_time(world, monkeypatch):
         assert not started_daemons(w["tmp"])  # switched off
         monkeypatch.delenv("DSH_RECALL_DAEMON")
         worker.hand_off(lambda job: True)
-        assert len(started_daemons(w["tmp"])) == 1
+        assert soon(lambda: len(started_daemons(w["tmp"])) == 1)
         ready(w)
         worker.hand_off(lambda job: True)  # one runs: none more
         assert len(started_daemons(w["tmp"])) == 1
