@@ -179,32 +179,51 @@ def web(tmp_path_factory):
 
     from deepseek_harness_runtime import bundled_runtime_path
     log = open(tmp / "dsh-web.log", "w")  # noqa: SIM115 - closed in the finalizer
-    proc = subprocess.Popen([str(bundled_runtime_path()), "--profile", "web", "--no-open", "--host", "127.0.0.1",
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=repo)
-    driver = None
-    try:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start() -> str:
+        proc = subprocess.Popen([str(bundled_runtime_path()), "--profile", "web", "--no-open", "--host", "127.0.0.1",
+                                 "--port", "0"], stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=repo)
+        procs.append(proc)
         line = ""
         deadline = time.monotonic() + 180
         while "token=" not in line and time.monotonic() < deadline and proc.poll() is None:
             line = proc.stdout.readline()
         assert "token=" in line, (line, (tmp / "dsh-web.log").read_text()[-3000:])
-        url = line.split()[-1]
-        driver = _browser_or_skip(tmp / "chromium-profile")
-        driver.set_page_load_timeout(120)
-        wire = Wire(driver)
-        driver.get(url)
-        base = url.split("?")[0]
-        yield {"driver": driver, "wire": wire, "base": base, "url": url, "standin": standin, "patch": patch,
-               "recall_home": recall_home, "log": tmp / "dsh-web.log", "tmp": tmp, "pid": proc.pid}
-    finally:
-        if driver is not None:
-            driver.quit()
+        return line.split()[-1]
+
+    def stop(proc: subprocess.Popen[str]) -> None:
         proc.terminate()
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+    driver = None
+    try:
+        url = start()
+        driver = _browser_or_skip(tmp / "chromium-profile")
+        driver.set_page_load_timeout(120)
+        wire = Wire(driver)
+        driver.get(url)
+        web = {"driver": driver, "wire": wire, "base": url.split("?")[0], "url": url, "standin": standin, "patch": patch,
+               "recall_home": recall_home, "log": tmp / "dsh-web.log", "tmp": tmp, "pid": procs[-1].pid}
+
+        def restart() -> None:
+            """A new dsh web process over the same homes (a user restarting dsh)."""
+            stop(procs[-1])
+            web["url"] = start()
+            web["base"] = web["url"].split("?")[0]
+            web["pid"] = procs[-1].pid
+            driver.get(web["url"])
+        web["restart"] = restart
+        yield web
+    finally:
+        if driver is not None:
+            driver.quit()
+        for proc in procs:
+            stop(proc)
         log.close()
         standin.shutdown()
         standin.server_close()
@@ -753,6 +772,17 @@ def test_a_throwing_browser_half_leaves_the_page_working(web, where):
             assert not d.find_elements(_by().CSS_SELECTOR, "[data-dsh-recall=strip]")
     finally:
         d.execute_script("localStorage.removeItem('dsh-recall.test.throw')")
+
+
+def test_the_chip_of_an_old_conversation_survives_a_restart_of_dsh(web):
+    # The chip's figures lived in the dsh process: after a restart an old conversation had
+    # none. They come from the worker's ledger now (its usage log), which a new dsh reads.
+    d = web["driver"]
+    web["restart"]()
+    _open_session(web, "the second one, please")
+    chip = _wait(lambda: d.find_elements(_by().CSS_SELECTOR, "[data-dsh-recall=chip]"), timeout=30,
+                 what="the chip after the restart")[0]
+    assert chip.text.startswith("Recall 1 · ") and int(chip.get_attribute("data-offloads")) == 1, chip.text
 
 
 def test_remove_after_saves_in_the_ui_keeps_every_row_the_runtime_wrote(web):
