@@ -126,9 +126,9 @@ const SECRET = /(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE[_-]
 const MAX_STARTS = 2
 // A stats answer older than this is fetched again from the worker before a poll is answered.
 const FRESH_MS = 250
-// How long after a worker call starts the stats route still says `recalling` (the browser
-// half polls every 1.5 s: every call is seen by at least one poll).
-const RECENT_MS = 3000
+// How long the stats route holds a browser's long poll when the auto-recall it saw has not
+// changed (its poll period).
+const WAIT_MS = 1500
 // The kind of the user messages this plugin adds (history import skips it).
 const SOURCE_KIND = 'dsh-recall'
 
@@ -471,8 +471,11 @@ export function apply (ctx, config) {
     return s
   }
   // What the browser half shows (counts only): per session, as this process saw it, and
-  // whether a worker call that changes what the model sees is running now.
-  const activity = { busy: 0, lastStartAt: 0, lastDoneAt: 0, lastCwd: null }
+  // whether an auto-recall call runs now (its "Recalling…" sweep: that call only, from its
+  // start to its end; offloads, reads and reclaims are not recalls).
+  const activity = { busy: 0, recalling: 0, lastDoneAt: 0, lastCwd: null }
+  const waiters = new Set() // the browsers' long polls, answered when the recall state changes
+  const wake = () => { for (const w of [...waiters]) w() }
   // The figures (tokens kept out per request and session) live in one place, the worker's
   // ledger (services/report/ledger.py). This process only remembers the keys of the changes
   // it made to what each session's model reads (tool call ids, recall message ids), to tell
@@ -533,12 +536,17 @@ export function apply (ctx, config) {
   const ask = (op, payload) => {
     // A worker that is not running answers nothing: no sweep, no "Recall complete" (D9).
     if (worker.state !== 'running' && worker.state !== 'new') return worker.call(op, payload)
+    const recalling = op === 'context'
     activity.busy += 1
-    activity.lastStartAt = Date.now()
+    if (recalling) { activity.recalling += 1; wake() }
     if (typeof payload?.cwd === 'string') activity.lastCwd = payload.cwd
     return worker.call(op, payload).finally(() => {
       activity.busy -= 1
-      activity.lastDoneAt = Date.now()
+      if (recalling) {
+        activity.recalling -= 1
+        activity.lastDoneAt = Date.now()
+        wake()
+      }
     })
   }
   const mcpPrefix = `mcp__${c.serverName}__`
@@ -833,12 +841,12 @@ export function apply (ctx, config) {
       version: 1,
       health: health.state,
       busy: activity.busy,
-      // The browser half polls (dsh 0.2.1rc2 gives a plugin no push channel to it: the
-      // runtime forwards a fixed list of its own host events, one source only), so a call
-      // of a few milliseconds would fall between two polls: the sweep state holds for a
-      // short window after each call starts, longer than one poll.
-      recalling: activity.busy > 0 || Date.now() - activity.lastStartAt < RECENT_MS,
+      // An auto-recall call runs now, and when the last one ended (the browser's long poll
+      // is answered as either changes).
+      recalling: activity.recalling > 0,
       lastDoneAt: activity.lastDoneAt,
+      // The worker's own floors (the user's config): what is offloaded / shortened at all.
+      floors: numbers(worker.floors, ['threshold_chars', 'read_chars']),
       // One snapshot: the store's objects (tokens_kept_out: the ledger's, every dsh request),
       // the ledger's totals and its sessions; `at`: when the worker answered.
       objects: numbers(a?.objects, ['offloaded', 'live', 'tokens_kept_out', 'recalls', 'disk_bytes']),
@@ -847,13 +855,46 @@ export function apply (ctx, config) {
       at: totals.at
     }
   }
+  // A long poll: `?wait=<recalling 0|1>:<lastDoneAt>` as the browser last saw them is held
+  // until they change, or WAIT_MS (dsh 0.2.1rc2 gives a plugin's browser half no push
+  // channel: the runtime forwards only a fixed list of its own host events).
+  // While a recall runs the worker (one request at a time) answers no `status`: the answer
+  // that says a recall started goes out at once, with the figures it has.
+  const recallFirst = () => (activity.recalling > 0 ? undefined : fresh())
+  const held = (request) => {
+    let seen = null
+    try { seen = new URL(request?.url ?? '', 'http://localhost').searchParams.get('wait') } catch {}
+    const now = () => `${activity.recalling > 0 ? 1 : 0}:${activity.lastDoneAt}`
+    if (seen === null || seen !== now() || waiters.size >= 32) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = () => { clearTimeout(timer); waiters.delete(done); resolve() }
+      const timer = setTimeout(done, WAIT_MS)
+      waiters.add(done)
+    })
+  }
   try {
     ctx.inject?.(['connection'], (sub) => {
       sub.connection.fetch.register({
         path: '/api/dsh-recall/stats',
         methods: ['GET'],
         requestBody: 'buffered',
-        fetch: () => fresh().then(() => Response.json(statsBody(), { headers: { 'cache-control': 'no-store' } }))
+        fetch: (request) => held(request).then(recallFirst).then(() => Response.json(statsBody(), { headers: { 'cache-control': 'no-store' } }))
+      })
+      // The card's "Restart the worker": a new worker now, with a fresh start budget (the
+      // embedding key and the recall config are read at its start).
+      sub.connection.fetch.register({
+        path: '/api/dsh-recall/restart',
+        methods: ['POST'],
+        requestBody: 'buffered',
+        fetch: () => {
+          worker.stop()
+          worker.starts = 0
+          worker.state = 'new'
+          setHealth('starting', 'restarted from the web UI')
+          worker.start()
+          return Promise.resolve(Response.json({ ok: worker.state === 'running', health: health.state },
+            { headers: { 'cache-control': 'no-store' } }))
+        }
       })
     })
   } catch (e) {
