@@ -10,7 +10,7 @@ and index (SQLite's dbstat), the vector files, and in total as bench/scale.py me
 (`store.size_bytes() / chunks`: the database, its WAL, the score-list cache and the vector
 files), plus the embedding cache's bytes per entry.
 
-    python bench/disk.py [--chunks 100000] --baseline-src DIR [--reuse]
+    python bench/disk.py [--chunks 100000] --baseline-src DIR [--reuse | --reuse-baseline]
     python bench/disk.py --quality [--quality-chunks 1500]
 
 `--quality`: what float16 does to the exact cosines with the shipped model (MiniLM): code
@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--baseline-src", default="", help="src folder of the release to compare with")
     ap.add_argument("--reuse", action="store_true", help="measure indexes an earlier run left")
+    ap.add_argument("--reuse-baseline", action="store_true", help="reuse the baseline's index only")
     ap.add_argument("--quality", action="store_true", help="float16 against float32 on the shipped model")
     ap.add_argument("--quality-chunks", type=int, default=1500)
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -216,7 +217,8 @@ def main() -> None:
     copies = max(1, round(args.chunks / PER_COPY))
     rows = {"this tree": measure("this", ROOT / "src", copies, args.reuse)}
     if args.baseline_src:
-        rows = {"baseline": measure("base", Path(args.baseline_src).resolve(), copies, args.reuse), **rows}
+        rows = {"baseline": measure("base", Path(args.baseline_src).resolve(), copies,
+                                        args.reuse or args.reuse_baseline), **rows}
     print(f"disk per chunk, {copies} copies of the dev trees, 384-dim vectors")
     print(table(rows))
     print(json.dumps(rows))

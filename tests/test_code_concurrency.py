@@ -34,7 +34,7 @@ def snapshot(home: Path, ws: Path) -> tuple:
     chunks = sorted(conn.execute(
         "SELECT f.path, c.start_line, c.end_line, c.embed_hash FROM chunks c "
         "JOIN files f ON f.id = c.file_id"))
-    fts = conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+    fts = conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0]  # a row per FTS5 row
     missing = conn.execute("SELECT count(*) FROM chunks c LEFT JOIN vectors v "
                            "ON v.hash = c.embed_hash WHERE v.hash IS NULL").fetchone()[0]
     conn.close()

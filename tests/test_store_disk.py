@@ -141,6 +141,11 @@ def test_edits_and_deletes_answer_as_a_fresh_index(tmp_path):
         "SELECT f.path, c.start_line, t.body, t.symbols, t.path FROM chunks_fts t "
         "JOIN chunks c ON c.id = t.rowid JOIN files f ON f.id = c.file_id")}
     assert got == want
+    # Texts are kept deflated where that is shorter, and read back as written.
+    texts = {(c.chunk.path, c.chunk.start_line): c.chunk.text for _, chunks in live.values() for c in chunks}
+    rows = store.chunks_by_id([r[0] for r in store.conn.execute("SELECT id FROM chunks")])
+    assert {(r.path, r.start_line): r.text for r in rows.values()} == texts
+    assert store.conn.execute("SELECT count(*) FROM chunks WHERE typeof(text) = 'blob'").fetchone()[0]
     store.clear()
     _intact(store)
     assert store.chunk_count() == 0 and store.lexical("request", 5) == []

@@ -75,7 +75,7 @@ def copy_chunk_store(src: Path, dst, replace: bool = False, progress: Progress |
                     "SELECT c.start_line, c.end_line, c.language, c.symbols, c.text, c.embed_hash, "
                     "t.body, t.symbols, t.path FROM chunks c JOIN chunks_fts t ON t.rowid = c.id "
                     "WHERE c.file_id = ? ORDER BY c.id", (fid,)):
-                c = Chunk(frow[0], r[0], r[1], r[4], r[2], tuple(json.loads(r[3])))
+                c = Chunk(frow[0], r[0], r[1], lexical.unpack_text(r[4]), r[2], tuple(json.loads(r[3])))
                 items.append(IndexedChunk(c, r[6], r[7], r[8], "", r[5]))
             dst.replace_file(FileRow(*frow), items)
             nchunks += len(items)

@@ -1,5 +1,6 @@
 """The embedded default chunk store: one SQLite file per workspace, FTS5 for lexical search
-(its strings derived from the chunk rows, not kept twice: stores/sqlite/lexical.py),
+(its strings derived from the chunk rows, not kept twice; a chunk's text deflated:
+stores/sqlite/lexical.py),
 vectors as float16 blobs keyed by the hash of the embedded text (stores/vec_codec.py). WAL + busy timeout so two
 processes can share it; every file is replaced in one transaction, so a kill -9 leaves the
 previous state or the new one, never half of a file.
@@ -224,7 +225,7 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
             "INSERT INTO chunks(id, file_id, start_line, end_line, language, symbols, text, "
             "embed_hash, lex_body, lex_symbols, lex_path) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
             [(first + n, file_id, ic.chunk.start_line, ic.chunk.end_line, ic.chunk.language,
-              json.dumps(list(ic.chunk.symbols)), ic.chunk.text, ic.embed_hash, *over[n])
+              json.dumps(list(ic.chunk.symbols)), lexical.pack_text(ic.chunk.text), ic.embed_hash, *over[n])
              for n, ic in enumerate(chunks)])
         conn.executemany("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
                          [(first + n, ic.lexical, ic.symbols_lexical, ic.path_lexical)
@@ -388,7 +389,7 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
                     f"SELECT c.id, f.path, f.abs_path, c.start_line, c.end_line, {text}, "
                     f"c.language, c.symbols, c.embed_hash FROM chunks c JOIN files f "
                     f"ON f.id = c.file_id WHERE c.id IN ({q})", part):
-                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], lexical.unpack_text(r[5]), r[6],
                                      parse_symbols(r[7]), r[8])
         return out
 

@@ -16,6 +16,11 @@ If index_text itself changed, the view would no longer give what was indexed: me
 `lexical` holds a fingerprint of index_text's output over a probe, checked before the
 first delete of a process (`check`); a different one rebuilds the FTS5 index from the view.
 
+A chunk's text is kept deflated (`pack_text`: a zlib blob where that is shorter, about
+half of a code chunk; a short text stays TEXT, as every row of an earlier release does):
+its readers (`unpack_text`: the store's chunk rows, the view, `store migrate`) tell the two
+by the value's type.
+
 An index of an earlier release keeps its FTS5 table with its own content (migration 7 adds
 the columns only; converting would tokenize every chunk again inside the first open) until
 it is emptied (`clear`, a new chunker or embedder), when it is made anew this way.
@@ -26,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import zlib
 from collections.abc import Sequence
 
 from ...core.text import index_text
@@ -48,6 +54,25 @@ PROBE = ("parseHTTPResponse2 get_user_id __init__ XMLHttpRequest v1.2.3 a/b/c.py
          "snake_Case_MIX CamelCASEWord i18n k8s user@example.com http://x.y/z?q=1 “quoted” …")
 
 
+PACK_MIN = 96  # shorter texts gain nothing worth a blob
+
+
+def pack_text(text: str) -> str | bytes:
+    """The value kept in chunks.text: a zlib blob where that is shorter, else the text."""
+    if len(text) < PACK_MIN:
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    packed = zlib.compress(raw, 6)
+    return packed if len(packed) < len(raw) else text
+
+
+def unpack_text(value: str | bytes | None) -> str:
+    """The text of a chunks.text value (a zlib blob or plain text)."""
+    if isinstance(value, bytes):
+        return zlib.decompress(value).decode("utf-8", "surrogatepass")
+    return value or ""
+
+
 def _lex_symbols(raw: str | None) -> str:
     try:
         syms = json.loads(raw) if raw else []
@@ -58,7 +83,7 @@ def _lex_symbols(raw: str | None) -> str:
 
 def register(conn: sqlite3.Connection) -> None:
     """The view's functions, on a connection that reads or writes a chunk store."""
-    conn.create_function("recall_lex", 1, lambda t: index_text(t or ""), deterministic=True)
+    conn.create_function("recall_lex", 1, lambda t: index_text(unpack_text(t)), deterministic=True)
     conn.create_function("recall_lex_symbols", 1, _lex_symbols, deterministic=True)
 
 
