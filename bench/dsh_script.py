@@ -19,7 +19,8 @@ request's `tools` list has `mcp__recall__recall` (its `source` enum read from th
 else the older per-source tools, else -- or when the recall answer does not hold the fact --
 bash grep (the log file, the notes folder, the dsh session file) or a ranged `read`, as an
 agent in plain dsh would. The old text of the edit always comes from what the model saw: the
-full read, or a grep + ranged read when the full read was shortened.
+full read, or, when the full read was shortened, a ranged read of the range its outline
+gives for `get_debug_flag` (grep + a ranged read when no outline names it).
 
 A compaction request (dsh's "You are now acting as a compaction engine" prompt) gets a terse
 checkpoint in dsh's template (`checkpoint`): the first 80 characters of each user message and
@@ -474,11 +475,19 @@ class Brain:
         fact = "edit old text"
         self.check(body, fact, "in the full read")
         if not self.seen(body, fact):
-            body = yield self.call("grep", {"pattern": r"val\.lower\(\) not in", "path": READS[0]})
-            m = re.search(r"(\d+)[:\-\s]+\s*return[^\n]*val\.lower", visible_text(body))
-            line = int(m.group(1)) if m else 1
-            body = yield self.call("read", {"file_path": READS[0], "offset": max(1, line - 3), "limit": 8})
-            self.check(body, fact, "ranged read")
+            # The shortened read's outline names get_debug_flag's line range: read that
+            # range, as the outline says; without one, grep for the line first.
+            span = re.search(r"^\s*(\d+)-(\d+) get_debug_flag$", visible_text(body), re.M)
+            if span:
+                lo, hi = int(span.group(1)), int(span.group(2))
+                body = yield self.call("read", {"file_path": READS[0], "offset": lo, "limit": hi - lo + 1})
+                self.check(body, fact, "ranged read of the outline's range")
+            else:
+                body = yield self.call("grep", {"pattern": r"val\.lower\(\) not in", "path": READS[0]})
+                m = re.search(r"(\d+)[:\-\s]+\s*return[^\n]*val\.lower", visible_text(body))
+                line = int(m.group(1)) if m else 1
+                body = yield self.call("read", {"file_path": READS[0], "offset": max(1, line - 3), "limit": 8})
+                self.check(body, fact, "grep + ranged read")
         m = OLD_LINE.search(visible_text(body))
         if not m:
             yield say("ANSWER: could not see the line to edit")

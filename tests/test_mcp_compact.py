@@ -380,6 +380,41 @@ def test_recall_pages_a_search_with_its_cursor(tmp_path: Path) -> None:
     assert len(seen) >= 12 and len(seen) == len(set(seen)), "pages go on without repeats"
 
 
+def test_history_and_notes_answers_hold_the_best_few_and_a_cursor(tmp_path: Path) -> None:
+    """Without k, a history or notes answer is the full tool's best ANSWER_K hits in its
+    order, with a cursor whose pages continue that order without repeats."""
+    from dsh_recall.frontends.mcp.compact import ANSWER_K
+
+    w = make_world(tmp_path)
+    for i in range(8):
+        (tmp_path / "memory" / f"talk{i}.md").write_text(f"# Talk {i}\n\nordinary talk {i} about uploads\n")
+    app, full = _app(w), _app(w, tools="full")
+    try:
+        for args, tool, want_args, key, ident in (
+                ({"query": "ordinary talk", "source": "history"}, "history_search",
+                 {"query": "ordinary talk", "scope": "workspace", "detail": True, "limit": 20},
+                 "hits", lambda h: (h["session"], h["start_seq"])),
+                ({"query": "ordinary talk", "source": "notes"}, "notes_search",
+                 {"query": "ordinary talk", "limit": 20}, "results", lambda r: r["path"])):
+            want, _ = full.call(tool, want_args)
+            data, text = app.call("recall", args)
+            first = [ident(h) for h in data[key]]
+            assert len(first) == ANSWER_K < len(want[key])
+            assert first == [ident(h) for h in want[key]][:ANSWER_K]
+            assert text.endswith(f'-- more: cursor="{data["next_cursor"]}"')
+            seen, cursor = list(first), data["next_cursor"]
+            while cursor:
+                page, _ = app.call("recall", {**args, "cursor": cursor})
+                seen += [ident(h) for h in page[key]]
+                cursor = page.get("next_cursor")
+            order = [ident(h) for h in want[key]]
+            n = min(len(seen), len(order))
+            assert n > ANSWER_K and seen[:n] == order[:n] and len(seen) == len(set(seen))
+    finally:
+        app.close()
+        full.close()
+
+
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(max_size=200) | st.sampled_from(["\ud800", "x" * 5000, "#", "a#1", "#7",

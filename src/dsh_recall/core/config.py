@@ -154,7 +154,10 @@ class ReadsConfig(Section):
     `outline_chars`); a ranged read always passes whole. 0 turns it off."""
 
     outline_over_chars: int = Field(12000, ge=0)
-    head_lines: int = Field(30, ge=0, le=2000)
+    # 12: the module docstring and first imports say what the file is; the outline says
+    # where the rest is (74 files over 12,000 chars in the dev trees: median short form
+    # 1,924 chars at 12 lines, 2,482 at 30).
+    head_lines: int = Field(12, ge=0, le=2000)
     outline_chars: int = Field(2400, ge=200, le=50000)
 
 
