@@ -107,8 +107,10 @@ def token_figures(requests: list[dict[str, Any]]) -> tuple[list[int], list[int]]
 
 def categories(requests: list[dict[str, Any]]) -> dict[str, int]:
     """Where the input tokens go, summed over requests: tool schemas + system, file reads,
-    bash outputs, recall answers, other (user text, tool calls, grep/edit results, ...)."""
-    out = {"schemas + system": 0, "file reads": 0, "bash outputs": 0, "recall answers": 0, "other": 0}
+    bash outputs, recall answers, other tool results (grep, edit, ...), and turns and calls
+    (user text, the runtime context, the model's tool calls and answers)."""
+    out = {"schemas + system": 0, "file reads": 0, "bash outputs": 0, "recall answers": 0,
+           "other results": 0, "turns and calls": 0}
     names: dict[str, str] = {}
     for body in requests:
         out["schemas + system"] += estimate_tokens(json.dumps(
@@ -116,17 +118,18 @@ def categories(requests: list[dict[str, Any]]) -> dict[str, int]:
         for m in body.get("messages") or []:
             content = m.get("content")
             if not isinstance(content, list):
-                out["other"] += estimate_tokens(json.dumps(content, ensure_ascii=False))
+                out["turns and calls"] += estimate_tokens(json.dumps(content, ensure_ascii=False))
                 continue
             for b in content:
                 text = json.dumps(b, ensure_ascii=False, separators=(",", ":"))
                 if isinstance(b, dict) and b.get("type") == "tool_use":
                     names[b["id"]] = b.get("name", "")
-                kind = "other"
+                kind = "turns and calls"
                 if isinstance(b, dict) and b.get("type") == "tool_result":
                     tool = names.get(b.get("tool_use_id", ""), "")
                     kind = ("file reads" if tool == "read" else "bash outputs" if tool == "bash"
-                            else "recall answers" if tool.startswith("mcp__recall__") else "other")
+                            else "recall answers" if tool.startswith("mcp__recall__")
+                            else "other results")
                 out[kind] += estimate_tokens(text)
     return out
 
@@ -273,6 +276,29 @@ def print_tables(results: dict[str, dict[str, dict[str, Any]]]) -> None:
             if "categories" in a:
                 print(f"| {window} | {ARM_TITLE[arm]} | "
                       + " | ".join(f"{a['categories'][c]:,.0f}" for c in cats) + " |")
+    print_floor(results)
+
+
+def print_floor(results: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """What an arm would still send with every tool result empty (its schemas, system
+    prompt, turns and calls at its own request count), and what one more request costs
+    there at the least (the schemas and system prompt of one request)."""
+    print("\nthe floor: every tool result empty, at the arm's own request count\n")
+    print("| window | arm | requests | schemas + system a request | floor | floor, % of plain dsh "
+          "| tool results |")
+    print("|---|---|---|---|---|---|---|")
+    for window, arms in results.items():
+        base = arms.get("plain", {}).get("total", 0) if "error" not in arms.get("plain", {}) else 0
+        for arm in ARMS:
+            a = arms.get(arm, {})
+            if "categories" not in a:
+                continue
+            c = a["categories"]
+            floor = c["schemas + system"] + c["turns and calls"]
+            results_ = sum(v for k, v in c.items() if k not in ("schemas + system", "turns and calls"))
+            print(f"| {window} | {ARM_TITLE[arm]} | {a['requests']:.0f} | "
+                  f"{c['schemas + system'] / a['requests']:,.0f} | {floor:,.0f} | "
+                  f"{f'{floor / base:.1%}' if base else '-'} | {results_:,.0f} |")
 
 
 def main() -> None:

@@ -41,13 +41,13 @@ def test_short_form_keeps_the_head_and_says_where_every_declaration_is():
     assert short.startswith("<path>/w/store.py</path>\n<type>file</type>\n<content>\n1: class Store0:\n")
     assert "\n10: " in short and "\n11: " not in short
     # Class 100 starts at line 100 * 8 + 1: its range and its methods' are in the outline.
-    assert "\n801-806 Store100\n  802-803 get\n  805-806 put\n" in short
+    assert "\n801-806 Store100: 802 get, 805 put\n" in short
     assert "more declarations" not in short and "offset and limit" in short
     # Over the outline budget: the top level alone, then a count of what is left out.
     big = _as_read("/w/store.py", _module(400))
     tight = shorten_read(big, outline(source_text(parse_read(big)), "python"), 10, 2400)
     assert tight is not None and len(tight) < 4000 and "\n801-806 Store100\n" in tight
-    assert "  802-803 get" not in tight and "more declarations (top level shown)" in tight
+    assert "802 get" not in tight and "more declarations (top level shown)" in tight
     # Not the read format, or already short: left alone.
     assert parse_read("plain text") is None
     assert shorten_read(short, entries, 10, 2400) is None
@@ -59,7 +59,7 @@ def test_markdown_reads_get_their_headings_as_the_outline():
     read = _as_read("/w/doc.md", text)
     parsed = parse_read(read)
     short = shorten_read(read, outline(source_text(parsed), "markdown"), 5, 4000, parsed)
-    assert short is not None and "\n65-128 Part 1\n  107-128 Detail 1\n" in short
+    assert short is not None and "\n65-128 Part 1: 107 Detail 1\n" in short
 
 
 @pytest.mark.slow
@@ -106,6 +106,6 @@ def test_reads_settings_merge_key_by_key_across_sources(_isolated_home):
     # replace the earlier one whole, losing the file's head_lines).
     from dsh_recall.core.config import load_config
 
-    (_isolated_home / "config.toml").write_text("[reads]\nhead_lines = 12\n")
+    (_isolated_home / "config.toml").write_text("[reads]\nhead_lines = 20\n")
     c = load_config(environ={"DSH_RECALL_READS__OUTLINE_CHARS": "900"})
-    assert c.reads.head_lines == 12 and c.reads.outline_chars == 900
+    assert c.reads.head_lines == 20 and c.reads.outline_chars == 900

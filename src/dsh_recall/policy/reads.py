@@ -3,8 +3,9 @@
 A file read whole costs its size on every later request of the session. Most of it is not
 needed again: the agent needs to know what is where, and the exact text of the few lines it
 will edit. So a whole-file read over a threshold is shown as its first lines, an outline of
-its declarations with their line ranges, and one sentence saying how to read any range
-exactly (a ranged read always passes whole, so the text for an edit is one call away).
+its declarations with their line ranges (one line per top-level declaration, its members
+after it by their first line), and one sentence saying how to read any range exactly (a
+ranged read always passes whole, so the text for an edit is one call away).
 
 Pure: parses dsh's read format (`<path>..</path>`, `<type>file</type>`, `<content>` with
 `N: line` rows and a closing note), outlines what it shows and renders the short form.
@@ -71,15 +72,30 @@ def source_text(out: ReadOutput) -> str:
 
 
 def _outline_lines(entries: Sequence[Entry], first_row: int, budget: int) -> tuple[list[str], int]:
+    """One line per top-level declaration, `a-b Name`, its members after a colon by their
+    first line (`: 89 __init__, 237 __repr__`: a member ends where the next begins, the
+    last where its parent ends). Entries in order, within `budget` chars; returns the lines
+    and how many entries did not fit."""
     out: list[str] = []
     used = 0
+    members = False  # the last line has members already
     for i, e in enumerate(entries):
         name = e.name.rsplit(".", 1)[-1] if e.depth else e.name
-        line = f"{'  ' * e.depth}{e.start + first_row - 1}-{e.end + first_row - 1} {name}"
+        if e.depth and out:
+            piece = f"{',' if members else ':'} {e.start + first_row - 1} {name}"
+            if used + len(piece) > budget:
+                return out, len(entries) - i
+            out[-1] += piece
+            used += len(piece)
+            members = True
+            continue
+        a, b = e.start + first_row - 1, e.end + first_row - 1
+        line = f"{a}-{b} {name}" if b > a else f"{a} {name}"
         if used + len(line) + 1 > budget:
             return out, len(entries) - i
         out.append(line)
         used += len(line) + 1
+        members = False
     return out, 0
 
 
@@ -111,11 +127,11 @@ def shorten_read(text: str, entries: Sequence[Entry], head_lines: int, outline_c
         outline.append("(members left out: read a class's range to see them)")
     head = "".join(f"{n}: {line}\n" for n, line in shown)
     left_out = f"lines {last_shown + 1}-{rows[-1][0]}"
-    where = " Outline of what is left out (line ranges):\n" + "\n".join(outline) if outline else ""
-    note = (f"{NOTE_START}{left_out} of {total} ({rest_chars:,} chars) are not shown, to keep them "
-            f"out of every later request.{where}\nRead any range exactly with offset and limit "
-            f"(a ranged read is shown whole: use it for the text of an edit); grep finds a "
-            f"string.]\n")
+    where = (" Outline (line ranges; members by first line):\n" + "\n".join(outline)
+             if outline else "")
+    note = (f"{NOTE_START}{left_out} of {total} ({rest_chars:,} chars) not shown, to keep them "
+            f"out of later requests.{where}\nRead a range with offset and limit (shown whole: "
+            f"use it for an edit's text); grep finds a string.]\n")
     short = f"{out.header}<content>\n{head}\n{note}</content>"
     return short if len(short) < len(text) else None
 
