@@ -58,8 +58,8 @@ def test_the_views_say_what_the_figures_are_and_nothing_when_there_is_nothing():
     assert r["chip"] == "Recall 3 · 40× · 117 KB kept out"
     assert r["chipOther"] is None  # a conversation with no offload: no chip
     assert r["chipLedger"] == "Recall 1 · 22,556 tokens kept out"
-    assert r["strip"] == "3 offloads · 29,250 tokens kept out · 9 hits · 12.0 MB on disk · running"
-    assert r["strip_one"].startswith("1 offload · 1 token kept out · 1 hit · ")
+    assert r["strip"] == "All conversations: 3 offloads · 29,250 tokens kept out · 9 hits · 12.0 MB on disk · running"
+    assert r["strip_one"].startswith("All conversations: 1 offload · 1 token kept out · 1 hit · ")
     assert r["stripDone"].endswith("· Recall complete")
     assert r["stripDegraded"].endswith("degraded: a worker call took over its deadline")
     assert r["stripDegradedTone"] == "degraded:true"  # a dead worker's dot and words in the error colour
@@ -81,7 +81,7 @@ def test_the_sweep_uses_the_runtimes_text_shimmer_a_memo_object():
 def test_words_go_through_the_runtimes_locale():
     r = run()
     assert r["zhKeys"] == []  # every English string has its Chinese one
-    assert r["stripZh"] == "3 次卸载 · 省下 29,250 个 token · 9 次命中 · 磁盘占用 12.0 MB · 运行中"
+    assert r["stripZh"] == "全部会话： 3 次卸载 · 省下 29,250 个 token · 9 次命中 · 磁盘占用 12.0 MB · 运行中"
 
 
 def test_a_refusal_names_its_field_and_says_the_reason_in_words():

@@ -95,6 +95,7 @@ window.__ModuleLoader__.load({
       tabGuide: 'What dsh-recall kept out of this conversation',
       chipOffloads: 'Recall {n}',
       chipKept: '{size} kept out',
+      stripScope: 'All conversations:',
       offloadsOne: '{n} offload',
       offloadsMany: '{n} offloads',
       tokensOne: '{n} token kept out',
@@ -174,6 +175,7 @@ window.__ModuleLoader__.load({
       tabGuide: 'dsh-recall 为此会话省下的内容',
       chipOffloads: '召回 {n}',
       chipKept: '省下 {size}',
+      stripScope: '全部会话：',
       offloadsOne: '{n} 次卸载',
       offloadsMany: '{n} 次卸载',
       tokensOne: '省下 {n} 个 token',
@@ -277,7 +279,8 @@ window.__ModuleLoader__.load({
     function stripParts (st, t = english) {
       const o = st.objects || {}
       const n = (v, one, many) => t(int(v) === 1 ? one : many, { n: num(int(v)) })
-      return [n(o.offloaded, 'offloadsOne', 'offloadsMany'), n(o.tokens_kept_out, 'tokensOne', 'tokensMany'),
+      // The chip and the tab speak of one conversation; the strip of the whole recall home.
+      return [`${t('stripScope')} ${n(o.offloaded, 'offloadsOne', 'offloadsMany')}`, n(o.tokens_kept_out, 'tokensOne', 'tokensMany'),
         n(o.recalls, 'hitsOne', 'hitsMany'), t('onDisk', { size: bytes(int(o.disk_bytes)) })]
     }
     const stripLine = (st, t) => stripParts(st, t).join(' · ')
