@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from dsh_recall.core.lazy import np  # noqa: E402
+from dsh_recall.stores.sqlite.lexical import unpack_text  # noqa: E402  (chunks.text may be deflated)
 
 EVAL = ROOT.parent / "shared" / "eval"
 TMP = Path(tempfile.gettempdir())
@@ -63,7 +64,7 @@ def real_vectors(limit: int, code_home: Path) -> tuple[np.ndarray, np.ndarray]:
         svc = CodeService(ws, load_config(workspace=ws, overrides={"embedder": {"name": "fake"}}),
                           code_home)
         svc.index(embed=False)
-        texts += [f"{path}\n{text}" for path, text in svc.store.conn.execute(
+        texts += [f"{path}\n{unpack_text(text)}" for path, text in svc.store.conn.execute(
             "SELECT f.path, c.text FROM chunks c JOIN files f ON f.id = c.file_id")]
         svc.close()
     texts = list(dict.fromkeys(texts))  # the trees are versions of three projects: one of each text

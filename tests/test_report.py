@@ -20,6 +20,7 @@ from dsh_recall.services.notes import NotesService
 from dsh_recall.services.objects import ObjectService
 from dsh_recall.services.report import ledger, usage
 from dsh_recall.services.report import summary as report
+from dsh_recall.stores.sqlite.lexical import unpack_text  # chunks.text may be deflated
 
 NOW = time.mktime((2026, 3, 10, 15, 0, 0, 0, 0, -1))  # local time
 
@@ -204,7 +205,7 @@ def test_tokens_come_from_the_shipped_tokenizer_measured_on_indexed_code(tmp_pat
     # Independently: every chunk's text (the whole index is under the sample size).
     (db,) = list((home / "workspaces").glob("*/index.sqlite"))
     with closing(sqlite3.connect(db)) as c:
-        texts = [t for (t,) in c.execute("SELECT text FROM chunks ORDER BY id")]
+        texts = [unpack_text(t) for (t,) in c.execute("SELECT text FROM chunks ORDER BY id")]
     assert sum(map(len, texts)) < 40_000
     tok = tokenizers.Tokenizer.from_file(str(Path(report.__file__).parents[2] / "embedders"
                                              / "models" / "minilm-l6-v2-int8" / "tokenizer.json"))
