@@ -319,6 +319,34 @@ def daemon(cmd: str, w: dict) -> None:
     assert "served search" in log, log
 
 
+def index_drop(cmd: str, w: dict) -> None:
+    # "`index --drop PATH` removes one": the index goes, the answer says what it freed
+    run("index --wait .")
+    assert json.loads(run("status --json").output)["indexed"] is True
+    out = run(cmd, PATH=str(w["proj"])).output
+    assert "dropped the code index" in out and "3 files" in out and "freed" in out, out
+    assert json.loads(run("status --json").output)["indexed"] is False
+
+
+def daemon_stop(cmd: str, w: dict) -> None:
+    # "`dsh-recall daemon --stop` stops it": the daemon that runs exits and says so
+    import subprocess
+
+    proc = subprocess.Popen([EXE, "daemon"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=str(w["proj"]))
+    try:
+        assert "listening" in proc.stderr.readline()
+        stopped = subprocess.run([EXE, *shlex.split(cmd)], capture_output=True, text=True,
+                                 cwd=str(w["proj"]), timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"stopped pid {proc.pid}" in stopped.stderr, stopped.stderr
+        assert proc.wait(timeout=30) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
 def eval_cases(cmd: str, w: dict) -> None:
     # "Hit@k, MRR and nDCG@10 on your own cases, for any source"
     cases = w["proj"] / "cases.jsonl"
@@ -369,6 +397,8 @@ CHECKS: dict[str, Callable[[str, dict], None]] = {
     "config show": config_show,
     "trust": trust,
     "daemon": daemon,
+    "daemon --stop": daemon_stop,
+    "index --drop PATH": index_drop,
     "why src/billing.py:3": why_line,
 }
 
