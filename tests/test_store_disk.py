@@ -253,6 +253,13 @@ def _old_cache(path: Path, fp: str, hashes: list[str]) -> None:
     conn.close()
 
 
+def _dbstat(conn: sqlite3.Connection) -> dict[str, int]:
+    try:
+        return dict(conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite is built without the dbstat table")
+
+
 def test_embed_cache_reads_an_old_cache_and_keeps_new_rows_small(tmp_path):
     old_hashes = [f"{i:032x}" for i in range(50)]
     _old_cache(tmp_path / "cache.sqlite", "fake:1:48", old_hashes)
@@ -270,7 +277,7 @@ def test_embed_cache_reads_an_old_cache_and_keeps_new_rows_small(tmp_path):
     big = EmbedCache(tmp_path / "big.sqlite")
     rng = np.random.default_rng(0)
     big.put("fp", [(f"{i:032x}", rng.standard_normal(384).astype(np.float32)) for i in range(2000)])
-    pages = dict(big.conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
+    pages = _dbstat(big.conn)
     overflow = big.conn.execute("SELECT count(*) FROM dbstat WHERE name = 'vecs' AND pagetype = 'overflow'").fetchone()[0]
     assert overflow == 0 and (pages["vecs"] + pages["vecs_key"]) / 2000 < 1100
     cache.close()
@@ -288,5 +295,36 @@ def test_old_embed_cache_rows_spilled(tmp_path, dim):
     conn.executemany("INSERT INTO cache VALUES(?,?,?)", [("fp", f"{i:032x}", rng.standard_normal(dim)
                                                           .astype(np.float32).tobytes()) for i in range(500)])
     conn.commit()
+    _dbstat(conn)
     assert conn.execute("SELECT count(*) FROM dbstat WHERE name = 'cache' AND pagetype = 'overflow'").fetchone()[0] >= 500
     conn.close()
+
+
+def test_rows_an_earlier_release_wrote_into_a_new_index_do_not_corrupt_it(tmp_path):
+    """An earlier release opening this index records its own version and writes files
+    without a path string: the next open re-indexes FTS5 from the view, so deletes stay exact."""
+    rng = random.Random(5)
+    store = SqliteChunkStore(tmp_path / "index.sqlite")
+    store.replace_files([_file(rng, "a.py", 1), _file(rng, "b.py", 1)])
+    row, chunks = _file(rng, "c.py", 1)
+    conn = store.conn
+    conn.execute("BEGIN")
+    fid = conn.execute("INSERT INTO files(path, abs_path, root, hash, size, mtime_ns, chars) "
+                       "VALUES(?,?,?,?,?,?,?)", (row.path, row.abs_path, row.root, row.hash,
+                                                  row.size, row.mtime_ns, row.chars)).lastrowid
+    for ic in chunks:
+        cid = conn.execute("INSERT INTO chunks(file_id, start_line, end_line, language, symbols, text, "
+                           "embed_hash) VALUES(?,?,?,?,?,?,?)", (fid, ic.chunk.start_line, ic.chunk.end_line,
+                                                                  "python", json.dumps(list(ic.chunk.symbols)),
+                                                                  ic.chunk.text, ic.embed_hash)).lastrowid
+        conn.execute("INSERT INTO chunks_fts(rowid, body, symbols, path) VALUES(?,?,?,?)",
+                     (cid, ic.lexical, ic.symbols_lexical, ic.path_lexical))
+    conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema'")
+    conn.execute("COMMIT")
+    store.close()
+    store = SqliteChunkStore(tmp_path / "index.sqlite")
+    _intact(store)
+    store.delete_files(["c.py", "a.py"])
+    _intact(store)
+    assert {r.path for r in store.chunks_by_id(range(1, 50), with_text=False).values()} == {"b.py"}
+    store.close()

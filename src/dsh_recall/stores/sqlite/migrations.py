@@ -129,8 +129,13 @@ def _chunks_lexical(conn: sqlite3.Connection) -> None:
         if col not in have:
             conn.execute(f"ALTER TABLE chunks ADD COLUMN {col} TEXT")
     conn.execute(lexical.VIEW)
-    if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None and not lexical.external(conn):
-        lexical.remake_external(conn)
+    if not lexical.external(conn):
+        if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
+            lexical.remake_external(conn)
+    elif conn.execute("SELECT 1 FROM files WHERE lex_path IS NULL LIMIT 1").fetchone() is not None:
+        # An earlier release wrote here after this one (it recorded its own version): its
+        # files have no path string, so FTS5 is made to index what the view gives them.
+        lexical.rebuild(conn)
 
 
 CHUNKS: Migrations = [
