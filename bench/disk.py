@@ -11,12 +11,14 @@ and index (SQLite's dbstat), the vector files, and in total as bench/scale.py me
 files), plus the embedding cache's bytes per entry.
 
     python bench/disk.py [--chunks 100000] --baseline-src DIR [--reuse | --reuse-baseline]
-    python bench/disk.py --quality [--quality-chunks 1500]
+    python bench/disk.py --quality [--quality-chunks 2000]
 
 `--quality`: what float16 does to the exact cosines with the shipped model (MiniLM): code
 chunks spread over the three dev trees and 40 queries (keyword queries and SWE-bench issue
 texts) embedded once, each query's cosines and top 10 from the float32 vectors against
-those from the vectors as the store keeps them (stores/vec_codec.py).
+those from the vectors as the store keeps them (stores/vec_codec.py); then end to end, the
+flask tree indexed with its vectors as float32 blobs (as the release before wrote them) and
+searched, the same vectors rewritten as float16 and searched again (hybrid, top 10).
 
 DIR: the `src` of the release to compare with, e.g. `git archive <commit> src | tar -x -C
 /tmp/base` then `--baseline-src /tmp/base/src`. Without it only this tree is measured.
@@ -151,6 +153,55 @@ def quality(max_chunks: int) -> None:
     print(f"max |cosine change| {np.abs(kept - exact).max():.2e}, mean {np.abs(kept - exact).mean():.2e}; "
           f"blob {len(vec_codec.encode(docs[0]))} bytes (float32: {docs[0].nbytes})")
     print(f"top 10 identical in order: {same_order}/{len(qs)} queries; as a set: {same_set}/{len(qs)}")
+    end_to_end(scale.tree(scale.TAGS[1]), qs)
+
+
+def end_to_end(ws: Path, qs: list[str]) -> None:
+    """The flask tree indexed once with the shipped model, its vectors written as float32
+    (as the release before wrote them), searched (hybrid, top 10); then every vector
+    rewritten as float16 and the vector file rebuilt from them, searched again."""
+    from dsh_recall.core.config import load_config
+    from dsh_recall.core.lazy import np
+    from dsh_recall.services.code import CodeService
+    from dsh_recall.services.vectors import VECTOR_FILE_META, sync_vector_file
+    from dsh_recall.stores import vec_codec
+
+    home = TMP / "dsh-recall-disk" / "quality-home"
+    shutil.rmtree(home, ignore_errors=True)
+    new_encode = vec_codec.encode
+    vec_codec.encode = lambda v: np.asarray(v, dtype=np.float32).tobytes()  # the release before
+    try:
+        svc = CodeService(ws, load_config(workspace=ws), home)
+        svc.index()
+    finally:
+        vec_codec.encode = new_encode
+    store = svc.store
+
+    def top() -> list[list[tuple]]:
+        out = []
+        for q in qs:
+            res = svc.search(q, limit=10).get("results", [])
+            out.append([(r["path"], r["start_line"], r["score"]) for r in res])
+        return out
+
+    before = top()
+    rows = store.conn.execute("SELECT hash, vec FROM vectors").fetchall()
+    assert all(len(v) % 4 == 0 for _, v in rows)
+    store.conn.execute("BEGIN IMMEDIATE")
+    store.conn.executemany("UPDATE vectors SET vec = ? WHERE hash = ?",
+                           [(vec_codec.encode(vec_codec.decode(v)), h) for h, v in rows])
+    store.conn.execute("DELETE FROM meta WHERE key = ?", (VECTOR_FILE_META,))
+    store.conn.execute("COMMIT")
+    shutil.rmtree(store.vector_dir, ignore_errors=True)
+    sync_vector_file(store)
+    svc.close()
+    svc = CodeService(ws, load_config(workspace=ws), home)
+    after = top()
+    svc.close()
+    same = sum([(p, s) for p, s, _ in a] == [(p, s) for p, s, _ in b] for a, b in zip(before, after))
+    moved = max((abs(x[2] - y[2]) for a, b in zip(before, after) for x, y in zip(a, b)), default=0.0)
+    print(f"end to end (flask tree, {len(rows)} vectors, hybrid search top 10): identical results "
+          f"for {same}/{len(qs)} queries; largest shown-score change {moved:.4f}")
 
 
 def measure(label: str, src: Path, copies: int, reuse: bool) -> dict:
@@ -197,7 +248,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="measure indexes an earlier run left")
     ap.add_argument("--reuse-baseline", action="store_true", help="reuse the baseline's index only")
     ap.add_argument("--quality", action="store_true", help="float16 against float32 on the shipped model")
-    ap.add_argument("--quality-chunks", type=int, default=1500)
+    ap.add_argument("--quality-chunks", type=int, default=2000)
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--copies", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--home", default="", help=argparse.SUPPRESS)
