@@ -260,7 +260,7 @@ def _dbstat(conn: sqlite3.Connection) -> dict[str, int]:
         pytest.skip("this SQLite is built without the dbstat table")
 
 
-def test_embed_cache_reads_an_old_cache_and_keeps_new_rows_small(tmp_path):
+def test_embed_cache_reads_an_old_cache_and_keeps_new_rows_small(tmp_path, monkeypatch):
     old_hashes = [f"{i:032x}" for i in range(50)]
     _old_cache(tmp_path / "cache.sqlite", "fake:1:48", old_hashes)
     cache = EmbedCache(tmp_path / "cache.sqlite")
@@ -268,8 +268,20 @@ def test_embed_cache_reads_an_old_cache_and_keeps_new_rows_small(tmp_path):
     assert set(got) == set(old_hashes) and all(np.array_equal(got[h], _vec(h)) for h in old_hashes)
     assert cache.get("other:1:48", old_hashes) == {}
     new = [f"{i:032x}" for i in range(100, 2100)]
-    cache.put("fake:1:48", [(h, _vec(h)) for h in new])
-    got = cache.get("fake:1:48", new[:10] + old_hashes[:5])
+    # Each put moves some of the old table's rows into the new one; empty, it goes.
+    monkeypatch.setattr(embed_cache, "DRAIN_ROWS", 20)
+    other = EmbedCache(tmp_path / "cache.sqlite")  # another process, opened before the drop
+    for n, part in enumerate((new[:1000], new[1000:1500], new[1500:])):
+        cache.put("fake:1:48", [(h, _vec(h)) for h in part])
+        left = cache.conn.execute("SELECT name FROM sqlite_master WHERE name = 'cache'").fetchone()
+        assert (left is None) == (n == 2)
+        got = cache.get("fake:1:48", old_hashes)
+        assert set(got) == set(old_hashes)
+        assert all(np.allclose(got[h], _vec(h), rtol=2.0 ** -11, atol=6e-8) for h in old_hashes)
+    assert set(other.get("fake:1:48", old_hashes)) == set(old_hashes)
+    other.drop([old_hashes[1]])
+    other.close()
+    got = cache.get("fake:1:48", new[:10] + old_hashes[2:7])
     assert len(got) == 15 and all(np.allclose(got[h], _vec(h), rtol=2.0 ** -11, atol=6e-8) for h in new[:10])
     cache.drop([new[0], old_hashes[0]])
     assert cache.get("fake:1:48", [new[0], old_hashes[0], new[1]]).keys() == {new[1]}
