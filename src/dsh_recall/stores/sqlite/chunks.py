@@ -1,8 +1,9 @@
 """The embedded default chunk store: one SQLite file per workspace, FTS5 for lexical search
 (its strings derived from the chunk rows, not kept twice; a chunk's text deflated:
 stores/sqlite/lexical.py), vectors as float16 blobs keyed by the hash of the embedded text
-(stores/vec_codec.py). WAL + busy timeout so two processes can share it; every file is replaced in one transaction, so a kill -9 leaves the
-previous state or the new one, never half of a file.
+(stores/vec_codec.py). WAL + busy timeout so two processes can share it; every file is
+replaced in one transaction, so a kill -9 leaves the previous state or the new one, never
+half of a file.
 """
 
 from __future__ import annotations
