@@ -332,31 +332,18 @@ def _request_records(home: Path | None, since: float | None,
                      until: float | None) -> list[dict[str, Any]]:
     """The log's `request` records in time order; other lines are skipped unparsed (a
     worker reads the whole log once)."""
-    d = usage.log_dir(home)
-    try:
-        names = sorted(p for p in os.listdir(d) if p.endswith(".jsonl"))
-    except OSError:
-        return []
-    first = time.strftime("%Y-%m", time.localtime(since)) if since is not None else None
     out: list[dict[str, Any]] = []
-    for name in names:
-        if first is not None and name[:7] < first:
+    for line in usage.log_lines(home, since):
+        if b'"op":"request"' not in line:
             continue
         try:
-            raw = (d / name).read_bytes()
-        except OSError:
+            r = json.loads(line)
+            t = float(r["t"])
+            r["ret"], r["rep"] = int(r.get("ret", 0)), int(r.get("rep", 0))
+        except (ValueError, KeyError, TypeError):
             continue
-        for line in raw.splitlines():
-            if b'"op":"request"' not in line:
-                continue
-            try:
-                r = json.loads(line)
-                t = float(r["t"])
-                r["ret"], r["rep"] = int(r.get("ret", 0)), int(r.get("rep", 0))
-            except (ValueError, KeyError, TypeError):
-                continue
-            if r.get("src") == "objects" and (since is None or t >= since) and (until is None or t < until):
-                out.append(r)
+        if r.get("src") == "objects" and (since is None or t >= since) and (until is None or t < until):
+            out.append(r)
     out.sort(key=lambda r: r["t"])
     return out
 

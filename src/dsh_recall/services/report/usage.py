@@ -126,16 +126,14 @@ def collect() -> Iterator[list[dict[str, Any]]]:
         _SINK.reset(token)
 
 
-def read(home: Path | None = None, since: float | None = None,
-         until: float | None = None) -> tuple[list[dict[str, Any]], int]:
-    """(records in time order, lines skipped as unreadable) between `since` and `until`."""
+def log_lines(home: Path | None = None, since: float | None = None) -> Iterator[bytes]:
+    """The raw lines of the monthly log files that can hold records from `since` on (a file
+    that cannot be read is passed over)."""
     d = log_dir(home)
-    out: list[dict[str, Any]] = []
-    bad = 0
     try:
         names = sorted(p for p in os.listdir(d) if p.endswith(".jsonl"))
     except OSError:
-        return out, 0
+        return
     first = time.strftime("%Y-%m", time.localtime(since)) if since is not None else None
     for name in names:
         if first is not None and name[:7] < first:
@@ -144,20 +142,28 @@ def read(home: Path | None = None, since: float | None = None,
             raw = (d / name).read_bytes()
         except OSError:
             continue
-        for line in raw.splitlines():
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                t = float(rec["t"])
-                rec["ret"], rec["rep"] = int(rec.get("ret", 0)), int(rec.get("rep", 0))
-                if not isinstance(rec.get("src"), str) or not isinstance(rec.get("op"), str):
-                    raise ValueError("no src/op")
-            except (ValueError, KeyError, TypeError):
-                bad += 1
-                continue
-            if (since is None or t >= since) and (until is None or t < until):
-                out.append(rec)
+        yield from raw.splitlines()
+
+
+def read(home: Path | None = None, since: float | None = None,
+         until: float | None = None) -> tuple[list[dict[str, Any]], int]:
+    """(records in time order, lines skipped as unreadable) between `since` and `until`."""
+    out: list[dict[str, Any]] = []
+    bad = 0
+    for line in log_lines(home, since):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            t = float(rec["t"])
+            rec["ret"], rec["rep"] = int(rec.get("ret", 0)), int(rec.get("rep", 0))
+            if not isinstance(rec.get("src"), str) or not isinstance(rec.get("op"), str):
+                raise ValueError("no src/op")
+        except (ValueError, KeyError, TypeError):
+            bad += 1
+            continue
+        if (since is None or t >= since) and (until is None or t < until):
+            out.append(rec)
     out.sort(key=lambda r: r["t"])
     return out, bad
 
