@@ -9,7 +9,8 @@ import pytest
 
 from dsh_recall.core.config import load_config
 from dsh_recall.rank import code_files as cf
-from dsh_recall.rank.fuse import intent_terms, is_config_path, names_file, path_prior
+from dsh_recall.rank.fuse import is_config_path, names_file, path_prior
+from dsh_recall.rank.query import Query
 from dsh_recall.services.code import CodeService
 
 OFF = {"long_query_words": 0, "config_weight": 1.0, "file_decay": 0.0, "test_transfer": 0.0,
@@ -69,10 +70,9 @@ def test_short_query_may_still_ask_for_tests(tmp_path):
 
 
 def test_intent_terms_pure():
-    terms = ["tests", "parse"]
-    assert intent_terms("tests for parse", terms, 24) == terms
-    assert intent_terms(" ".join(["word"] * 30), terms, 24) == ()
-    assert intent_terms(" ".join(["word"] * 30), terms, 0) == terms
+    assert Query.parse("tests for parse").intent(24) == ("tests", "parse")
+    assert Query.parse(" ".join(["word"] * 30)).intent(24) == ()
+    assert Query.parse(" ".join(["word"] * 30)).intent(0) == ("word",)
 
 
 # -- build / config files ------------------------------------------------------------------
@@ -253,7 +253,7 @@ def test_written_paths_and_resolution_pure():
     q = ('File "/venv/lib/python3.9/site-packages/astropy/io/fits/card.py", line 12\n'
          'File "C:\\proj\\src\\app\\views.py", line 3\n'
          "see requests/sessions.py, sessions.py, main.go:42 and ./web/app.test.ts; v1.2.3")
-    written = cf.written_paths(q)
+    written = list(Query.parse(q).paths)
     assert written[:3] == ["venv/lib/python3.9/site-packages/astropy/io/fits/card.py",
                            "proj/src/app/views.py", "requests/sessions.py"]
     assert "main.go" in written and "./web/app.test.ts" in written

@@ -325,12 +325,13 @@ def test_unknown_config_key_is_a_clear_error(repo, monkeypatch):
 
 def test_layer_weights_follow_query_shape():
     from dsh_recall.rank.fuse import layer_weights
+    from dsh_recall.rank.query import Query
 
-    plain = layer_weights("python check if a variable is iterable", 1.0, 1.0)
+    plain = layer_weights(Query.parse("python check if a variable is iterable"), 1.0, 1.0)
     assert plain["lexical"] < plain["vector"]
     for q in ("gitignore handling", "parse_http_response fails", "Session.resolve_redirects copies",
               " ".join(["word"] * 40)):
-        assert layer_weights(q, 1.0, 1.0) == {"lexical": 1.0, "vector": 1.0}
+        assert layer_weights(Query.parse(q), 1.0, 1.0) == {"lexical": 1.0, "vector": 1.0}
 
 
 def test_implementation_ranks_above_docs_and_tests_unless_asked(tmp_path):

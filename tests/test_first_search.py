@@ -24,6 +24,7 @@ from dsh_recall.core.config import load_config
 from dsh_recall.frontends.cli import cli
 from dsh_recall.rank import confidence
 from dsh_recall.rank.fuse import is_doc_path
+from dsh_recall.rank.query import Query
 from dsh_recall.services import hybrid
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.code.prepare import embed_text
@@ -213,7 +214,7 @@ def test_a_vector_layer_that_compared_none_of_the_head_cannot_outvote_it():
             return [(9, 0.9), (8, 0.8)]
         return wait
 
-    ranked = hybrid.rank("register blueprint", ("lexical", "vector"),
+    ranked = hybrid.rank(Query.parse("register blueprint"), ("lexical", "vector"),
                          lexical=lambda: [(1, 3.0), (2, 2.0), (3, 1.0)], vector=vector,
                          deadline=1e18, notes=[], lexical_weight=1.0, vector_weight=1.0, rrf_k=10,
                          head=head)
@@ -228,7 +229,7 @@ def test_a_vector_layer_that_compared_none_of_the_head_cannot_outvote_it():
             return [(3, 0.9), (9, 0.8), (2, 0.1), (1, 0.05)]
         return wait
 
-    ranked2 = hybrid.rank("register blueprint", ("lexical", "vector"),
+    ranked2 = hybrid.rank(Query.parse("register blueprint"), ("lexical", "vector"),
                           lexical=lambda: [(1, 3.0), (2, 2.0), (3, 1.0)], vector=vector2,
                           deadline=1e18, notes=[], lexical_weight=1.0, vector_weight=1.0, rrf_k=10,
                           head=head2)
@@ -242,7 +243,7 @@ def test_a_failed_lexical_query_never_leaves_the_vector_layer_waiting():
         raise ValueError("bad query")
 
     with pytest.raises(ValueError):
-        hybrid.rank("q", ("lexical", "vector"), lexical=boom, vector=lambda: None, deadline=1e18,
+        hybrid.rank(Query.parse("q"), ("lexical", "vector"), lexical=boom, vector=lambda: None, deadline=1e18,
                     notes=[], lexical_weight=1.0, vector_weight=1.0, rrf_k=10, head=head)
     assert head.wait(0) == []
 

@@ -21,6 +21,7 @@ import pytest
 from dsh_recall.core.config import load_config
 from dsh_recall.rank.confidence import NONE_COSINE
 from dsh_recall.rank.fuse import layer_weights
+from dsh_recall.rank.query import Query
 from dsh_recall.services import hybrid
 from dsh_recall.services.code import CodeService
 
@@ -105,7 +106,7 @@ def _rank(vector_scores, answers):
             return vector_scores
         return wait
 
-    return hybrid.rank("where are the default headers set", ("lexical", "vector"),
+    return hybrid.rank(Query.parse("where are the default headers set"), ("lexical", "vector"),
                        lexical=lambda: [(1, 9.0), (2, 8.0), (3, 7.0)], vector=vector,
                        deadline=1e18, notes=[], lexical_weight=1.0, vector_weight=1.0, rrf_k=10,
                        head=head, answers=answers)
@@ -138,6 +139,6 @@ def test_the_plain_words_tilt_needs_a_vector_layer_that_found_something():
 
 def test_layer_weights_tilt():
     q = "where are the default headers set"
-    assert layer_weights(q, 1.0, 1.0)["lexical"] < 1.0
-    assert layer_weights(q, 1.0, 1.0, tilt=False) == {"lexical": 1.0, "vector": 1.0}
-    assert layer_weights("default_headers", 1.0, 1.0) == {"lexical": 1.0, "vector": 1.0}
+    assert layer_weights(Query.parse(q), 1.0, 1.0)["lexical"] < 1.0
+    assert layer_weights(Query.parse(q), 1.0, 1.0, tilt=False) == {"lexical": 1.0, "vector": 1.0}
+    assert layer_weights(Query.parse("default_headers"), 1.0, 1.0) == {"lexical": 1.0, "vector": 1.0}

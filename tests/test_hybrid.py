@@ -13,6 +13,7 @@ from dsh_recall.core.config import load_config
 from dsh_recall.embedders import registry as embedders
 from dsh_recall.embedders.fake import FakeEmbedder
 from dsh_recall.rank.fuse import fuse_layers
+from dsh_recall.rank.query import Query
 from dsh_recall.services import hybrid
 from dsh_recall.services.code import CodeService
 from dsh_recall.services.notes import NotesService
@@ -23,12 +24,12 @@ ids = st.lists(st.integers(0, 40), max_size=30, unique=True)
 @given(ids, ids, st.sampled_from(["parse_args", "how do I check if a file exists"]))
 def test_a_chunk_first_in_every_layer_scores_one(lexical, vector, query):
     rankings = {"lexical": lexical, "vector": vector}
-    fused, norm = fuse_layers(rankings, query, 1.0, 1.0, 10)
+    fused, norm = fuse_layers(rankings, Query.parse(query), 1.0, 1.0, 10)
     assert {i for i, _, _ in fused} == set(lexical) | set(vector)
     assert [s for _, s, _ in fused] == sorted((s for _, s, _ in fused), reverse=True)
     if lexical and vector and lexical[0] == vector[0]:
         assert fused[0][0] == lexical[0] and abs(fused[0][1] * norm - 1.0) < 1e-9
-    assert fuse_layers({}, query, 1.0, 1.0, 10) == ([], 1.0)
+    assert fuse_layers({}, Query.parse(query), 1.0, 1.0, 10) == ([], 1.0)
 
 
 class Reopens:
@@ -48,7 +49,7 @@ class Reopens:
 def _rank(vector, deadline_s, store=None):
     notes: list[str] = []
     store = store or Reopens()
-    ranked = hybrid.rank("parse args", ("lexical", "vector"), lexical=lambda: [(3, 2.0), (1, 1.0)],
+    ranked = hybrid.rank(Query.parse("parse args"), ("lexical", "vector"), lexical=lambda: [(3, 2.0), (1, 1.0)],
                          vector=lambda: hybrid.start_beside(store, vector, notes),
                          deadline=time.monotonic() + deadline_s, notes=notes,
                          lexical_weight=1.0, vector_weight=1.0, rrf_k=10)

@@ -10,6 +10,7 @@ import random
 import pytest
 
 from dsh_recall.core.config import load_config
+from dsh_recall.rank.query import Query
 from dsh_recall.services.code.priors import apply_priors
 from dsh_recall.stores.contracts import ChunkRow
 
@@ -39,14 +40,14 @@ def test_reading_the_head_gives_the_full_answer(tmp_path, seed):
     if seed % 3 == 0:  # long runs of equal scores: ties must keep fused order
         scores = [round(s, 1) for s in scores]
     fused = [(i, s, {"lexical": i + 1}) for i, s in enumerate(scores)]
-    for query, terms in (("parse_args", ["parse_args"]), ("Session.send cookie", ["session"]),
-                         ("how are sessions stored", ["sessions", "stored"]),
-                         ("tests for parse_args", ["tests", "parse_args"])):
+    for text in ("parse_args", "Session.send cookie", "how are sessions stored",
+                 "tests for parse_args"):
+        query = Query.parse(text)
         full_store = FakeStore(rows)
-        everything, _ = apply_priors(full_store, cfg, query, terms, fused, None)
+        everything, _ = apply_priors(full_store, cfg, query, fused, None)
         for limit in (1, 5, 10, 40):
             head_store = FakeStore(rows)
-            head, _ = apply_priors(head_store, cfg, query, terms, fused, limit)
+            head, _ = apply_priors(head_store, cfg, query, fused, limit)
             assert [i for i, _, _ in head[:limit]] == [i for i, _, _ in everything[:limit]]
             assert [s for _, s, _ in head[:limit]] == [s for _, s, _ in everything[:limit]]
             if limit <= 10 and seed % 3:

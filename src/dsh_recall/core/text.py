@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import chain
 from typing import Any
 
@@ -111,6 +111,13 @@ def code_tokens(text: str) -> list[str]:
     boundaries; CJK runs become overlapping bigrams. Order is preserved.
     """
     return list(chain.from_iterable(_per_word(_WORD.findall(text), _TOKENS, _memo)))
+
+
+def code_tokens_each(texts: Iterable[str]) -> list[list[str]]:
+    """code_tokens of each of `texts`, in one call: a query's lines read once
+    (rank/query.Query). A word never spans a line break (each str.splitlines separator is
+    whitespace or an ASCII non-word character), so the tokens of a text are its lines'."""
+    return [list(chain.from_iterable(_per_word(_WORD.findall(t), _TOKENS, _memo))) for t in texts]
 
 
 def code_identifiers(text: str) -> list[str]:

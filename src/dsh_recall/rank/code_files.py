@@ -162,27 +162,6 @@ def tested_files(test_path: str, test_text: str, lookup: Callable[[str], bool],
     return out[:limit]
 
 
-# A source file's path as a query writes it: `src/app/models.py`, a traceback's
-# `File "/venv/lib/python3.9/site-packages/astropy/io/fits/card.py", line 12`, `main.go:42`.
-_SOURCE_EXTS = ("py|pyi|pyx|js|jsx|mjs|cjs|ts|tsx|go|rs|java|kt|scala|rb|php|c|h|cc|cpp|cxx|hpp|hh|"
-                "cs|swift|m|mm|lua|r|jl|ex|exs|erl|hs|ml|clj|dart|vue|svelte")
-_PATH_IN_TEXT = re.compile(r"(?<![\w.\-/\\])((?:[A-Za-z]:)?(?:\.{1,2}[\\/])*[\\/]?(?:[\w.\-]+[\\/])*"
-                           rf"[\w\-][\w.\-]*\.(?:{_SOURCE_EXTS}))(?![\w\-])")
-
-
-def written_paths(query: str, max_paths: int = 40) -> list[str]:
-    """Source paths written in the query, as written (slashes normalised), first seen first."""
-    out: dict[str, None] = {}
-    for m in _PATH_IN_TEXT.finditer(query[:100_000]):
-        p = m.group(1).replace("\\", "/")
-        if re.match(r"[A-Za-z]:/", p):
-            p = p[2:]
-        out.setdefault(p.lstrip("/"), None)
-        if len(out) >= max_paths:
-            break
-    return list(out)
-
-
 def resolve_written(paths: Iterable[str], lookup: Callable[[str], bool],
                     present: Iterable[str] = ()) -> list[str]:
     """Indexed files the written paths name. A path with folders matches the indexed path

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+
+from .query import Query
 
 
 def rrf(
@@ -163,20 +164,11 @@ def names_file(path: str, terms: Sequence[str]) -> bool:
     return any(t == stem or (ext and t == ext.rsplit(".", 1)[-1]) for t in terms)
 
 
-def intent_terms(query: str, terms: Sequence[str], long_words: int) -> Sequence[str]:
-    """The terms that may say what kind of file the query wants ("tests for X", "docs on
-    Y", "the tox.ini"): all of a short query's, none of a long paste's (an issue or a log
-    says "test" and "docs" in passing; they do not ask for tests or docs). 0 = always all."""
-    if long_words and len(query.split()) > long_words:
-        return ()
-    return terms
-
-
 def path_prior(path: str, terms: Sequence[str], test_weight: float, doc_weight: float,
                config_weight: float = 1.0) -> float:
     """Score multiplier for where a chunk lives: code recall answers with implementation
     first; tests, prose docs and build / config files rank below it unless the query asks
-    for them (`terms`: the query's intent terms, see intent_terms)."""
+    for them (`terms`: the query's intent terms, rank/query.Query.intent)."""
     w = 1.0
     if test_weight < 1 and is_test_path(path) and not wants_tests(terms):
         w *= test_weight
@@ -187,25 +179,7 @@ def path_prior(path: str, terms: Sequence[str], test_weight: float, doc_weight: 
     return w
 
 
-_CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|\(\)|::|->|[{};=<>]|/\w")
-
-
-def query_shape(query: str) -> tuple[int, float]:
-    """(number of words, share of words that look like code: snake_case, camelCase, a.b, ())."""
-    words = query.split()
-    if not words:
-        return 0, 0.0
-    code = sum(1 for w in words if _CODE_LIKE.search(w))
-    return len(words), code / len(words)
-
-
-def plain_question(query: str) -> bool:
-    """A question in plain words: 4-16 words, none of them code (layer_weights tilts it)."""
-    n, code = query_shape(query)
-    return 4 <= n <= 16 and code == 0
-
-
-def layer_weights(query: str, lexical: float, vector: float, tilt: bool = True) -> dict[str, float]:
+def layer_weights(query: Query, lexical: float, vector: float, tilt: bool = True) -> dict[str, float]:
     """RRF weights by query shape. A question in plain words ("python check if a variable is
     iterable") is where word overlap misleads and meaning matters: the lexical layer counts
     for less. A few keywords, identifiers, paths and long pasted text keep both layers.
@@ -214,7 +188,7 @@ def layer_weights(query: str, lexical: float, vector: float, tilt: bool = True) 
     layer's best hit answers it (services/hybrid.rank decides, by the calibrated lines of
     rank/confidence.py): the tilt's premise, a layer that read the question, does not hold,
     and both layers count the same."""
-    if tilt and plain_question(query):
+    if tilt and query.plain:
         return {"lexical": lexical * NATURAL_LEXICAL_SHARE, "vector": vector}
     return {"lexical": lexical, "vector": vector}
 
@@ -222,7 +196,7 @@ def layer_weights(query: str, lexical: float, vector: float, tilt: bool = True) 
 NATURAL_LEXICAL_SHARE = 0.25
 
 
-def fuse_layers(rankings: Mapping[str, Sequence[int]], query: str, lexical_weight: float,
+def fuse_layers(rankings: Mapping[str, Sequence[int]], query: Query, lexical_weight: float,
                 vector_weight: float, k: int, title_weight: float = 0.0,
                 unseen: Mapping[str, AbstractSet[int]] | None = None, tilt: bool = True,
                 ) -> tuple[list[tuple[int, float, dict[str, int]]], float]:

@@ -7,15 +7,15 @@ document frequency in the index, so one call stays fast and focused.
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 
-from ..core.text import code_identifiers, fts_quote
-from .query import content_terms, distinct_tokens
+from ..core.text import code_tokens, fts_quote
+from .query import MAX_QUERY_CHARS, STOPWORDS, Query, search_terms
 
-MAX_QUERY_CHARS = 20_000
+__all__ = ["MAX_QUERY_CHARS", "STOPWORDS", "focus_tiers", "identifier_terms",
+           "match_expression", "named_symbols", "promote_limit", "query_terms", "select_terms"]
+
 MAX_TERMS = 48
 PROMOTE_MIN = 50  # select_terms: a tier lifts a term in this many chunks whatever the share
 
@@ -24,27 +24,12 @@ def promote_limit(total_docs: int, share: float) -> int:
     """The most chunks a term may be in for a query tier to lift it (select_terms)."""
     return max(PROMOTE_MIN, int(total_docs * share))
 
-STOPWORDS = frozenset("""
-a an and are as at be but by for from has have if in into is it its of on or so that the their
-then there these this those to was were will with not no can could should would do does did
-i you we they he she me my our your us them what which who whom when where why how all any
-each some such than too very just also only own same other more most about above after again
-against below between both during further here once out over under until up down off while
-been being am let get got make made use used using via per e g ie eg etc like want need
-please thanks hi hello one two new way work works working seem seems
-""".split())
-
 
 def query_terms(text: str) -> list[str]:
     """Distinct code tokens of the query's first `MAX_QUERY_CHARS` chars, in order, without
-    stopwords, single ASCII characters and a lone digit of any script (`rank.query`)."""
-    return list(_query_terms(text[:MAX_QUERY_CHARS]))
-
-
-@functools.lru_cache(maxsize=32)
-def _query_terms(text: str) -> tuple[str, ...]:
-    terms = content_terms(distinct_tokens(text), STOPWORDS)
-    return tuple(t for t in terms if not (len(t) == 1 and t.isdigit()))
+    stopwords, single ASCII characters and a lone digit of any script (`rank.query`): for a
+    caller with the text alone (a code or notes search reads `Query.terms`)."""
+    return list(search_terms(code_tokens(text[:MAX_QUERY_CHARS])))
 
 
 def select_terms(
@@ -83,38 +68,9 @@ def select_terms(
     return chosen or ranked[:max_terms]
 
 
-# A line of a pasted environment: `name==1.2.3`, `pytest-7.2.0`, `Python 3.11.1`, `six 1.16`.
-_DOTTED_NUMBER = re.compile(r"\d\.\d")  # what every such line holds: a cheap first test
-_PINNED = re.compile(r"[A-Za-z][\w.-]*(?:==|[ \t:=-]+v?)\d+\.\d+")
-
-
-@functools.lru_cache(maxsize=8)
 def focus_tiers(text: str) -> dict[str, int]:
-    """Where a long query's terms come from, for select_terms: 0 = its first line when that
-    reads as a title (a bug report's, an issue's), 1 = the rest of what it writes, and 2 =
-    words only found in lines that list versions (`pip freeze`, a test run's platform line,
-    a tox log: they say what is installed, not where the problem is) and terms starting
-    with a digit (a version, a count, a time). Identifiers count as written anywhere (1 at
-    least). Empty for a query of one or two lines (nothing to tell apart). Cached for the
-    last few queries (a search asks twice); callers must not change the answer."""
-    text = text[:MAX_QUERY_CHARS]
-    lines = text.splitlines()
-    if len(lines) < 3:
-        return {}
-    first = next((ln for ln in lines if ln.strip()), "")
-    title = first if len(first.split()) <= 25 else ""
-    pinned: list[str] = []
-    rest: list[str] = []
-    for ln in lines:
-        (pinned if _DOTTED_NUMBER.search(ln) and _PINNED.search(ln) else rest).append(ln)
-    idents = " ".join(i for i in code_identifiers("\n".join(pinned))
-                      if not _DOTTED_NUMBER.search(i)) if pinned else ""
-    out: dict[str, int] = {}
-    # lowest tier first: a term keeps the first tier it is seen in
-    for tier, part in ((0, title), (1, "\n".join(rest)), (1, idents), (2, "\n".join(pinned))):
-        for t in query_terms(part):
-            out.setdefault(t, 2 if t[:1].isdigit() else tier)
-    return out
+    """Query.tiers of `text` (rank/query.py): for a caller with the text alone."""
+    return dict(Query.parse(text).tiers)
 
 
 def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = frozenset()) -> str:
@@ -125,35 +81,14 @@ def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = fr
     return " OR ".join(fts_quote(t) for term in terms for t in [term] * (2 if term in boost else 1))
 
 
-@functools.lru_cache(maxsize=8)
-def _identifiers(text: str) -> tuple[str, ...]:
-    """code_identifiers of a query, once for the two callers below."""
-    return tuple(code_identifiers(text))
-
-
-@functools.lru_cache(maxsize=8)
 def named_symbols(text: str) -> frozenset[str]:
-    """Names the query writes as code (`CodeService.search`, `parse_args`, `HttpClient`, or
-    a query that is one identifier), lower-cased, dotted names kept whole. Cached for the
-    last few queries (a pasted issue is 20k characters, and a search asks more than once)."""
-    out = {m.lower() for m in _identifiers(text[:MAX_QUERY_CHARS])}
-    word = text.strip()
-    if word.isidentifier():
-        out.add(word.lower())
-    return frozenset(out)
+    """Query.named of `text` (rank/query.py): for a caller with the text alone."""
+    return Query.parse(text).named
 
 
-@functools.lru_cache(maxsize=8)
 def identifier_terms(text: str) -> frozenset[str]:
-    """Whole identifiers written in the query (snake_case, camelCase, dotted.names): in a
-    bug report or a question they point at code more surely than prose words do. Cached as
-    named_symbols is."""
-    out: set[str] = set()
-    for m in _identifiers(text[:MAX_QUERY_CHARS]):
-        for part in m.split("."):
-            if part.strip("_"):
-                out.add(part.lower().strip("_") if part.startswith("__") else part.lower())
-    return frozenset(out)
+    """Query.identifiers of `text` (rank/query.py): for a caller with the text alone."""
+    return Query.parse(text).identifiers
 
 
 def idf(df: int, n: int) -> float:

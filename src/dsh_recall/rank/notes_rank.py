@@ -15,6 +15,7 @@ from typing import Any
 from ..core.errors import InputError
 from ..core.text import code_tokens
 from . import lexical as lex
+from .query import MAX_QUERY_CHARS, Query
 
 
 # -- pure helpers: source weights, the auto-recall gate and block, cases files -------------
@@ -88,13 +89,13 @@ def evidence(coverage: float, cosine: float | None, mean_cosine: float | None) -
     return coverage / WORDS_BAR + meaning / MEANING_BAR
 
 
-def written_names(query: str) -> list[str]:
+def written_names(query: Query) -> list[str]:
     """The words a query writes as names or identifiers, lower-cased: snake_case,
     camelCase, letters with digits (`v3`, `E4471`), ALL CAPS, and a Capitalized word after
     the first (a sentence's first word is capitalized anyway). A name the index has never
     seen is the query's subject, and no passage can speak of it."""
-    out: list[str] = list(lex.identifier_terms(query))
-    for i, m in enumerate(_WORD_AT.finditer(query[:lex.MAX_QUERY_CHARS])):
+    out: list[str] = list(query.identifiers)
+    for i, m in enumerate(_WORD_AT.finditer(query.text[:MAX_QUERY_CHARS])):
         w = m.group()
         has_digit, has_alpha = any(c.isdigit() for c in w), any(c.isalpha() for c in w)
         if ((has_digit and has_alpha) or (len(w) > 1 and w.isupper())

@@ -26,7 +26,8 @@ from typing import Any
 from ..core.errors import RecallError
 from ..embedders import Embedder
 from ..rank.confidence import NONE_COSINE
-from ..rank.fuse import fuse_layers, plain_question
+from ..rank.fuse import fuse_layers
+from ..rank.query import Query
 from ..stores import registry
 from ..stores.contracts import ChunkStore
 from .vectors import fill_what_fits
@@ -167,12 +168,12 @@ def fill_before_ranking(store: ChunkStore, emb: Embedder, budget_s: float, deadl
         return fill_what_fits(store, emb, budget, embed)
 
 
-def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | None,
+def rank(query: Query, layers: Sequence[str], *, lexical: Callable[[], Scored] | None,
          vector: Callable[[], VectorWait | None] | None, deadline: float, notes: list[str],
          lexical_weight: float, vector_weight: float, rrf_k: int,
          title: Callable[[], Scored] | None = None, title_weight: float = 0.0,
          head: Head | None = None, answers: Callable[[int], bool] | None = None) -> Ranked:
-    """Run the layers asked for and fuse them. `lexical`: the lexical query (None when the
+    """Run the layers asked for and fuse them (`query`: parsed once by the caller). `lexical`: the lexical query (None when the
     query has no usable terms: the layer answers, empty); `vector`: starts the vector layer
     (start_beside) or gives None when it is unavailable (it left a note). `title`: a second
     lexical query of a long query's title alone, fused with `title_weight` times the lexical
@@ -188,7 +189,7 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
     rankings: dict[str, list[int]] = {}
     used: list[str] = []
     wait = None
-    if vector is not None and "vector" in layers and query.strip() and vector_weight > 0:
+    if vector is not None and "vector" in layers and query.text.strip() and vector_weight > 0:
         wait = vector()
     lex_scores: dict[int, float] = {}
     try:
@@ -228,7 +229,7 @@ def rank(query: str, layers: Sequence[str], *, lexical: Callable[[], Scored] | N
         # ranking's reach beyond the lexical pool included) is unseen by it.
         others = {i for name, ids in rankings.items() if name != "vector" for i in ids}
         unseen = {"vector": others - head.looked}
-    tilt = not (answers is not None and vec_scores and rankings.get("lexical") and plain_question(query)
+    tilt = not (answers is not None and vec_scores and rankings.get("lexical") and query.plain
                 and max(vec_scores.values()) < NONE_COSINE and answers(rankings["lexical"][0]))
     fused, norm = fuse_layers(rankings, query, lexical_weight, vector_weight, rrf_k, title_weight,
                               unseen, tilt)

@@ -12,24 +12,25 @@ from typing import Any
 from ...core.config import Config
 from ...core.text import code_tokens
 from ...rank import code_files
-from ...rank import lexical as lex
 from ...rank.fuse import is_test_path, names_symbol, path_prior, wants_docs, wants_tests
+from ...rank.query import Query
 from ...stores.contracts import ChunkRow, ChunkStore
 
 Fused = list[tuple[int, float, dict[str, int]]]  # (chunk id, score, {layer: rank}) best first
 
 
-def apply_priors(store: ChunkStore, cfg: Config, query: str, terms: Sequence[str], fused: Fused,
+def apply_priors(store: ChunkStore, cfg: Config, query: Query, fused: Fused,
                  limit: int | None) -> tuple[Fused, dict[int, ChunkRow]]:
     """Re-weigh fused chunks by where they live (tests, docs, build files) and by whether
     they declare a name the query writes; returns them best first, with the rows read.
-    `terms`: the query's intent terms (none for a long paste).
+    What the query asks for reads its intent terms (none for a long paste, Query.intent).
 
     With a `limit`, only the head that can still reach the best `limit` is read: a prior
     never raises a score past `symbol_boost` times its fused score, so once the next
     fused score times that falls below the `limit`-th reweighed one, nothing after it
     can enter (the order is the one reading every candidate gives)."""
-    named = lex.named_symbols(query) if cfg.symbol_boost > 1 else set()
+    terms = query.intent(cfg.long_query_words)
+    named: frozenset[str] | set[str] = query.named if cfg.symbol_boost > 1 else set()
     if named and wants_tests(terms):  # "tests for parse_args" names test_parse_args too
         named |= {f"{p}{n}{s}" for n in named if "." not in n
                   for p, s in (("test_", ""), ("", "_test"), ("test", ""))}
@@ -68,13 +69,14 @@ def apply_priors(store: ChunkStore, cfg: Config, query: str, terms: Sequence[str
     return sorted(out, key=lambda x: -x[1]), rows
 
 
-def rank_files(store: ChunkStore, cfg: Config, query: str, fused: Fused, rows: dict[int, ChunkRow],
-               intent: Sequence[str], terms: Sequence[str], limit: int,
-               prefix: str | None = None) -> Fused:
+def rank_files(store: ChunkStore, cfg: Config, query: Query, fused: Fused, rows: dict[int, ChunkRow],
+               terms: Sequence[str], limit: int, prefix: str | None = None) -> Fused:
     """--files: one entry per file (its best chunk), ordered by file evidence: the sum of
     its best `file_chunks` chunks with decay, plus what the test files among the best
     `transfer_top` pass to the source files they test, times `path_boost` for a file
-    whose path the query writes (docs/code-ranking.md)."""
+    whose path the query writes (docs/code-ranking.md). `terms`: the terms searched by
+    (they pick a file's representative chunk)."""
+    intent = query.intent(cfg.long_query_words)
     scored = [(rows[i].path, s) for i, s, _ in fused if i in rows]
     score = code_files.aggregate(scored, cfg.file_decay, cfg.file_chunks)
     best: dict[str, tuple[int, float, dict[str, int]]] = {}
@@ -116,7 +118,7 @@ def rank_files(store: ChunkStore, cfg: Config, query: str, fused: Fused, rows: d
             if admit(target):
                 score[target] = score.get(target, 0.0) + g
     if cfg.path_boost > 1:
-        written = code_files.written_paths(query)
+        written = query.paths
         named = code_files.resolve_written(written, lookup, score) if written else []
         named = [p for p in named if wants or not is_test_path(p)]
         if named:
@@ -157,8 +159,9 @@ def representative_chunk(store: ChunkStore, path: str, terms: Sequence[str]) -> 
     return best
 
 
-def weak(best: dict[str, Any], terms: list[str], weak_score: float) -> bool:
+def weak(best: dict[str, Any], query: Query, weak_score: float) -> bool:
     """Weak: the best excerpt holds under `weak_score` of the query's terms."""
+    terms = query.terms
     if not terms:
         return False
     have = set(code_tokens(best["excerpt"] + " " + best["path"]))

@@ -20,7 +20,7 @@ from ...embedders import Embedder
 from ...rank import confidence
 from ...rank import excerpt as excerpt_mod
 from ...rank import lexical as lex
-from ...rank.fuse import intent_terms
+from ...rank.query import Query
 from ...readers.workspace import WalkReport, check_workspace_root, read_regular, walk
 from ...stores import registry
 from ...stores.contracts import ChunkStore
@@ -259,17 +259,17 @@ class CodeService:
                 backlog.append(self._files_backlog())
             scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
                               prefix, focus or path, origin)
-            terms = lex.query_terms(query)
-            tiers = lex.focus_tiers(query) if cfg.query_focus else None
-            chosen = lex.select_terms(terms, self.store.doc_freqs, self.store.chunk_count(),
-                                      tiers=tiers, promote_share=cfg.focus_df_share)
+            q = Query.parse(query)  # the one parse: every stage below reads `q`
+            chosen = lex.select_terms(q.terms, self.store.doc_freqs, self.store.chunk_count(),
+                                      tiers=q.tiers if cfg.query_focus else None,
+                                      promote_share=cfg.focus_df_share)
             # The optional rerank stage reorders the fused head: fetch at least its top_n.
             reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
             want = limit
             limit = max(limit, cfg.rerank.top_n) if reranking else limit
-            results, used = self._rank(query, terms, chosen, prefix, limit, files, explain, layers,
-                                       deadline, notes)
-            if focus_label not in (None, ".") and (not results or self._weak(results[0], terms)):
+            results, used = self._rank(q, chosen, prefix, limit, files, explain, layers, deadline,
+                                       notes)
+            if focus_label not in (None, ".") and (not results or self._weak(results[0], q)):
                 where = (f"focus scope '{focus_label}'" if origin == "focus"
                          else f"'{focus_label}' (the project around the current directory)")
                 # Nothing in the scope, or only weak matches in a scope the user never named:
@@ -279,9 +279,9 @@ class CodeService:
                     notes.append(f"weak match inside {where}; omit --focus to search the whole "
                                  "workspace")
                 else:
-                    wide, wide_used = self._rank(query, terms, chosen, None, limit, files, explain,
-                                                 layers, deadline, notes)
-                if wide and (not results or not self._weak(wide[0], terms)):
+                    wide, wide_used = self._rank(q, chosen, None, limit, files, explain, layers,
+                                                 deadline, notes)
+                if wide and (not results or not self._weak(wide[0], q)):
                     found = "nothing found" if not results else "only weak matches"
                     notes.append(f"{found} in {where}; answered from the whole workspace")
                     results, used, prefix, focus_label = wide, wide_used, None, None
@@ -337,27 +337,26 @@ class CodeService:
         left = int(job.get("total") or 0) - int(job.get("done") or 0)
         return backlog_item("code", "files", left, INDEX_COMMAND, "code.embed")
 
-    def _weak(self, best: dict[str, Any], terms: list[str]) -> bool:
-        return priors.weak(best, terms, self.cfg.weak_score)
+    def _weak(self, best: dict[str, Any], q: Query) -> bool:
+        return priors.weak(best, q, self.cfg.weak_score)
 
-    def _rank(self, query: str, terms: list[str], chosen: list[str], prefix: str | None,
-              limit: int, files: bool, explain: bool, layers: tuple[str, ...], deadline: float,
+    def _rank(self, q: Query, chosen: list[str], prefix: str | None, limit: int, files: bool,
+              explain: bool, layers: tuple[str, ...], deadline: float,
               notes: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         """(results, layers that answered) for one scope: fuse the layers, apply the priors,
         bound the excerpts."""
         cfg = self.cfg
+        terms = q.terms
         pool = max(cfg.candidate_pool, limit * 4)
 
         def lexical() -> list[tuple[int, float]]:
-            boost: frozenset[str] | set[str] = (lex.identifier_terms(query) if cfg.identifier_boost
-                                                else frozenset())
+            boost = q.identifiers if cfg.identifier_boost else frozenset()
             return self.store.lexical(lex.match_expression(chosen, boost), pool, prefix)
 
         # A long query's title alone, as a second lexical ranking (title_weight; 0 = off), of
         # its words in at most focus_df_share of the chunks (a common word ranks little, and
         # its rows are the query's cost), its TITLE_TOP best only.
-        tiers = lex.focus_tiers(query) if cfg.title_weight > 0 else {}
-        heading = [t for t in chosen if tiers.get(t) == 0]
+        heading = [t for t in chosen if q.tiers.get(t) == 0] if cfg.title_weight > 0 else []
         if heading:
             df = self.store.doc_freqs(heading)
             most = lex.promote_limit(self.store.chunk_count(), cfg.focus_df_share)
@@ -371,7 +370,7 @@ class CodeService:
 
         ready = getattr(self.store, "lists_ready", None)
         if (heading and cfg.title_weight > 0 and not (ready and ready(heading))
-                and not self._vector_may_answer(query, layers)):
+                and not self._vector_may_answer(q.text, layers)):
             # The title ranking will be fused and is a full query (its score lists are not
             # in memory): it runs beside the lexical query, on a connection of its own.
             beside = hybrid.start_beside(self.store, title_on, [], label="title ranking")
@@ -380,21 +379,19 @@ class CodeService:
                 return beside(deadline) or []
 
         head = hybrid.Head()
-        ranked = hybrid.rank(query, layers, lexical=lexical if chosen else None,
-                             vector=lambda: self._start_vector_ranking(query, pool, prefix, notes,
+        ranked = hybrid.rank(q, layers, lexical=lexical if chosen else None,
+                             vector=lambda: self._start_vector_ranking(q.text, pool, prefix, notes,
                                                                        deadline, head),
                              deadline=deadline, notes=notes, lexical_weight=cfg.lexical_weight,
                              vector_weight=cfg.vector_weight, rrf_k=cfg.rrf_k,
                              title=title if heading else None, title_weight=cfg.title_weight, head=head,
-                             answers=vector_layer.word_answer(self.store, query, terms, cfg.long_query_words))
+                             answers=vector_layer.word_answer(self.store, q, cfg.long_query_words))
         if head.partial and "vector" in ranked.used:
             notes.append(vector_layer.head_note(head))
-        intent = intent_terms(query, terms, cfg.long_query_words)
-        fused, rows = priors.apply_priors(self.store, cfg, query, intent, ranked.fused[: pool * 2],
+        fused, rows = priors.apply_priors(self.store, cfg, q, ranked.fused[: pool * 2],
                                           None if files else limit)
         if files:
-            fused = priors.rank_files(self.store, cfg, query, fused, rows, intent, chosen or terms,
-                                      limit, prefix)
+            fused = priors.rank_files(self.store, cfg, q, fused, rows, chosen or terms, limit, prefix)
         picked: list[tuple[int, float, dict[str, int]]] = []
         seen_files: set[str] = set()
         for item, score, ranks in fused:
@@ -412,7 +409,7 @@ class CodeService:
         texts = self.store.chunks_by_id([i for i, _, _ in picked if not rows[i].text])
         results: list[dict[str, Any]] = []
         stale_cache: dict[str, bool] = {}
-        long, weights, unknown = vector_layer.evidence_of(query, terms, self.store.doc_freqs,
+        long, weights, unknown = vector_layer.evidence_of(q, self.store.doc_freqs,
                                                           self.store.chunk_count(),
                                                           cfg.long_query_words)
         # Each hit's own cosine is evidence (vector_layer.with_cosines), whatever share of

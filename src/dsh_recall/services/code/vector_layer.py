@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ...core.lazy import np
 from ...embedders import Embedder
 from ...rank import confidence
-from ...rank import lexical as lex
+from ...rank.query import Query
 from ...stores import registry
 from ...stores.contracts import ChunkStore
 from .. import hybrid
@@ -72,27 +72,25 @@ def rank_with_head(svc: CodeView, store: ChunkStore, emb: Embedder, q: np.ndarra
     return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
 
 
-def evidence_of(query: str, terms: Sequence[str], doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
+def evidence_of(query: Query, doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
                 chunks: int, long_words: int) -> tuple[bool, dict[str, float], tuple[int, int]]:
     """(a long paste?, the query terms' weights, (identifiers written, unknown here)) for
     judging an answer's hits (rank/confidence.py)."""
-    long = bool(long_words) and len(query.split()) > long_words
-    idents = sorted(lex.identifier_terms(query)) if not long else []
-    title = [t for t, tier in lex.focus_tiers(query).items() if tier == 0] if long else []
-    judged = list(title or terms)  # a paste with a title is judged on it alone
+    long = query.long(long_words)
+    idents = sorted(query.identifiers) if not long else []
+    title = query.title if long else []
+    judged = list(title or query.terms)  # a paste with a title is judged on it alone
     df = doc_freqs(list(dict.fromkeys(judged + idents))) if judged else {}
     weights = confidence.term_weights(judged, df, chunks, long, title)
     return long, weights, confidence.unknown_identifiers(idents, df)
 
 
-def word_answer(store: ChunkStore, query: str, terms: Sequence[str], long_words: int
-                ) -> Callable[[int], bool]:
+def word_answer(store: ChunkStore, query: Query, long_words: int) -> Callable[[int], bool]:
     """hybrid.rank's `answers`: does a chunk hold the query by its words, strongly (the
     coverage line of rank/confidence.py, the same evidence a hit's `match` reads)? A query
     naming an identifier this index has never seen is answered by none."""
     def answers(item: int) -> bool:
-        long, weights, unknown = evidence_of(query, terms, store.doc_freqs, store.chunk_count(),
-                                             long_words)
+        long, weights, unknown = evidence_of(query, store.doc_freqs, store.chunk_count(), long_words)
         row = store.chunks_by_id([item]).get(item)
         if row is None or unknown[1]:
             return False

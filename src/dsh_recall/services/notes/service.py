@@ -32,6 +32,7 @@ from ...rank.notes_rank import (
     source_weight,
     written_names,
 )
+from ...rank.query import Query
 from ...readers.notes import resolve_roots
 from ...stores import registry
 from ...stores.contracts import ChunkRow, ChunkStore, FileRow
@@ -280,7 +281,8 @@ class NotesService:
         deadline = time.monotonic() + self.cfg.search_deadline_s
         store = self.store
         total = store.chunk_count()
-        terms = lex.query_terms(query)
+        q = Query.parse(query)  # the one parse: the stages below read `q`
+        terms = list(q.terms)
         chosen = lex.select_terms(terms, store.doc_freqs, total)
         pool = max(self.ncfg.candidate_pool, limit * 4)
         levels: dict[str, str] | None = None
@@ -302,7 +304,7 @@ class NotesService:
             return [(i, s) for i, s in hits if allowed_ids is None or i in allowed_ids][:pool]
 
         ranked = hybrid.rank(
-            query, layers, lexical=lexical if chosen else None,
+            q, layers, lexical=lexical if chosen else None,
             vector=lambda: self._start_vector(query, pool, allowed_ids, notes, deadline, left,
                                               means),
             deadline=deadline, notes=notes, lexical_weight=1.0, vector_weight=1.0,
@@ -318,8 +320,8 @@ class NotesService:
             seen.mean_cosine = means[0] if means and "vector" in ranked.used else None
             # A long paste (an issue, a log) names things in passing: not its subject.
             words = self.cfg.long_query_words
-            asked = set(terms) if not words or len(query.split()) <= words else set()
-            seen.unknown_names = [t for t in written_names(query)
+            asked = set(terms) if not q.long(words) else set()
+            seen.unknown_names = [t for t in written_names(q)
                                   if t in asked and not df.get(t, 0)]
         if not ranked.fused:
             return []
