@@ -30,6 +30,7 @@ from dsh_recall.core.text import code_tokens  # noqa: E402
 from dsh_recall.embedders import create  # noqa: E402
 from dsh_recall.rank.fuse import layer_weights, rrf  # noqa: E402
 from dsh_recall.rank.lexical import STOPWORDS  # noqa: E402
+from dsh_recall.rank.query import Query  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "cosqa-dev"
 
@@ -117,7 +118,7 @@ def main() -> None:
                      f"{rate:.0f} docs/s"))
         variants = [("equal weights", lambda q: {"lexical": 1.0, "vector": 1.0}),
                     ("lexical 0.5", lambda q: {"lexical": 0.5, "vector": 1.0}),
-                    ("weights by query shape (engine default)", lambda q: layer_weights(q, 1.0, 1.0))]
+                    ("weights by query shape (engine default)", lambda q: layer_weights(Query.parse(q), 1.0, 1.0))]
         for label, wf in variants:
             fused = [[i for i, _, _ in rrf({"lexical": lo, "vector": vo}, k=args.rrf_k, weights=wf(q["doc"]))]
                      for lo, vo, q in zip(lex_orders, vec_orders, queries)]

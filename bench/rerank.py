@@ -135,6 +135,7 @@ def cosqa(cfg, args, weights) -> None:
     from dsh_recall.embedders import create
     from dsh_recall.rank.fuse import layer_weights, rrf
     from dsh_recall.rank.lexical import STOPWORDS
+    from dsh_recall.rank.query import Query
 
     all_queries, docs, pos = load_set(args.corpus, EVAL / "cosqa-dev")
     queries = all_queries
@@ -166,7 +167,7 @@ def cosqa(cfg, args, weights) -> None:
     # The code layer's fusion (rank/fuse.py, engine defaults): RRF k = cfg.rrf_k, weights
     # by query shape. What `search` answers before any per-file rules.
     fused = [[i for i, _, _ in rrf({"lexical": lo, "vector": [int(x) for x in vo]}, k=cfg.rrf_k,
-                                   weights=layer_weights(q["doc"], 1.0, 1.0))]
+                                   weights=layer_weights(Query.parse(q["doc"]), 1.0, 1.0))]
              for lo, vo, q in zip(lex, vec, queries)]
     rer, lat, statuses = rerank_runs(cfg, fused, [q["doc"] for q in queries], lambda i: docs[i], weights)
     rows = [("BM25 (code tokens)", metrics([rank_of(o, g) for o, g in zip(lex, golds)])),

@@ -14,6 +14,7 @@ from pytest import approx
 from dsh_recall.core.config import load_config
 from dsh_recall.frontends.cli import cli
 from dsh_recall.rank import notes_rank as nr
+from dsh_recall.rank.query import Query
 from dsh_recall.services.base import match_note
 from dsh_recall.services.notes import NotesService
 
@@ -77,14 +78,14 @@ def test_judge_properties(hits, mean, named):
 
 
 def test_written_names():
-    assert nr.written_names("flurbozite_handler retry budget") == ["flurbozite_handler"]
-    assert nr.written_names("what does snarfleMode do") == ["snarflemode"]
-    assert nr.written_names("grombulator v3 error E4471") == ["v3", "e4471"]
-    assert nr.written_names("Project Nimbusfrost retrospective") == ["nimbusfrost"]
-    assert nr.written_names("GDPR rules") == ["gdpr"]
+    assert nr.written_names(Query.parse("flurbozite_handler retry budget")) == ["flurbozite_handler"]
+    assert nr.written_names(Query.parse("what does snarfleMode do")) == ["snarflemode"]
+    assert nr.written_names(Query.parse("grombulator v3 error E4471")) == ["v3", "e4471"]
+    assert nr.written_names(Query.parse("Project Nimbusfrost retrospective")) == ["nimbusfrost"]
+    assert nr.written_names(Query.parse("GDPR rules")) == ["gdpr"]
     # a sentence's first word and plain words are not names
-    assert nr.written_names("Working from home guidelines") == []
-    assert nr.written_names("user 123 purchases") == []
+    assert nr.written_names(Query.parse("Working from home guidelines")) == []
+    assert nr.written_names(Query.parse("user 123 purchases")) == []
 
 
 def _service(tmp_path, **over):
