@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -594,8 +593,9 @@ def test_forget_leaves_neither_text_nor_vectors_in_the_index_files(tmp_path: Pat
         finally:
             svc.close()
         assert hashes and len(mat)
+        from dsh_recall.stores import vec_codec
         from dsh_recall.stores.sqlite.vector_file import quantize
-        vecs = [np.asarray(v, np.float32).tobytes()[:64] for v in mat]
+        vecs = [vec_codec.encode(v)[1:65] for v in mat]  # as the stores keep them (float16)
         vecs += [row.tobytes()[:48] for row in quantize(mat)[0]]  # the vector file's int8 rows
         before = _bytes_under(_isolated_home)
         assert any(phrase.encode() in b for b in before.values())
