@@ -99,6 +99,9 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
         self.warm_behind = long_lived()
         self.use_impacts = True  # False: FTS5 answers every query (tests of that path)
         self._owns_impacts = True
+        self._origin = None  # set on a copy (reopen)
+        self._spares = []
+        self._closed = False
         self._init_schema()
 
     def _init_schema(self) -> None:
@@ -466,6 +469,9 @@ class SqliteChunkStore(TermCounts, SqliteVectorTable, SqliteBulkLoad):
         return total
 
     def close(self) -> None:
+        if self._origin is not None and self._origin._park(self):
+            return  # a copy (reopen), kept for the next one
+        self._end_copies()
         if self._impacts is not None and self._owns_impacts:
             self._impacts.close()
         self.conn.close()
