@@ -246,7 +246,9 @@ def plan_form(text: str, cfg: ObjectsConfig, idx: LineIndex,
     and the form is shorter than the text, else None. Every line is shown or inside a run
     the form names with its line range; failure lines (the form's own and the first of
     the failure finder's, for a log) may take up to FORM_HARD times the budget; a failure
-    line left out is counted in its run's name."""
+    line left out is counted in its run's name. When they do not all fit, the finder's first
+    hit goes in first, then every failure's first line before any failure's second, a log's
+    failures above its last success line (`logrank.last_success`) after the others'."""
     view = idx.view
     lines = view.split("\n")
     if view.endswith("\n"):
@@ -256,9 +258,11 @@ def plan_form(text: str, cfg: ObjectsConfig, idx: LineIndex,
         return None
     budget = max(0, cfg.inline_chars)
     hints: list[int] = []
+    settled = -1
     if form_registry.FORMS[kind].log:
         hints = logrank.digest(view, idx.starts, idx.flags, 2 * REGION_LIMIT, rank)
-    sel = form_registry.select(lines, kind, budget, int(FORM_HARD * budget), hints)
+        settled = logrank.last_success(idx.flags)
+    sel = form_registry.select(lines, kind, budget, int(FORM_HARD * budget), hints, settled)
     starts = line_starts(text)
     lay = form_layout(text, lines, starts, sel)
     if lay is None:

@@ -74,6 +74,14 @@ class Marks:
     fail: set[int] = field(default_factory=set)
     cat: dict[int, str] = field(default_factory=dict)
     wide: set[int] = field(default_factory=set)
+    # Set by `registry.select`: `first` lines are taken before all others (the output's
+    # first and last lines, the failure finder's first hit); `late` failure lines come from
+    # a build step that a later step's success followed (taken after the others' failure
+    # lines); `hint` lines are the failure finder's, not the form's own (they never begin a
+    # failure of their own when they follow one).
+    first: set[int] = field(default_factory=set)
+    late: set[int] = field(default_factory=set)
+    hint: set[int] = field(default_factory=set)
 
     def keep(self, li: int, rank: int, fail: bool = False, cat: str | None = None,
              wide: bool = False) -> None:
@@ -122,9 +130,11 @@ def label(marks: Marks, lo: int, hi: int) -> str:
     fails = 0
     cat, lines, fail = marks.cat, marks.lines, marks.fail
     for li in range(lo, hi + 1):
+        c = cat.get(li)
         if li in fail:
             fails += 1
-        c = cat.get(li)
+            if c == "failure line":  # counted as one already
+                continue
         if c is None:
             c = "blank line" if not lines[li].strip() else "line"
         counts[c] += 1
@@ -156,16 +166,68 @@ def body_chars(marks: Marks, keep: tuple[int, ...],
                for li in keep) + sum(len(gap_line(lo, hi, what)) for lo, hi, what in gaps)
 
 
+JOIN_GAP = 20  # lines a failure's later lines may stand below its first (no blank between)
+
+
+def order(marks: Marks) -> list[tuple[int, int, int]]:
+    """(line, rank, round) of the ranked lines in the order `fit` takes them: `first` lines; then
+    MUST lines round-robin over failures (every failure's first MUST line before any
+    failure's second one; within a round summaries, then names and errors in file order,
+    then details), those of `late` steps
+    after the others; then the other ranked lines by rank and file order.
+
+    A failure begins at a failure line of rank ERROR or better that is the form's own (or
+    at a MUST line that is no failure line), and holds the DETAIL/WHERE failure lines and
+    the finder's lines below it (no blank line between, at most JOIN_GAP lines down); any
+    other MUST line begins its own. The lines of a failure that begins with a repeat (a
+    failure line `registry.repeats` put back to NEAR) wait with it, at NEAR."""
+    lines, rank, fail = marks.lines, marks.rank, marks.fail
+    n = len(lines)
+    eff = {li: r for li, r in rank.items() if 0 <= li < n}
+    round_of: dict[int, int] = {}
+    taken = 0  # MUST lines of the current failure so far
+    last = -1  # the current failure's last line
+    repeat = False  # the current failure begins with a repeat
+    for li in sorted(li for li, r in eff.items() if r <= MUST or li in fail):
+        r = eff[li]
+        own = li not in marks.hint
+        begins = last < 0 or li - last > JOIN_GAP or (own and li in fail and (
+            r <= ERROR or r > MUST)) or (r <= MUST and li not in fail) or any(
+            not lines[k].strip() for k in range(last + 1, li))
+        if begins:
+            taken, repeat = 0, r > MUST
+        elif repeat and r <= MUST and li not in marks.first:
+            eff[li] = NEAR
+        else:
+            taken += 1
+        round_of[li] = taken
+        last = li
+
+    def key(li: int) -> tuple[int, int, int, int]:
+        r = eff[li]
+        if li in marks.first:
+            return (0, 0, r, li)
+        if r <= MUST:  # summaries, then names and errors in file order, then details
+            return (2 if li in marks.late else 1, round_of[li],
+                    0 if r == SUMMARY else 1 if r <= ERROR else 2, li)
+        return (3, 0, r, li)
+
+    return [(li, eff[li], round_of.get(li, 0) if eff[li] <= MUST and li not in marks.first
+             else 0) for li in sorted(eff, key=key)]
+
+
 def fit(marks: Marks, budget: int, hard: int) -> Selection:
-    """Keep ranked lines, best rank first (file order within a rank): a MUST line while the
-    form stays within `hard` chars, any other while it stays within `budget`; then leave out
+    """Keep ranked lines in `order`: a MUST line while the form stays within `hard` chars
+    (none of a later round once one did not fit), any other while it stays within `budget`;
+    then leave out
     other lines, worst first, until the form (gap names counted) is within `budget` or holds
     MUST lines only. Every run left out is named (`gaps_of`)."""
     lines = marks.lines
     kept: set[int] = set()
     used = GAP_COST
-    for li, r in sorted(marks.rank.items(), key=lambda kv: (kv[1], kv[0])):
-        if not 0 <= li < len(lines):
+    full = None  # the round of the first MUST line that did not fit
+    for li, r, rnd in order(marks):
+        if r <= MUST and full is not None and rnd > full:
             continue
         cost = len(shown(li + 1, lines[li], WIDE_MAX if li in marks.wide else SHOWN_MAX))
         if li - 1 not in kept and li + 1 not in kept:
@@ -173,6 +235,8 @@ def fit(marks: Marks, budget: int, hard: int) -> Selection:
         if used + cost <= (hard if r <= MUST else budget):
             kept.add(li)
             used += cost
+        elif r <= MUST and full is None:
+            full = rnd
     optional = sorted((li for li in kept if marks.rank[li] > MUST),
                       key=lambda li: (marks.rank[li], li))
     keep = tuple(sorted(kept))

@@ -103,10 +103,12 @@ REPEATS_KEPT = 2
 def repeats(marks: Marks) -> None:
     """A failure line saying what two before it said (paths, file:line places and numbers
     aside: `unmappable character` on 40 lines, the same mypy error in 12 files) waits
-    until the others are in (NEAR); it stays a failure line, counted where it is left out."""
+    until the others are in (NEAR); it stays a failure line, counted where it is left out.
+    Lines of `late` steps are counted after the others (a message the failing step prints
+    stays in when earlier steps printed it too); `first` lines stay."""
     seen: dict[str, int] = {}
-    for li in sorted(marks.fail):
-        if marks.rank.get(li, NEAR) > MUST:
+    for li in sorted(marks.fail, key=lambda li: (li in marks.late, li)):
+        if marks.rank.get(li, NEAR) > MUST or li in marks.first:
             continue
         key = _VARIES.sub("", bare(marks.lines[li])).strip()
         n = seen.get(key, 0)
@@ -116,25 +118,39 @@ def repeats(marks: Marks) -> None:
 
 
 def select(lines: list[str], kind: str, budget: int, hard: int,
-           hints: Iterable[int] = ()) -> Selection:
+           hints: Iterable[int] = (), settled: int = -1) -> Selection:
     """The lines form `kind` shows of `lines` within `budget` (failure lines up to `hard`),
     and the runs it leaves out, named. `hints`: the failure finder's lines, best first
-    (a log form counts the first HINTS_FAIL as failure lines, the rest as context)."""
+    (a log form counts the first HINTS_FAIL as failure lines, the rest as context, and
+    shows the first before any other line but the output's first and last). `settled`:
+    the log's last success line (`logrank.last_success`, -1 for none): a log form's
+    failure lines above it are from a step that a later one's success followed, and are
+    shown after the others' (`base.order`)."""
     form = FORMS[kind]
     marks = form.mark(lines)
     if form.log:
         for k, li in enumerate(hints):
             if 0 <= li < len(lines) and lines[li].strip():
-                if k < HINTS_FAIL:
-                    marks.keep(li, NAME, fail=True)
+                if li in marks.rank and marks.rank[li] <= MUST:
+                    marks.fail.add(li)  # the form's own failure line: its rank stays
                 else:
-                    marks.keep(li, NEAR)
-                marks.cat.setdefault(li, "failure line")
+                    marks.hint.add(li)
+                    if k < HINTS_FAIL:
+                        marks.keep(li, NAME, fail=True)
+                    else:
+                        marks.keep(li, NEAR)
+                if not marks.first:  # the finder's first hit: why the log failed
+                    marks.first.add(li)
+                marks.cat.setdefault(li, "failure line" if k < HINTS_FAIL else "error context line")
+        if settled > 0:
+            marks.late.update(li for li in marks.rank if li < settled)
     repeats(marks)
     # The first line says what the output is; the last non-blank one is most often its
     # summary.
     marks.keep(0, SUMMARY)
+    marks.first.add(0)
     last = next((li for li in range(len(lines) - 1, -1, -1) if lines[li].strip()), None)
     if last is not None:
         marks.keep(last, SUMMARY)
+        marks.first.add(last)
     return fit(marks, budget, hard)

@@ -48,7 +48,7 @@ def pytest(lines: list[str]) -> Marks:
                 m.keep(li, ERROR, fail=True, cat="error line")
                 first_e[0] = False
     marks = apply("pytest", lines, _PYTEST, each)
-    if any(_SHORT_SUMMARY.match(x) for x in lines):
+    if any(_SHORT_SUMMARY.match(x.rstrip("\r")) for x in lines):
         # The short summary names every failing test with its message: the progress lines'
         # FAILED marks say it again.
         for li, c in marks.cat.items():
@@ -179,6 +179,9 @@ _JUNIT = [
     rule(r"<<< (?:FAILURE|ERROR)!", NAME, "failing test", fail=True),
     rule(r"^(?:\[ERROR\] )?(?:Failures|Errors|Failed tests|Tests in error): ?$", CONTEXT,
          "section header"),
+    # javac's lines under an error (`symbol:`, `location:`, `required:`, ...), not a test
+    rule(r"^\[ERROR\]\s+(?:symbol|location|required|found|reason)\b\s*:", DETAIL,
+         "compile error detail", fail=True),
     rule(r"^\[ERROR\]   \S", NAME, "failing test", fail=True),
     rule(r"^\S+ > \S+\(\).* FAILED$", NAME, "failing test", fail=True),
     rule(r"^\S+ > \S+\(\).* (?:PASSED|SKIPPED)$", None, "passing test"),
