@@ -22,6 +22,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .scrub_gate import Gate, gate, plan
+
 if TYPE_CHECKING:  # the config module pulls in pydantic; callers on a hot path pass None
     from ..core.config import ScrubConfig
 
@@ -372,6 +374,12 @@ def rules() -> tuple[Rule, ...]:
     return tuple(library) + _OURS
 
 
+@functools.cache
+def gates() -> tuple[Gate, ...]:
+    """What each rule's regex says about where it can match (in `rules()`'s order)."""
+    return tuple(gate(r.pattern.pattern, r.pattern.flags) for r in rules())
+
+
 def kinds() -> list[str]:
     """Every kind a placeholder may name (what `scrub.keep` accepts)."""
     return sorted({r.kind for r in _OURS} | {k for k, _ in LIBRARY.values()})
@@ -400,19 +408,26 @@ def find(text: str, keep: Collection[str] = ()) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each credential in `text`, in order, without overlaps (the
     earliest, then the longest, wins)."""
     found: list[tuple[int, int, str]] = []
-    for rule in rules():
+    # Each rule runs only where it can match (policy/scrub_gate.py): the same matches.
+    for rule, windows in zip(rules(), plan(text, gates()), strict=True):
         if rule.kind in keep:
             continue
         pos = 0
         memo = [0, 0]
-        while (m := rule.pattern.search(text, pos)) is not None:
-            span = _span(rule, m, memo)
-            # The next attempt starts after this value (linear however many keys a
-            # line holds), or one past this match's start when it was not a secret.
-            pos = max(m.end(), m.start() + 1)
-            if span is not None and not PLACEHOLDER.fullmatch(text[span[0]:span[1]]):
-                found.append((span[0], span[1], rule.kind))
-                pos = max(pos, span[1])
+        for start, end in [(0, len(text))] if windows is None else windows:
+            pos = max(pos, start)
+            while (m := rule.pattern.search(text, pos, end)) is not None:
+                span = _span(rule, m, memo)
+                # The next attempt starts after this value (linear however many keys a
+                # line holds), or one past this match's start when it was not a secret.
+                pos = max(m.end(), m.start() + 1)
+                if span is not None and not PLACEHOLDER.fullmatch(text[span[0]:span[1]]):
+                    found.append((span[0], span[1], rule.kind))
+                    pos = max(pos, span[1])
+    return _merge(found)
+
+
+def _merge(found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     found.sort(key=lambda f: (f[0], -f[1]))
     out: list[tuple[int, int, str]] = []
     for f in found:
