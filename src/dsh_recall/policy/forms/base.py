@@ -82,6 +82,9 @@ class Marks:
     first: set[int] = field(default_factory=set)
     late: set[int] = field(default_factory=set)
     hint: set[int] = field(default_factory=set)
+    # A form that knows where a failure's lines are (jest: from a `●` header to the next)
+    # names the line each belongs to; `order` guesses the others.
+    part: dict[int, int] = field(default_factory=dict)
 
     def keep(self, li: int, rank: int, fail: bool = False, cat: str | None = None,
              wide: bool = False) -> None:
@@ -185,23 +188,30 @@ def order(marks: Marks) -> list[tuple[int, int, int]]:
     n = len(lines)
     eff = {li: r for li, r in rank.items() if 0 <= li < n}
     round_of: dict[int, int] = {}
-    taken = 0  # MUST lines of the current failure so far
-    last = -1  # the current failure's last line
-    repeat = False  # the current failure begins with a repeat
+    count: dict[int, int] = {}  # MUST lines so far of each failure (by its first line)
+    repeat: dict[int, bool] = {}  # the failure begins with a repeat
+    cur = last = -1  # the failure being read, and its last line
     for li in sorted(li for li, r in eff.items() if r <= MUST or li in fail):
         r = eff[li]
-        own = li not in marks.hint
-        begins = last < 0 or li - last > JOIN_GAP or (own and li in fail and (
-            r <= ERROR or r > MUST)) or (r <= MUST and li not in fail) or any(
-            not lines[k].strip() for k in range(last + 1, li))
-        if begins:
-            taken, repeat = 0, r > MUST
-        elif repeat and r <= MUST and li not in marks.first:
-            eff[li] = NEAR
+        head = marks.part.get(li, -1)
+        if head in count and head != li:
+            fid = head
+        elif last < 0 or li - last > JOIN_GAP or (li not in marks.hint and li in fail and (
+                r <= ERROR or r > MUST)) or (r <= MUST and li not in fail) or any(
+                not lines[k].strip() for k in range(last + 1, li)):
+            fid = cur = li
+            count[fid], repeat[fid] = 0, r > MUST
+            round_of[li] = 0
+            last = li
+            continue
         else:
-            taken += 1
-        round_of[li] = taken
-        last = li
+            fid = cur
+            last = li
+        if repeat[fid] and r <= MUST and li not in marks.first:
+            eff[li] = NEAR
+        elif r <= MUST:
+            count[fid] += 1
+        round_of[li] = count[fid]
 
     def key(li: int) -> tuple[int, int, int, int]:
         r = eff[li]

@@ -86,15 +86,23 @@ _JEST = [
 
 def jest(lines: list[str]) -> Marks:
     in_failure = [False]
+    header = [-1]
 
     def each(m: Marks, li: int, line: str, hit: Rule | None) -> None:
-        # The message under a `● name` header is the failure's first line of text.
+        # The message under a `● name` header is the failure's first line of text; the
+        # lines up to the next header are that failure's.
         if hit is not None and hit.cat == "failing test" and "●" in line:
             in_failure[0] = True
-        elif in_failure[0] and line.strip():
+            header[0] = li
+            return
+        if hit is not None and hit.rank is None and hit.cat.startswith("passing"):
+            header[0] = -1
+        if in_failure[0] and line.strip():
             if hit is None or hit.rank is None:
                 m.keep(li, ERROR, fail=True, cat="error line")
             in_failure[0] = False
+        if header[0] >= 0:
+            m.part[li] = header[0]
     marks = apply("jest", lines, _JEST, each)
     frames(marks, 1)
     return marks
