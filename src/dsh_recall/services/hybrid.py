@@ -168,6 +168,11 @@ def fill_before_ranking(store: ChunkStore, emb: Embedder, budget_s: float, deadl
         return fill_what_fits(store, emb, budget, embed)
 
 
+def vector_asked(text: str, layers: Sequence[str], vector_weight: float) -> bool:
+    """Does `rank` start the vector layer for this query (a caller may start it sooner)?"""
+    return "vector" in layers and bool(text.strip()) and vector_weight > 0
+
+
 def rank(query: Query, layers: Sequence[str], *, lexical: Callable[[], Scored] | None,
          vector: Callable[[], VectorWait | None] | None, deadline: float, notes: list[str],
          lexical_weight: float, vector_weight: float, rrf_k: int,
@@ -189,7 +194,7 @@ def rank(query: Query, layers: Sequence[str], *, lexical: Callable[[], Scored] |
     rankings: dict[str, list[int]] = {}
     used: list[str] = []
     wait = None
-    if vector is not None and "vector" in layers and query.text.strip() and vector_weight > 0:
+    if vector is not None and vector_asked(query.text, layers, vector_weight):
         wait = vector()
     lex_scores: dict[int, float] = {}
     try:

@@ -259,16 +259,20 @@ class CodeService:
                 backlog.append(self._files_backlog())
             scope.check_scope(self.workspace, lambda: self.store.files(), cfg.focus_markers,
                               prefix, focus or path, origin)
-            q = Query.parse(query)  # the one parse: every stage below reads `q`
-            chosen = lex.select_terms(q.terms, self.store.doc_freqs, self.store.chunk_count(),
-                                      tiers=q.tiers if cfg.query_focus else None,
-                                      promote_share=cfg.focus_df_share)
             # The optional rerank stage reorders the fused head: fetch at least its top_n.
             reranking = bool(cfg.rerank.url) and "code" in cfg.rerank.enabled
             want = limit
             limit = max(limit, cfg.rerank.top_n) if reranking else limit
+            # The vector layer first (a hybrid search's longest stage), beside the parse and lexical.
+            early = ((h := hybrid.Head()), self._start_vector_ranking(
+                query, max(cfg.candidate_pool, limit * 4), prefix, notes, deadline, h)
+            ) if hybrid.vector_asked(query, layers, cfg.vector_weight) else None
+            q = Query.parse(query)  # the one parse: every stage below reads `q`
+            chosen = lex.select_terms(q.terms, self.store.doc_freqs, self.store.chunk_count(),
+                                      tiers=q.tiers if cfg.query_focus else None,
+                                      promote_share=cfg.focus_df_share)
             results, used = self._rank(q, chosen, prefix, limit, files, explain, layers, deadline,
-                                       notes)
+                                       notes, early)
             if focus_label not in (None, ".") and (not results or self._weak(results[0], q)):
                 where = (f"focus scope '{focus_label}'" if origin == "focus"
                          else f"'{focus_label}' (the project around the current directory)")
@@ -341,10 +345,10 @@ class CodeService:
         return priors.weak(best, q, self.cfg.weak_score)
 
     def _rank(self, q: Query, chosen: list[str], prefix: str | None, limit: int, files: bool,
-              explain: bool, layers: tuple[str, ...], deadline: float,
-              notes: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+              explain: bool, layers: tuple[str, ...], deadline: float, notes: list[str],
+              early: tuple[hybrid.Head, hybrid.VectorWait | None] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """(results, layers that answered) for one scope: fuse the layers, apply the priors,
-        bound the excerpts."""
+        bound the excerpts. `early`: (head, wait) of a vector layer started for this scope."""
         cfg = self.cfg
         terms = q.terms
         pool = max(cfg.candidate_pool, limit * 4)
@@ -378,10 +382,11 @@ class CodeService:
             def title() -> list[tuple[int, float]]:
                 return beside(deadline) or []
 
-        head = hybrid.Head()
+        head = early[0] if early else hybrid.Head()
         ranked = hybrid.rank(q, layers, lexical=lexical if chosen else None,
-                             vector=lambda: self._start_vector_ranking(q.text, pool, prefix, notes,
-                                                                       deadline, head),
+                             vector=(lambda: early[1]) if early else
+                             lambda: self._start_vector_ranking(q.text, pool, prefix, notes,
+                                                                deadline, head),
                              deadline=deadline, notes=notes, lexical_weight=cfg.lexical_weight,
                              vector_weight=cfg.vector_weight, rrf_k=cfg.rrf_k,
                              title=title if heading else None, title_weight=cfg.title_weight, head=head,
@@ -443,9 +448,7 @@ class CodeService:
     def _vector_may_answer(self, query: str, layers: tuple[str, ...]) -> bool:
         """Could the vector layer answer this search (asked for, weighted, an embedder that
         loads)? The embedder is only looked at when the layer is asked for."""
-        if "vector" not in layers or not query.strip() or self.cfg.vector_weight <= 0:
-            return False
-        return self.embedder() is not None
+        return hybrid.vector_asked(query, layers, self.cfg.vector_weight) and self.embedder() is not None
 
     def _start_vector_ranking(self, query: str, pool: int, prefix: str | None, notes: list[str],
                               deadline: float, head: hybrid.Head | None = None
