@@ -120,3 +120,34 @@ def test_the_failing_step_shows_before_steps_a_later_success_followed():
         plan = plan_inline(text, ObjectsConfig(inline_chars=budget))
         assert isinstance(plan, FormPlan) and plan.kind == "junit"
         assert decisive in _seen(text, plan)[0], budget
+
+
+def test_a_reactor_module_that_built_waits_for_the_one_that_failed():
+    """Maven, several modules in one run: `app`'s tests failed with failures ignored (the
+    module built), then `core` failed to compile. `core`'s error shows first."""
+    def module(name: str, i: int, body: str) -> str:
+        return (f"[INFO] {'-' * 20}< org.example:{name} >{'-' * 20}\n"
+                f"[INFO] Building {name} 1.0-SNAPSHOT{' ' * 30}[{i}/3]\n"
+                + "".join(f"[INFO] Compiling {name} source {k}\n" for k in range(20)) + body)
+    app = "".join(
+        f"[ERROR] Tests run: 4, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: 0.1 s "
+        f"<<< FAILURE! -- in org.example.app.Case{k}Test\n"
+        f"[ERROR] org.example.app.Case{k}Test.check{k} -- Time elapsed: 0.01 s <<< FAILURE!\n"
+        f"java.lang.AssertionError: case {k} expected:<{k}> but was:<{k + 1}>\n"
+        f"\tat org.example.app.Case{k}Test.check{k}(Case{k}Test.java:{k + 10})\n"
+        for k in range(25))
+    core = "[ERROR] /src/core/Ledger.java:[9,1] cannot find symbol ImportScanner\n"
+    text = (module("app", 1, app) + module("core", 2, core) + module("cli", 3, "")
+            + "[INFO] Reactor Summary for parent 1.0-SNAPSHOT:\n"
+            "[INFO] app ................................................ SUCCESS [  2.1 s]\n"
+            "[INFO] core ............................................... FAILURE [  0.4 s]\n"
+            "[INFO] cli ................................................ SKIPPED\n"
+            "[INFO] BUILD FAILURE\n"
+            "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-compiler-plugin:3.8.0"
+            ":compile (default-compile) on project core: Compilation failure\n")
+    lines = _lines(text)
+    decisive = next(li for li, x in enumerate(lines) if "ImportScanner" in x)
+    for budget in (800, 1200, 2000):
+        plan = plan_inline(text, ObjectsConfig(inline_chars=budget))
+        assert isinstance(plan, FormPlan) and plan.kind == "junit"
+        assert decisive in _seen(text, plan)[0], budget

@@ -117,6 +117,12 @@ def repeats(marks: Marks) -> None:
             marks.rank[li] = NEAR
 
 
+def module_line(line: str) -> bool:
+    """Whether `line` is one module's line of a build's summary (Maven's Reactor Summary:
+    `[INFO] core ....... SUCCESS [ 0.4 s]`), not the end of a build step."""
+    return runners.REACTOR.match(bare(shown_part(line))) is not None
+
+
 def select(lines: list[str], kind: str, budget: int, hard: int,
            hints: Iterable[int] = (), settled: int = -1) -> Selection:
     """The lines form `kind` shows of `lines` within `budget` (failure lines up to `hard`),

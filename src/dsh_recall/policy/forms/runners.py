@@ -217,8 +217,14 @@ _JUNIT = [
 ]
 
 
+_BUILDING = re.compile(r"^\[INFO\] Building (.+?) \S+(?:\s+\[\d+/\d+\])?\s*$")
+REACTOR = re.compile(r"^\[INFO\] (.+?) \.{2,} ?(SUCCESS|FAILURE|SKIPPED)\b")
+
+
 def junit(lines: list[str]) -> Marks:
     went_wrong = [0]
+    section: dict[int, str] = {}  # first line of each module's section -> its name
+    status: dict[str, str] = {}  # the Reactor Summary's word for each module
 
     def each(m: Marks, li: int, line: str, hit: Rule | None) -> None:
         # Gradle's `* What went wrong:` is followed by the reason, two lines at most.
@@ -227,6 +233,20 @@ def junit(lines: list[str]) -> Marks:
         elif went_wrong[0] and line.strip():
             m.keep(li, ERROR, fail=True, cat="error line")
             went_wrong[0] -= 1
+        if line.startswith("[INFO] "):
+            if (b := _BUILDING.match(line)) is not None:
+                section[li] = b[1]
+            elif (r := REACTOR.match(line)) is not None:
+                status[r[1].strip()] = r[2]
     marks = apply("junit", lines, _JUNIT, each)
     frames(marks, 2)
+    # A Maven reactor: the failure lines of a module its summary says built (tests that
+    # failed with failures ignored, say) come after the failing module's.
+    if "FAILURE" in status.values() and "SUCCESS" in status.values():
+        starts = sorted(li for li, name in section.items() if name in status)
+        for k, lo in enumerate(starts):
+            if status[section[lo]] != "SUCCESS":
+                continue
+            hi = starts[k + 1] if k + 1 < len(starts) else len(lines)
+            marks.late.update(li for li in marks.fail if lo <= li < hi)
     return marks
