@@ -144,6 +144,10 @@ def run_arm(arm: str, window: int | None, sc_args: tuple[Path, str, Path], overf
            "DSH_RECALL_EMBEDDER__NAME": "fake" if embedder == "fake" else "minilm",
            "DSH_RECALL_NOTES__ROOTS": json.dumps([str(sc.notes)])}
     patch = window_patch(window)
+    if window is not None:
+        # The ledger's model of plain dsh's compaction threshold: the request's max output
+        # tokens + compaction-basic's headroom, as window_patch sets them.
+        env["DSH_RECALL_DSH_COMPACT_RESERVE"] = str(8192 + 4096)
     if arm != "plain":
         patch = dsh_patch(command=recall_exe(), env=env, native=(arm == "full")) + patch
     brain = Brain(sc, tmp / "dsh-home", force_overflow=overflow)
@@ -223,6 +227,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out["messages"] = median([r.get("messages", 0) for r in ok])
     kept = [r["ledger"]["tokens_kept_out"] for r in ok if r.get("ledger")]
     out["ledger_kept"] = median(kept) if kept else None
+    out["ledger_cuts"] = next((f"{r['ledger'].get('plain_prunes', 0)}/{r['ledger'].get('plain_compactions', 0)}"
+                               for r in ok if r.get("ledger")), "-")
     return out
 
 
@@ -257,15 +263,17 @@ def print_tables(results: dict[str, dict[str, dict[str, Any]]]) -> None:
                   f"{a['recall_calls']:.0f} | {a['wall_s']:.0f} | {a['late_sessions']} | "
                   f"{a['late_calls']} |")
     print("\nthe plugin's ledger (tokens kept out, every request) against the wire difference to plain dsh\n")
-    print("| window | ledger | plain - full, total | plain - full, messages only | ledger / messages difference |")
-    print("|---|---|---|---|---|")
+    print("| window | ledger | plain prunes / summaries (ledger's model) | plain - full, total "
+          "| plain - full, messages only | ledger / messages difference | ledger / total difference |")
+    print("|---|---|---|---|---|---|---|")
     for window, arms in results.items():
         p, f = arms.get("plain", {}), arms.get("full", {})
         if "error" in p or "error" in f or not p or not f or f.get("ledger_kept") is None:
             continue
         wire, msgs = p["total"] - f["total"], p["messages"] - f["messages"]
-        print(f"| {window} | {f['ledger_kept']:,.0f} | {wire:,.0f} | {msgs:,.0f} | "
-              f"{f['ledger_kept'] / msgs:.1%} |" if msgs else f"| {window} | {f['ledger_kept']:,.0f} | {wire:,.0f} | 0 | - |")
+        print(f"| {window} | {f['ledger_kept']:,.0f} | {f['ledger_cuts']} | {wire:,.0f} | {msgs:,.0f} | "
+              f"{f['ledger_kept'] / msgs:.1%} | {f['ledger_kept'] / wire:.1%} |" if msgs and wire
+              else f"| {window} | {f['ledger_kept']:,.0f} | {f['ledger_cuts']} | {wire:,.0f} | {msgs:,.0f} | - | - |")
     print("\nwhere the input tokens go (median tokens summed over requests)\n")
     cats = list(next(iter(next(iter(results.values())).values())).get("categories", {}) or [])
     print("| window | arm | " + " | ".join(cats) + " |")

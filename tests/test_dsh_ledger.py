@@ -220,3 +220,40 @@ process.exit(0)
     s = later["sessions"]["sess-d12"]
     assert s["requests"] == 1 and s["tokens_kept_out"] > 5000 and s["tokens_sent"] == 900
     assert later["objects"]["tokens_kept_out"] == s["tokens_kept_out"] == later["totals"]["tokens_kept_out"]
+
+
+def test_plain_dshs_compaction_is_replayed_prune_first_then_a_summarization_request(tmp_path, monkeypatch):
+    # Where plain dsh would cross compaction-basic's threshold, it first prunes every tool
+    # result over 8,192 code points to head + marker + tail (its requests still carry that,
+    # more than the plugin's pointer), and only when that is not enough sends one
+    # summarization request replaying its whole transcript, after which the entries are
+    # gone from its requests. The old rule dropped every entry at the first crossing.
+    from dsh_recall.services.report import ledger as L
+
+    monkeypatch.setattr(L, "COMPACT_RESERVE", 8192 + 4096)
+    window = 32768
+    assert L.compact_threshold(window) == 20480  # min(0.8 x 32,768, 32,768 - 12,288)
+    assert L.compact_threshold(window, reserve=65536 + 8192) == 0  # no budget: dsh never compacts
+    log = "\n".join(f"[{i:05d}] INFO step {i} ok, checksum {i * 7919 % 10007}" for i in range(2000))
+    assert len(log) > 50_000
+    pruned = L.dsh_pruned_chars(log)
+    assert L.json_chars(log[:4096]) < pruned < 6_000 < L.dsh_sent_chars(log)
+    book = L.Ledger(tmp_path, clock=lambda: 1000.0)
+    sid = "sess-compact"
+    book.change(sid, "call-a", "offload", L.dsh_sent_chars(log), 1_000, pruned)
+    # Under the threshold: the whole of plain's side counts.
+    assert book.request(sid, ["call-a"], 2_000, window=window) == L.tokens(L.dsh_sent_chars(log) - 1_000)
+    # Over it (tin + kept > 20,480): plain dsh prunes; its result still outweighs the pointer.
+    kept = book.request(sid, ["call-a"], 9_000, window=window)
+    assert kept == L.tokens(pruned - 1_000) > 0
+    book.change(sid, "call-b", "offload", L.dsh_sent_chars(log), 1_000, pruned)
+    # Over it again, and pruning call-b is not enough (19,500 + both pruned results): one
+    # summarization request of plain's whole transcript, then nothing of them is carried.
+    kept = book.request(sid, ["call-a", "call-b"], 19_500, window=window)
+    assert kept == 19_500 + L.tokens(2 * (pruned - 1_000))
+    assert book.request(sid, ["call-a", "call-b"], 20_000, window=window) == 0
+    # A read-back after plain dsh cut kept-out text itself is a fetch plain dsh makes too.
+    assert book.request(sid, ["call-a", "call-b"], 20_100, window=window, readback=True) == 0
+    fig = book.session_figures(sid)
+    assert (fig["plain_prunes"], fig["plain_compactions"], fig["requests"]) == (2, 1, 5)
+    assert L.figures_from_log(tmp_path)["sessions"][sid] == fig

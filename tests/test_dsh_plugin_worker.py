@@ -267,6 +267,7 @@ def test_every_request_counts_what_the_changes_it_carried_kept_out_of_it(tmp_pat
     # against what dsh handed over, as JSON chars / 4; a recall message is a cost.
     from dsh_recall.services.report.ledger import (
         MESSAGE_ENVELOPE,
+        dsh_pruned_chars,
         dsh_sent_chars,
         figures_from_log,
         json_chars,
@@ -299,14 +300,22 @@ def test_every_request_counts_what_the_changes_it_carried_kept_out_of_it(tmp_pat
                      "readback": True})["tokens_kept_out"] == -2000
     s1 = w.handle({"op": "status"})["ledger"]["sessions"]["s1"]
     assert s1["readback_requests"] == 1 and s1["requests"] == 8
-    # Sent over dsh's compaction threshold (0.8 of the window dsh logged), plain dsh would
-    # have compacted before this request: c1 counts no more from here on.
+    # Over dsh's compaction threshold (min(0.8 x window, window - 73,728 reserved): 126,272
+    # in a 200,000 window), plain dsh would first have pruned c9 to head + marker + tail,
+    # then, still over, sent a summarization request of its whole transcript; after it c9
+    # counts no more. A 16,000 window leaves dsh no budget: it never compacts.
     w.handle({"op": "offload", "session": "s2", "call_id": "c9", "tool": "bash", "blocks": [BIG]})
+    c9 = w.handle({"op": "offload", "session": "s3", "call_id": "c9", "tool": "bash", "blocks": [BIG]})["blocks"][0]
+    cut = tokens(dsh_pruned_chars(BIG) - json_chars(c9))
     at = {"op": "request", "session": "s2", "present": ["c9"], "input_tokens": 1000}
-    assert w.handle({**at, "context_window": 200_000})["tokens_kept_out"] == per  # under 160,000
-    assert w.handle({**at, "context_window": 16_000})["tokens_kept_out"] == 0  # over 12,800
+    assert w.handle({**at, "context_window": 200_000})["tokens_kept_out"] == per  # far under
+    assert w.handle({**at, "context_window": 16_000})["tokens_kept_out"] == per  # no budget
+    assert 0 < cut < per
+    assert w.handle({**at, "input_tokens": 120_000, "context_window": 200_000})["tokens_kept_out"] == cut
+    assert w.handle({**at, "input_tokens": 126_000, "context_window": 200_000})["tokens_kept_out"] == 126_000 + cut
     assert w.handle({**at, "context_window": 200_000})["tokens_kept_out"] == 0  # c9 is gone
-    assert w.handle({"op": "status"})["ledger"]["sessions"]["s2"]["plain_compactions"] == 1
+    s2 = w.handle({"op": "status"})["ledger"]["sessions"]["s2"]
+    assert (s2["plain_prunes"], s2["plain_compactions"]) == (1, 1)
     # The usage log recomputes exactly what the worker shows (report, object stats).
     assert figures_from_log()["sessions"]["s1"] == s1
     assert Worker(dsh_home=str(tmp_path / "dsh")).handle({"op": "status"})["ledger"]["sessions"]["s1"] == s1

@@ -25,7 +25,9 @@ SECTIONS = {"embedder", "history", "objects", "notes", "mcp", "rerank", "reads",
 # handing searches to a running daemon (DSH_RECALL_DAEMON=0: never).
 RESERVED_ENV = {"DSH_RECALL_HOME", "DSH_RECALL_CONFIG", "DSH_RECALL_SESSION",
                  "DSH_RECALL_CHANNEL", "DSH_RECALL_DEBUG", "DSH_RECALL_USAGE",
-                 "DSH_RECALL_DAEMON"}
+                 "DSH_RECALL_DAEMON",
+                 # the ledger's model of the dsh profile (services/report/ledger.py)
+                 "DSH_RECALL_DSH_INLINE_BYTES", "DSH_RECALL_DSH_COMPACT_RESERVE"}
 
 # What a repository's own `.dsh-recall.toml` may set without the user trusting the file:
 # ranking and walking inside that workspace. Everything else chooses where data goes or

@@ -828,7 +828,7 @@ export function apply (ctx, config) {
     return totals.pending
   }
   const numbers = (o, keys) => Object.fromEntries(keys.map((k) => [k, Number.isFinite(o?.[k]) ? o[k] : 0]))
-  const LEDGER_KEYS = ['requests', 'offloads', 'reads_shortened', 'reclaimed', 'recall_messages', 'readback_requests',
+  const LEDGER_KEYS = ['requests', 'offloads', 'reads_shortened', 'reclaimed', 'recall_messages', 'readback_requests', 'plain_prunes',
     'plain_compactions', 'tokens_kept_out', 'last_request_tokens_kept_out']
   // tokens_sent and saving are null where the provider reported no usage
   const figuresOf = (f) => ({ ...numbers(f, LEDGER_KEYS), tokens_sent: Number.isFinite(f?.tokens_sent) ? f.tokens_sent : null,

@@ -47,7 +47,7 @@ from ...services.access.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
 from ...services.report import usage
-from ...services.report.ledger import Ledger, dsh_sent_chars, json_chars
+from ...services.report.ledger import Ledger, dsh_pruned_chars, dsh_sent_chars, json_chars
 from .spill import read_spill, restore_spilled
 from .status import last_status as last_status
 from .status import status_path
@@ -132,7 +132,7 @@ class Worker:
         # `handle` knows it answered in time (a late answer changed nothing dsh sent).
         self.ledger = Ledger()
         self.ledger.preload()  # earlier workers' figures, on a thread: off every hot call
-        self._changes: list[tuple[str, str, str, int, int]] = []
+        self._changes: list[tuple[str, str, str, int, int, int]] = []
         ensure_dir(status_path().parent)
         self._status_path = status_path()
         self.started = clock()
@@ -248,7 +248,7 @@ class Worker:
             raise InputError("offload needs blocks: a list of texts (null for other blocks)")
         out: list[str | None] = []
         ids: list[str | None] = []
-        plain = sent = 0
+        plain = sent = pruned = 0
         for i, block in enumerate(blocks):
             if not isinstance(block, str) or len(block) <= cfg.objects.threshold_chars:
                 out.append(None)
@@ -262,6 +262,7 @@ class Worker:
                 out.append(res.inline)
                 ids.append(res.id)
                 plain, sent = plain + dsh_sent_chars(block), sent + json_chars(res.inline)
+                pruned += dsh_pruned_chars(block)
                 self.counts["offloads"] += 1
                 self.counts["chars_in"] += len(full)
                 self.counts["chars_inline"] += len(res.inline)
@@ -271,7 +272,7 @@ class Worker:
         self.dirty.add(session)
         if any(ids):
             # Measured against what dsh handed over (its own cut), not the restored whole.
-            self._changes.append((session, call_id or f"offload-{ids[0]}", "offload", plain, sent))
+            self._changes.append((session, call_id or f"offload-{ids[0]}", "offload", plain, sent, pruned))
         return {"blocks": out, "ids": ids}
 
     def op_reclaim(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -287,13 +288,14 @@ class Worker:
             raise InputError("reclaim needs results: [{seq, tool, text, pass_through}]")
         budget = cfg.objects.budget_tokens is not None
         results: list[ResultText] = []
-        plain: dict[int, tuple[str, int]] = {}  # seq -> (ledger key, JSON chars dsh had there)
+        plain: dict[int, tuple[str, int, int]] = {}  # seq -> (ledger key, JSON chars dsh had, pruned)
         for r in items:
             if not isinstance(r, dict) or not isinstance(r.get("seq"), int):
                 continue
             text = r.get("text")
             if isinstance(text, str):
-                plain[r["seq"]] = (_text(r.get("call_id")) or f"seq-{r['seq']}", json_chars(text))
+                plain[r["seq"]] = (_text(r.get("call_id")) or f"seq-{r['seq']}", json_chars(text),
+                                  dsh_pruned_chars(text, spill=False))
             if isinstance(text, str) and r.get("pass_through") and not budget:
                 text = None  # read-like output stays verbatim unless the user set a budget
             if isinstance(text, str):
@@ -312,8 +314,8 @@ class Worker:
                            surface=surface)
         out = {str(seq): {"text": res.inline, "id": res.id} for seq, res in done.items()}
         for seq, res in done.items():
-            key, had = plain.get(seq, (f"seq-{seq}", json_chars(res.inline)))
-            self._changes.append((session, key, "reclaim", had, json_chars(res.inline)))
+            key, had, cut = plain.get(seq, (f"seq-{seq}", json_chars(res.inline), json_chars(res.inline)))
+            self._changes.append((session, key, "reclaim", had, json_chars(res.inline), cut))
         if out:
             self.counts["reclaimed"] += len(out)
         return {"replace": out}
@@ -333,7 +335,8 @@ class Worker:
             return {"text": None}
         session = _text(req.get("session")) or "dsh"
         key = _text(req.get("call_id")) or f"read-{self.counts['reads_shortened']}"
-        self._changes.append((session, key, "read", json_chars(req["text"]), json_chars(short)))
+        self._changes.append((session, key, "read", json_chars(req["text"]), json_chars(short),
+                              dsh_pruned_chars(req["text"], spill=False)))
         self.counts["reads_shortened"] += 1
         self.counts["chars_in"] += len(text)
         self.counts["chars_inline"] += len(short)

@@ -64,8 +64,31 @@ def _inline_bytes() -> int:
 
 DSH_INLINE_BYTES = _inline_bytes()
 SPILL_NOTICE = 190
-# dsh's compaction-basic compacts above this share of the context window (thresholdRatio).
+# dsh's compaction-basic compacts above floor(min(window x thresholdRatio, window - the
+# request's max output tokens - headroomTokens)): 0.8, and 65,536 of headroom by default.
 COMPACT_AT = 0.8
+
+
+def _compact_reserve() -> int:
+    raw = os.environ.get("DSH_RECALL_DSH_COMPACT_RESERVE", "")
+    return int(raw) if raw.strip().isdigit() else 65_536 + 8_192
+
+
+COMPACT_RESERVE = _compact_reserve()
+# dsh's tool-result pruner (compaction-tool-result-pruner defaults), which compaction-basic
+# runs first once pressure qualifies: a result over PRUNE_AT code points keeps its head and
+# tail around a marker.
+PRUNE_AT, PRUNE_HEAD, PRUNE_TAIL = 8192, 4096, 1024
+PRUNE_MARKER = "\n\n[... tool result middle pruned ...]\n\n"
+
+
+def compact_threshold(window: int, reserve: int | None = None) -> int:
+    """Input tokens above which plain dsh compacts in a `window`-token context (0: never,
+    dsh logs a configuration error when the reserve leaves no budget)."""
+    reserve = COMPACT_RESERVE if reserve is None else reserve
+    if window - reserve <= 0:
+        return 0
+    return math.floor(min(window * COMPACT_AT, window - reserve))
 
 
 def json_chars(text: str) -> int:
@@ -81,14 +104,30 @@ def dsh_sent_chars(text: str, cap: int | None = None) -> int:
     budget each plus a notice naming the spill file, after the plugin's turn in the same
     waterfall: what plain dsh sends is that, not the whole text (a 64 KB bash output went
     out as 50 KB). `read` results are exempt (callers measure those with `json_chars`)."""
+    spilled = _spilled(text, cap)
+    return json_chars(text) if spilled is None else json_chars(spilled) + SPILL_NOTICE
+
+
+def _spilled(text: str, cap: int | None) -> str | None:
     cap = DSH_INLINE_BYTES if cap is None else cap
     raw = text.encode("utf-8", "surrogatepass")
     if cap <= 0 or len(raw) <= cap:
-        return json_chars(text)
+        return None
     budget = max(0, cap - SPILL_NOTICE - 2)
     head = raw[: (budget + 1) // 2].decode("utf-8", "ignore")
     tail = raw[len(raw) - budget // 2:].decode("utf-8", "ignore")
-    return json_chars(f"{head}\n\n{tail}") + SPILL_NOTICE
+    return f"{head}\n\n{tail}"
+
+
+def dsh_pruned_chars(text: str, spill: bool = True, cap: int | None = None) -> int:
+    """JSON chars of the same result once dsh's tool-result pruner has cut it (what plain
+    dsh's requests carry after its first compaction pass): head + marker + tail of what
+    plain dsh sent (after its spill policy when `spill`), or all of it when it is short."""
+    spilled = _spilled(text, cap) if spill else None
+    t = text if spilled is None else spilled + " " * SPILL_NOTICE
+    if len(t) <= PRUNE_AT:
+        return json_chars(text) if spilled is None else json_chars(spilled) + SPILL_NOTICE
+    return json_chars(t[:PRUNE_HEAD] + PRUNE_MARKER + t[len(t) - PRUNE_TAIL:])
 
 
 def tokens(chars: int) -> int:
@@ -102,6 +141,10 @@ class Entry:
     kind: str
     plain: int  # JSON chars plain dsh would have sent
     sent: int  # JSON chars the model got instead
+    pruned: int = -1  # plain's side once dsh's tool-result pruner cut it (-1: as plain)
+
+    def plain_now(self, pruned: bool) -> int:
+        return self.pruned if pruned and 0 <= self.pruned < self.plain else self.plain
 
 
 @dataclass
@@ -118,13 +161,14 @@ class Figures:
     reclaimed: int = 0
     recall_messages: int = 0
     readback_requests: int = 0
+    plain_prunes: int = 0
     plain_compactions: int = 0
     last_request_tokens_kept_out: int = 0
 
     def add(self, other: Figures) -> None:
         for k in ("requests", "tokens_kept_out", "tokens_sent", "requests_with_usage", "kept_with_usage",
                   "offloads", "reads_shortened", "reclaimed", "recall_messages", "readback_requests",
-                  "plain_compactions"):
+                  "plain_prunes", "plain_compactions"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def as_dict(self) -> dict[str, Any]:
@@ -133,6 +177,7 @@ class Figures:
                 "reads_shortened": self.reads_shortened, "reclaimed": self.reclaimed,
                 "recall_messages": self.recall_messages,
                 "readback_requests": self.readback_requests,
+                "plain_prunes": self.plain_prunes,
                 "plain_compactions": self.plain_compactions,
                 "tokens_kept_out": self.tokens_kept_out,
                 "last_request_tokens_kept_out": self.last_request_tokens_kept_out,
@@ -146,6 +191,8 @@ class _Session:
     entries: dict[str, Entry] = field(default_factory=dict)
     figures: Figures = field(default_factory=Figures)
     since: dict[str, int] = field(default_factory=dict)  # changes not yet in a record
+    pruned: set[str] = field(default_factory=set)  # entries plain dsh's pruner has cut
+    plain_cut: bool = False  # plain dsh pruned or summarized some of this session's entries
 
 
 def _count(f: Figures, kind: str, n: int = 1) -> None:
@@ -179,19 +226,21 @@ class Ledger:
         return s
 
     # -- changes --------------------------------------------------------------------------
-    def change(self, session: str, key: str, kind: str, plain: int, sent: int) -> None:
-        """One change to what the model reads (`plain`/`sent` in JSON chars, `json_chars`).
-        A reclaim of a result this ledger already holds keeps that entry's `plain`."""
+    def change(self, session: str, key: str, kind: str, plain: int, sent: int,
+               pruned: int | None = None) -> None:
+        """One change to what the model reads (`plain`/`sent` in JSON chars, `json_chars`;
+        `pruned`: plain's side after dsh's pruner, `dsh_pruned_chars`). A reclaim of a
+        result this ledger already holds keeps that entry's `plain` and `pruned`."""
         if kind not in KINDS or not key:
             return
         with self._lock:
             s = self._session(session)
             old = s.entries.get(key)
             if kind == "reclaim" and old is not None:
-                plain = old.plain
+                plain, pruned = old.plain, old.pruned
             if kind == "message":
                 sent += MESSAGE_ENVELOPE
-            s.entries[key] = Entry(kind, max(0, plain), max(0, sent))
+            s.entries[key] = Entry(kind, max(0, plain), max(0, sent), -1 if pruned is None else pruned)
             _count(s.figures, kind)
             s.since[kind] = s.since.get(kind, 0) + 1
 
@@ -200,28 +249,27 @@ class Ledger:
                 readback: bool = False, window: int | None = None) -> int:
         """One model request of `session`: adds what the entries it carried (`present`: their
         keys; None: every live entry) kept out of it, and records it; a `readback` request
-        (it follows a read-back of kept-out text) counts minus its input tokens instead; with
-        the context `window`, a request plain dsh would have sent over its compaction
-        threshold drops the entries (plain dsh compacted them away). Returns the tokens."""
+        (it follows a read-back of kept-out text) counts minus its input tokens instead,
+        unless plain dsh had cut kept-out text itself (then it fetches too); with the context
+        `window`, plain dsh's compaction is replayed (`_plain_compaction`). Returns the tokens."""
         with self._lock:
             s = self._session(session)
             if present is not None:
                 keep = set(present)
                 s.entries = {k: e for k, e in s.entries.items() if k in keep}
-            plain = sum(e.plain for e in s.entries.values())
-            sent = sum(e.sent for e in s.entries.values())
-            kept = tokens(plain - sent)
+                s.pruned &= keep
+            kept = self._kept(s)
             usage_ok = isinstance(input_tokens, int) and input_tokens >= 0
             f = s.figures
-            compacted = (not readback and usage_ok and kept > 0 and isinstance(window, int) and window > 0
-                         and int(input_tokens or 0) + kept > COMPACT_AT * window)
-            if compacted:
-                s.entries.clear()
-                kept = 0
-                f.plain_compactions += 1
+            pruned = compacted = False
+            if usage_ok and isinstance(window, int) and window > 0:
+                kept, pruned, compacted = self._plain_compaction(s, int(input_tokens or 0), kept, window)
             if readback:
-                kept = -int(input_tokens or 0) if usage_ok else 0
+                if not s.plain_cut:
+                    kept = -int(input_tokens or 0) if usage_ok else 0
                 f.readback_requests += 1
+            plain = sum(e.plain_now(k in s.pruned) for k, e in s.entries.items())
+            sent = sum(e.sent for e in s.entries.values())
             f.requests += 1
             f.tokens_kept_out += kept
             f.last_request_tokens_kept_out = kept
@@ -237,11 +285,45 @@ class Ledger:
                 extra["rb"] = 1
             if compacted:
                 extra["pc"] = 1
+            if pruned:
+                extra["pp"] = 1
             if usage_ok:
                 extra["tin"] = int(input_tokens or 0)
             usage.record("objects", "request", sent, plain, workspace=workspace,
                          home=self.home, extra=extra)
         return kept
+
+    @staticmethod
+    def _kept(s: _Session) -> int:
+        return tokens(sum(e.plain_now(k in s.pruned) - e.sent for k, e in s.entries.items()))
+
+    def _plain_compaction(self, s: _Session, tin: int, kept: int, window: int) -> tuple[int, bool, bool]:
+        """What plain dsh's compaction-basic would have done before this request: above its
+        threshold (`compact_threshold`) with this request's input tokens plus what was kept
+        out, while this request itself stayed under it, its tool-result pruner first cuts
+        every result over PRUNE_AT (entries count `plain_now(pruned)` from then on); if that
+        is not enough, it sends one summarization request (the whole transcript replayed,
+        `tin + kept`, a request this session did not make: counted here) and then carries
+        the summary and a recent tail: the entries count no more. Returns (kept, pruned,
+        summarized)."""
+        limit = compact_threshold(window)
+        if limit <= 0 or kept <= 0 or tin > limit or tin + kept <= limit:
+            return kept, False, False
+        f = s.figures
+        cut = {k for k, e in s.entries.items() if k not in s.pruned and e.plain_now(True) < e.plain}
+        if cut:
+            s.pruned |= cut
+            s.plain_cut = True
+            f.plain_prunes += 1
+            kept = self._kept(s)
+            if tin + kept <= limit:
+                return kept, True, False
+        summarize = tin + kept  # plain dsh's summarization request: its transcript replayed
+        s.entries.clear()
+        s.pruned.clear()
+        s.plain_cut = True
+        f.plain_compactions += 1
+        return summarize, bool(cut), True
 
     def forget(self, session: str) -> None:
         """The session's live entries are gone (a compaction summarized them away)."""
@@ -321,6 +403,8 @@ def sessions_from_log(home: Path | None = None, since: float | None = None,
             f.readback_requests += 1
         if r.get("pc") == 1:
             f.plain_compactions += 1
+        if r.get("pp") == 1:
+            f.plain_prunes += 1
         for name in COUNTERS.values():
             n = r.get(name)
             if isinstance(n, int) and n > 0:
