@@ -12,6 +12,10 @@ large index: Hamming distances of packed sign bits, an eighth of the bytes.
 from __future__ import annotations
 
 import importlib
+import os
+import queue
+import threading
+from collections.abc import Callable
 from types import ModuleType
 
 from ..core.lazy import np
@@ -80,14 +84,77 @@ def int8_scores(rows: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np.n
     if n == 0:
         return np.zeros(0, dtype=np.float32)
     q8, qs = quantize(query)
-    if _nk is not None:
-        raw = np.asarray(_nk.cdist(q8, rows, metric="dot"), dtype=np.float32).reshape(-1)
+    if _nk is not None and n >= SPLIT_FROM and (other := _HALF.start(rows[n // 2:], q8)):
+        raw = np.concatenate([_dots(rows[:n // 2], q8), other()])
+    elif _nk is not None:
+        raw = _dots(rows, q8)
     else:
         raw = np.empty(n, dtype=np.float32)
         qf = q8[0].astype(np.float32)
         for i in range(0, n, _BLOCK):
             raw[i:i + _BLOCK] = rows[i:i + _BLOCK].astype(np.float32) @ qf
     return raw * scales * qs[0]
+
+
+def _dots(rows: np.ndarray, q8: np.ndarray) -> np.ndarray:
+    assert _nk is not None
+    return np.asarray(_nk.cdist(q8, rows, metric="dot"), dtype=np.float32).reshape(-1)
+
+
+# From this many rows on, int8_scores has a helper thread score the second half while it
+# scores the first (the kernel releases the GIL; each row's dot product is the same
+# whichever thread computes it). At 98k rows, alternating 300 times on a 2-core machine
+# under load 5: p50 7.8 -> 6.3 ms. A 1M index scores the few rows its sign bits keep, fewer.
+SPLIT_FROM = 32_768
+
+
+class _HalfScorer:
+    """One daemon thread that scores a second half; busy (another search's), the caller
+    scores it all itself."""
+
+    def __init__(self) -> None:
+        self._free = threading.Lock()
+        self._jobs: queue.SimpleQueue[tuple[np.ndarray, np.ndarray]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[np.ndarray | BaseException] = queue.SimpleQueue()
+        self._pid = 0
+
+    def start(self, rows: np.ndarray, q8: np.ndarray) -> Callable[[], np.ndarray] | None:
+        if not self._free.acquire(blocking=False):
+            return None
+        try:
+            if self._pid != os.getpid():  # first use, or a forked child: a thread of its own
+                self._jobs, self._done = queue.SimpleQueue(), queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(self._jobs, self._done),
+                                 name="vector-scan", daemon=True).start()
+                self._pid = os.getpid()
+            self._jobs.put((rows, q8))
+        except BaseException:
+            self._free.release()
+            raise
+
+        def result() -> np.ndarray:
+            try:
+                out = self._done.get()
+            finally:
+                self._free.release()
+            if isinstance(out, BaseException):
+                raise out
+            return out
+
+        return result
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue[tuple[np.ndarray, np.ndarray]],
+               done: queue.SimpleQueue[np.ndarray | BaseException]) -> None:
+        while True:
+            rows, q8 = jobs.get()
+            try:
+                done.put(_dots(rows, q8))
+            except BaseException as e:  # handed to the caller
+                done.put(e)
+
+
+_HALF = _HalfScorer()
 
 
 def has_fast_kernel() -> bool:
