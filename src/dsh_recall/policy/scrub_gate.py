@@ -253,6 +253,7 @@ SUPERSETS: dict[str, str] = {
         r"\.(?:[a-zA-Z0-9_-]|[^\x00-\x7f]){27}",
 }
 _SENTINEL = "\x00scrub-gate-end\x00"
+MIN_TEXT = 512  # shorter texts: every rule over the whole text (planning would cost more)
 MIN_SET_LITERAL = 3  # shorter literals (`:`, `AC`) match too often for the set: `in`
 
 
@@ -261,8 +262,9 @@ def _escape(lit: str) -> str:
 
 
 @functools.cache
-def _re2_set(patterns: tuple[str, ...]) -> Any:
-    """One RE2 set of `patterns` and the sentinel last (None: no RE2 here)."""
+def _re2_set(literals: tuple[str, ...], supersets: tuple[str, ...]) -> Any:
+    """One RE2 set of `literals`, `supersets` and the sentinel last (None: no RE2 here)."""
+    patterns = tuple(_escape(lit) for lit in literals) + supersets
     try:
         re2: Any = importlib.import_module("re2")
         options = re2.Options()
@@ -281,8 +283,7 @@ def _present(hay: str, literals: tuple[str, ...], supersets: tuple[str, ...]) ->
     """Which of `literals` and `supersets` occur in `hay`, in one pass of RE2 over it (a
     superset counts as present when RE2 cannot run or fails, which the sentinel at the
     end of the text tells)."""
-    patterns = tuple(_escape(lit) for lit in literals) + supersets
-    found = _re2_set(patterns) if patterns else None
+    found = _re2_set(literals, supersets)
     hits = None
     if found is not None:
         try:
@@ -291,7 +292,7 @@ def _present(hay: str, literals: tuple[str, ...], supersets: tuple[str, ...]) ->
             data = None
         if data is not None:
             hits = found.Match(data) or []
-            if len(patterns) not in hits:  # the DFA gave up before the end
+            if len(literals) + len(supersets) not in hits:  # the DFA gave up before the end
                 hits = None
     if hits is None:
         return {lit for lit in literals if lit in hay} | set(supersets)
@@ -299,25 +300,42 @@ def _present(hay: str, literals: tuple[str, ...], supersets: tuple[str, ...]) ->
     return {names[i] for i in hits if i < len(names)}
 
 
+_SEARCHED: dict[int, tuple[tuple[Gate, ...], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]] = {}
+
+
+def _searched(gates: tuple[Gate, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """What one RE2 pass looks for: the literals matched as they are and the supersets;
+    the lowercase literals (in the lowercased text). Kept per tuple of gates (by identity:
+    hashing 47 gates per call would cost more than a small text's scan)."""
+    known = _SEARCHED.get(id(gates))
+    if known is not None and known[0] is gates:
+        return known[1]
+
+    def lits(case_blind: bool) -> tuple[str, ...]:
+        return tuple(sorted({lit for g in gates if g.folded == case_blind for lit in g.literals
+                             if len(lit) >= MIN_SET_LITERAL}))
+    searched = lits(False), tuple(sorted({g.superset for g in gates if g.superset})), lits(True)
+    _SEARCHED[id(gates)] = (gates, searched)
+    return searched
+
+
 def plan(text: str, gates: tuple[Gate, ...]) -> list[list[tuple[int, int]] | None]:
     """For each gate, the spans of whole lines its rule's every match lies in ([]: it
     cannot match in `text`); None: run it over the whole text."""
-    folded = fold(text) if any(g.folded for g in gates) else None
-    present: set[tuple[bool, str]] = set()
-    for case_blind in (False, True):
-        hay = folded if case_blind else text
-        if hay is None:
-            continue
-        lits = sorted({lit for g in gates if g.folded == case_blind for lit in g.literals
-                       if len(lit) >= MIN_SET_LITERAL})
-        sups = sorted({g.superset for g in gates if g.superset and not case_blind})
-        present |= {(case_blind, x) for x in _present(hay, tuple(lits), tuple(sups))}
-    memo: dict[Gate, list[tuple[int, int]] | None] = {}
+    if len(text) < MIN_TEXT:
+        return [None] * len(gates)
+    raw, sups, blind = _searched(gates)
+    folded = fold(text) if blind else None
+    present = {(False, x) for x in _present(text, raw, sups)}
+    if folded is not None:
+        present |= {(True, x) for x in _present(folded, blind, ())}
+    memo: dict[int, list[tuple[int, int]] | None] = {}
     out: list[list[tuple[int, int]] | None] = []
     for g in gates:
-        if g not in memo:
-            memo[g] = _windows(text, folded, g, present)
-        out.append(memo[g])
+        key = id(g)
+        if key not in memo:
+            memo[key] = _windows(text, folded, g, present)
+        out.append(memo[key])
     return out
 
 
