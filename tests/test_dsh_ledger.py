@@ -257,3 +257,7 @@ def test_plain_dshs_compaction_is_replayed_prune_first_then_a_summarization_requ
     fig = book.session_figures(sid)
     assert (fig["plain_prunes"], fig["plain_compactions"], fig["requests"]) == (2, 1, 5)
     assert L.figures_from_log(tmp_path)["sessions"][sid] == fig
+    # What plain dsh's model then fetches again is unknown here: every surface says "at least".
+    assert L.bound({"plain_prunes": 1, "plain_compactions": 0}) == "at least"
+    assert L.with_store({}, book.snapshot())["tokens_kept_out_bound"] == "about"  # it summarized
+    assert L.with_store({}, L.Ledger(record=False).snapshot())["tokens_kept_out_bound"] is None

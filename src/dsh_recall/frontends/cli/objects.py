@@ -160,7 +160,8 @@ def _human_stats(d: dict[str, Any]) -> str:
         f"object store {d['path']}",
         f"offloaded {d['offloaded']} results ({d['live']} live, {d['evicted']} evicted), "
         f"{d['chars_offloaded']:,} chars stored",
-        f"kept out of {d['requests_counted']:,} dsh model requests: {d['tokens_kept_out']:,} tokens "
+        f"kept out of {d['requests_counted']:,} dsh model requests: "
+        f"{d['tokens_kept_out_bound'] + ' ' if d.get('tokens_kept_out_bound') else ''}{d['tokens_kept_out']:,} tokens "
         "(against plain dsh, each request counted)",
         f"recalls {d['recalls']} (ratio {d['recall_ratio']}: near 0 nothing was needed, "
         "near 1 the head is too small)",

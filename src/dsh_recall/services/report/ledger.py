@@ -443,4 +443,15 @@ def with_store(stats: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]
     one token figure `object stats`, MCP `status` and the dsh strip show."""
     t = figures["totals"]
     return {**{k: v for k, v in stats.items() if k not in ("chars_kept_out", "tokens_kept_out")},
-            "tokens_kept_out": t["tokens_kept_out"], "requests_counted": t["requests"]}
+            "tokens_kept_out": t["tokens_kept_out"], "requests_counted": t["requests"],
+            "tokens_kept_out_bound": bound(t)}
+
+
+def bound(figures: dict[str, Any]) -> str | None:
+    """How exact the figure is: None where plain dsh would not have cut its own context;
+    "at least" where it would have pruned (what its model then fetches again is not in the
+    ledger); "about" where it would have summarized (nor are its summary and retained tail,
+    against this session's whole history, so the figure may be over or under)."""
+    if figures.get("plain_compactions"):
+        return "about"
+    return "at least" if figures.get("plain_prunes") else None

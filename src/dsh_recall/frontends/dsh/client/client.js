@@ -261,13 +261,17 @@ window.__ModuleLoader__.load({
     // model's requests, D11/D12), or an older host's (characters in / shown).
     const ledgerShape = (s) => Number.isFinite(s?.tokens_kept_out)
     const changesOf = (s) => int(s?.offloads) + int(s?.reads_shortened) + int(s?.reclaimed)
+    // Where plain dsh would have pruned its own context, the ledger cannot see what its model
+    // would then have fetched again: the figure is a floor ("≥ n"); where it would have
+    // summarized, nor its summary and tail: an estimate ("≈ n"). docs/report.md.
+    const floorOf = (s) => int(s?.plain_compactions) > 0 ? '≈ ' : int(s?.plain_prunes) > 0 ? '≥ ' : ''
 
     // The figures one session shows (chip and tab), or null when there is nothing to say.
     function sessionParts (s, t = english) {
       if (!s || changesOf(s) === 0) return null
       if (ledgerShape(s)) {
         const n = int(s.tokens_kept_out)
-        return [t('chipOffloads', { n: num(int(s.offloads)) }), t(n === 1 ? 'tokensOne' : 'tokensMany', { n: num(n) })]
+        return [t('chipOffloads', { n: num(int(s.offloads)) }), t(n === 1 ? 'tokensOne' : 'tokensMany', { n: floorOf(s) + num(n) })]
       }
       const r = ratio(int(s.charsIn), int(s.charsInline))
       return [t('chipOffloads', { n: num(int(s.offloads)) }), ...(r ? [`${r}×`] : []),
@@ -278,9 +282,10 @@ window.__ModuleLoader__.load({
     // The recall home's totals, as MCP `status` reports them (the same worker answer).
     function stripParts (st, t = english) {
       const o = st.objects || {}
-      const n = (v, one, many) => t(int(v) === 1 ? one : many, { n: num(int(v)) })
+      const n = (v, one, many, pre = '') => t(int(v) === 1 ? one : many, { n: pre + num(int(v)) })
       // The chip and the tab speak of one conversation; the strip of the whole recall home.
-      return [`${t('stripScope')} ${n(o.offloaded, 'offloadsOne', 'offloadsMany')}`, n(o.tokens_kept_out, 'tokensOne', 'tokensMany'),
+      return [`${t('stripScope')} ${n(o.offloaded, 'offloadsOne', 'offloadsMany')}`,
+        n(o.tokens_kept_out, 'tokensOne', 'tokensMany', floorOf(st.totals)),
         n(o.recalls, 'hitsOne', 'hitsMany'), t('onDisk', { size: bytes(int(o.disk_bytes)) })]
     }
     const stripLine = (st, t) => stripParts(st, t).join(' · ')
@@ -635,7 +640,7 @@ window.__ModuleLoader__.load({
           [t('rowReads'), num(int(s.reads_shortened))],
           [t('rowReclaimed'), num(int(s.reclaimed))],
           [t('rowRecallMessages'), num(int(s.recall_messages))],
-          [t('rowTokensKept'), num(int(s.tokens_kept_out))],
+          [t('rowTokensKept'), floorOf(s) + num(int(s.tokens_kept_out))],
           [t('rowTokensSent'), Number.isFinite(s.tokens_sent) ? num(int(s.tokens_sent)) : '—']
         ] : [
           [t('rowOffloads'), num(int(s?.offloads))],
