@@ -107,6 +107,7 @@ def windows(request, monkeypatch):
         monkeypatch.setattr(scrub_gate, "GAP", -1)
         monkeypatch.setattr(scrub_gate, "MAX_LINES_PER_MB", 10**9)
         monkeypatch.setattr(scrub_gate, "MIN_TEXT", 0)
+        monkeypatch.setattr(scrub_gate, "MIN_WINDOWS_TEXT", 0)
     return request.param
 
 

@@ -7,13 +7,16 @@ A rule's regex is read once (the standard library's own parser) for two facts:
 - whether the rule is one-line: no part of it can match a `\\n` (and no `$`), so no match
   spans a line and no attempt reads past the line's `\\n`.
 
-`str.find` of a literal costs a fraction of a regex pass (which tries each position), so a
-rule whose literals are absent from the text is not run at all, and a one-line rule runs
-only over the lines that hold one of its literals, as `pattern.search(text, pos, endpos)`
-over the whole text: lookbehinds and the checks after a match see the real text around,
-and an attempt inside a line reads nothing past its `\\n`, so each search returns the match
-the whole-text search would (tests/test_scrub_gate.py compares both on every corpus). A
-rule with no literal found, or whose literal is on too many lines, runs whole.
+One pass of RE2 over the text (an RE2 set of every rule's literals; its DFA costs about
+what one literal-prefixed regex pass costs) says which literals occur, so a rule none of
+whose literals occurs is not run at all; a rule with a literal present runs whole, except
+that on a text of 8 KB or more a one-line rule runs only over the lines holding one of its
+literals, as `pattern.search(text, pos, endpos)` over the whole text: lookbehinds and the
+checks after a match see the real text around, and an attempt inside a line reads nothing
+past its `\\n`, so each search returns the match the whole-text search would
+(tests/test_scrub_gate.py compares both on every corpus). Two rules with no selective
+literal (Telegram's and Discord's tokens) are gated by an RE2 regex matching a superset of
+what they match (SUPERSETS). When RE2 is missing or gives up, `str.__contains__` decides.
 """
 
 from __future__ import annotations
@@ -254,6 +257,7 @@ SUPERSETS: dict[str, str] = {
 }
 _SENTINEL = "\x00scrub-gate-end\x00"
 MIN_TEXT = 512  # shorter texts: every rule over the whole text (planning would cost more)
+MIN_WINDOWS_TEXT = 8192  # shorter texts: a rule with a literal in them runs over all of it
 MIN_SET_LITERAL = 3  # shorter literals (`:`, `AC`) match too often for the set: `in`
 
 
@@ -354,12 +358,14 @@ def _windows(text: str, folded: str | None, g: Gate,
     hay = folded if g.folded else text
     if hay is None:
         return None
-    lits = [lit for lit in g.literals if ((g.folded, lit) in present if len(lit) >= MIN_SET_LITERAL
-                                          else lit in hay)]
+    blind = g.folded
+    if not g.one_line or len(text) < MIN_WINDOWS_TEXT:
+        return None if any((blind, lit) in present if len(lit) >= MIN_SET_LITERAL else lit in hay
+                           for lit in g.literals) else []
+    lits = [lit for lit in g.literals
+            if ((blind, lit) in present if len(lit) >= MIN_SET_LITERAL else lit in hay)]
     if not lits:
         return []
-    if not g.one_line:
-        return None
     limit = max(8, len(text) * MAX_LINES_PER_MB // 1_000_000)
     if sum(hay.count(lit) for lit in lits) > limit:
         return None
