@@ -367,12 +367,12 @@ def _windows(text: str, folded: str | None, g: Gate,
     if not lits:
         return []
     limit = max(8, len(text) * MAX_LINES_PER_MB // 1_000_000)
-    if sum(hay.count(lit) for lit in lits) > limit:
-        return None
     spans: list[tuple[int, int]] = []
     for lit in lits:
         i = hay.find(lit)
         while i >= 0:
+            if len(spans) >= limit:
+                return None
             start = text.rfind("\n", 0, i) + 1
             end = text.find("\n", i)
             end = len(text) if end < 0 else end + 1
