@@ -21,11 +21,16 @@ is counted 20 times, once per request that would have carried it, not once per u
 A request that follows a read-back of what the plugin kept out (a recall of one of its
 objects by id, a read or grep of a file it shortened) is one plain dsh would not have made:
 it counts minus its own input tokens (where reported), and is counted in
-`readback_requests`. A request that plain dsh would have sent over its compaction threshold
-(`COMPACT_AT` of the context window dsh logs in `request/context`: its input tokens plus
-what was kept out) is one before which plain dsh would have compacted: the entries it
-carried count no more, from that request on (`plain_compactions`). The recall server's tool
-schemas, sent with every request, are not in the ledger (bench/mcp_budget.py measures them).
+`readback_requests` (unless plain dsh had cut that text itself: then it fetches too).
+Where plain dsh would have sent a request over its compaction threshold (`compact_threshold`
+of the context window dsh logs in `request/context`; its request: this one's input tokens
+plus what was kept out), its compaction is replayed as dsh's compaction-basic does it
+(`Ledger._plain_compaction`): the tool-result pruner first (`plain_prunes`), then, if still
+over, one summarization request of its whole transcript, counted, after which the entries
+count no more (`plain_compactions`). What plain dsh's model then fetches again is not seen
+here: `bound` says the figure is then "at least" (pruned) or "about" (summarized). The
+recall server's tool schemas, sent with every request, are not in the ledger
+(bench/mcp_budget.py measures them).
 
 Each request is one usage-log record (`op: request`, with the session, the tokens it kept
 out and the changes made since the session's previous request), so `figures_from_log`
