@@ -200,6 +200,9 @@ def test_fold_maps_whatever_a_case_blind_regex_takes_for_an_ascii_letter():
         for letter in string.ascii_lowercase:
             if re.fullmatch("(?i)" + letter, ch):
                 assert folded is None or folded == letter, (ch, letter, folded)
+    # A case-blind digit or punctuation mark matches only itself: kept as it is.
+    for ch in string.digits + string.punctuation + " \t":
+        assert {m.group(0) for m in re.finditer("(?i)" + re.escape(ch), every)} == {ch}
 
 
 def test_every_rule_has_a_gate_and_every_superset_a_rule():
@@ -212,3 +215,25 @@ def test_every_rule_has_a_gate_and_every_superset_a_rule():
     # its secret on the next line, `Bearer` then a newline) are run whole when present.
     multi = {r.kind for r, g in zip(scrub.rules(), gates, strict=True) if not g.one_line}
     assert multi == {"private-key", "password", "aws-secret-key", "bearer-token"}
+
+
+@pytest.mark.parametrize(("pattern", "flags", "literals", "folded", "one_line"), [
+    (r"ab[cd]e\d+", 0, ("abce", "abde"), False, True),
+    (r"[Pp](?i:ass(?:wd|word))", 0, ("passwd", "password"), True, True),
+    (r"x[_-]?key=", 0, ("x-key=", "x_key=", "xkey="), False, True),
+    (r"token\s+\w+", 0, ("token",), False, False),  # \s takes a newline
+    (r"token[^x]\w+", 0, ("token",), False, False),
+    (r"(?s)token.\w", 0, ("token",), False, False),
+    (r"token.\w", 0, ("token",), False, True),
+    (r"(?i)Token", 0, ("token",), True, True),  # flags the pattern sets itself count too
+    (r"Token", re.IGNORECASE, ("token",), True, True),
+    (r"token\w+$", 0, ("token",), False, False),  # `$` at a window's end is not at the text's
+    (r"token(?=\n)", 0, ("token",), False, False),
+    (r"(?<=\n)token", 0, ("token",), False, True),  # a lookbehind reads before, in the real text
+    (r"\d{8}:\w{4}", 0, (":",), False, True),
+    (r"(\w+)=\1", 0, ("=",), False, False),  # a back reference: not known to stay on a line
+    (r"[a-z]+", 0, (), False, True),
+])
+def test_what_a_regex_says_about_its_matches(pattern, flags, literals, folded, one_line):
+    g = scrub_gate.gate(pattern, flags)
+    assert (g.literals, g.folded, g.one_line) == (literals, folded, one_line)

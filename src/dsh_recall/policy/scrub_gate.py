@@ -225,6 +225,7 @@ def _class_has_newline(items: Any) -> bool:
 def gate(pattern: str, flags: int) -> Gate:
     """What a rule's regex says about where it can match (see the module's doc)."""
     parsed = _parser.parse(pattern, flags)
+    flags = parsed.state.flags  # with the pattern's own leading `(?i)`, `(?s)`
     info = _seq(parsed.data, bool(flags & re.IGNORECASE))
     one_line = not _reads_newline(parsed.data, bool(flags & re.DOTALL))
     lits = info.req
