@@ -132,7 +132,7 @@ def test_the_ledger_counts_every_request_and_every_surface_shows_it(tmp_path, mo
     if why:
         pytest.skip(why)
     if shutil.which("node") is None:
-        pytest.skip("node is not on PATH (the stats route runs under Node)")
+        pytest.skip("node is not on PATH (the stats route runs under Node: apt-get install nodejs)")
     from dsh_recall.frontends.cli.integrate import dsh_patch
 
     home = tmp_path / "recall-home"
@@ -181,7 +181,7 @@ def test_right_after_an_offload_chip_and_strip_figures_come_from_one_answer(tmp_
     # background refresh ("Recall 1" beside "0 offloads"). Both now come from one worker
     # answer, fetched before the poll is answered: the first poll after the offload has it.
     if shutil.which("node") is None:
-        pytest.skip("node is not on PATH")
+        pytest.skip("node is not on PATH (apt-get install nodejs)")
     from dsh_recall.frontends.dsh import PLUGIN_PATH
 
     script = """
