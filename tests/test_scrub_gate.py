@@ -237,3 +237,14 @@ def test_every_rule_has_a_gate_and_every_superset_a_rule():
 def test_what_a_regex_says_about_its_matches(pattern, flags, literals, folded, one_line):
     g = scrub_gate.gate(pattern, flags)
     assert (g.literals, g.folded, g.one_line) == (literals, folded, one_line)
+
+
+def test_the_stored_gates_are_what_the_rules_say():
+    """policy/scrub_gates.py (read at run time instead of parsing every rule) is what
+    `gate` reads from the rules now: `python -m dsh_recall.policy.scrub` rewrites it."""
+    from dsh_recall.policy.scrub_gates import GATES
+
+    keys = [(r.pattern.pattern, r.pattern.flags) for r in scrub.rules()]
+    assert {k: GATES.get(k) for k in keys} == {k: scrub_gate.gate(*k) for k in keys}
+    assert set(GATES) == set(keys)
+    assert scrub.gates() == tuple(scrub_gate.gate(*k) for k in keys)

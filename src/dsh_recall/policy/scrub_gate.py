@@ -226,6 +226,8 @@ def gate(pattern: str, flags: int) -> Gate:
     """What a rule's regex says about where it can match (see the module's doc)."""
     parsed = _parser.parse(pattern, flags)
     flags = parsed.state.flags  # with the pattern's own leading `(?i)`, `(?s)`
+    if flags & re.LOCALE:  # case folds of the locale: not known here
+        return Gate()
     info = _seq(parsed.data, bool(flags & re.IGNORECASE))
     one_line = not _reads_newline(parsed.data, bool(flags & re.DOTALL))
     lits = info.req
@@ -233,6 +235,17 @@ def gate(pattern: str, flags: int) -> Gate:
     if lits is None or not lits[0] or min(len(s) for s in lits[0]) == 0:
         return Gate(one_line=one_line, superset=superset)
     return Gate(tuple(sorted(lits[0])), lits[1], one_line, superset)
+
+
+def table(patterns: list[tuple[str, int]]) -> str:
+    """The source of policy/scrub_gates.py: the gate of each (pattern, flags), read once
+    here so that a process scrubbing one text does not parse 47 regexes (~10 ms).
+    tests/test_scrub_gate.py keeps it equal to what `gate` reads now."""
+    rows = "".join(f"    ({p!r}, {f}):\n        {gate(p, f)!r},\n" for p, f in patterns)
+    return ('"""The gate of each scrub rule (policy/scrub_gate.py), written by\n'
+            "`python -m dsh_recall.policy.scrub`; do not edit by hand.\"\"\"\n\n"
+            "from .scrub_gate import Gate\n\n"
+            "GATES: dict[tuple[str, int], Gate] = {\n" + rows + "}\n")
 
 
 def fold(text: str) -> str | None:
@@ -259,6 +272,7 @@ SUPERSETS: dict[str, str] = {
 _SENTINEL = "\x00scrub-gate-end\x00"
 MIN_TEXT = 512  # shorter texts: every rule over the whole text (planning would cost more)
 MIN_WINDOWS_TEXT = 8192  # shorter texts: a rule with a literal in them runs over all of it
+MIN_RE2_TEXT = 4096  # shorter texts: `in` per literal (no RE2 import and set for a hook's text)
 MIN_SET_LITERAL = 3  # shorter literals (`:`, `AC`) match too often for the set: `in`
 
 
@@ -288,7 +302,7 @@ def _present(hay: str, literals: tuple[str, ...], supersets: tuple[str, ...]) ->
     """Which of `literals` and `supersets` occur in `hay`, in one pass of RE2 over it (a
     superset counts as present when RE2 cannot run or fails, which the sentinel at the
     end of the text tells)."""
-    found = _re2_set(literals, supersets)
+    found = _re2_set(literals, supersets) if len(hay) >= MIN_RE2_TEXT else None
     hits = None
     if found is not None:
         try:
@@ -388,3 +402,4 @@ def _windows(text: str, folded: str | None, g: Gate,
         else:
             merged.append((start, end))
     return merged
+
