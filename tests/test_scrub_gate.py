@@ -244,6 +244,24 @@ def test_what_a_regex_says_about_its_matches(pattern, flags, literals, folded, o
     assert (g.literals, g.folded, g.one_line) == (literals, folded, one_line)
 
 
+_C = "[abcdefgh]"  # eight literals: one of a few strings, unlike a range
+
+
+@pytest.mark.parametrize(("pattern", "match"), [
+    ("q(" + _C * 3 + "x)", "qabcx"),  # too many alternatives for one run: cut, not lost
+    ("q(?:" + _C * 3 + "x|y)", "qabcx"),
+    ("q(" + _C * 3 + ")", "qabc"),
+    ("(" + _C * 3 + "x)y", "abcxy"),
+    ("(?:ab|c" + _C * 3 + ")z", "cabcz"),
+    ("(?i:" + _C * 3 + "X)Y", "ABCxY"),
+])
+def test_a_match_always_holds_a_literal(pattern, match):
+    g = scrub_gate.gate(pattern, 0)
+    assert re.fullmatch(pattern, match)
+    hay = scrub_gate.fold(match) if g.folded else match
+    assert hay is not None and (not g.literals or any(lit in hay for lit in g.literals)), g
+
+
 def test_the_stored_gates_are_what_the_rules_say():
     """policy/scrub_gates.py (read at run time instead of parsing every rule) is what
     `gate` reads from the rules now: `python -m dsh_recall.policy.scrub` rewrites it."""

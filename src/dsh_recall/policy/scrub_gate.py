@@ -140,6 +140,9 @@ def _seq(items: Any, icase: bool) -> _Info:
                 continue
         if info.exact is not None:  # too many alternatives: start a new run here
             best = _better(best, run)
+            if whole:  # the node is no longer one of a few strings, it starts with one
+                prefix = run
+            whole = False
             run = info.exact
             continue
         joined = _product(run, info.prefix) if info.prefix is not None else run
