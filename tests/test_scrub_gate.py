@@ -271,3 +271,46 @@ def test_the_stored_gates_are_what_the_rules_say():
     assert {k: GATES.get(k) for k in keys} == {k: scrub_gate.gate(*k) for k in keys}
     assert set(GATES) == set(keys)
     assert scrub.gates() == tuple(scrub_gate.gate(*k) for k in keys)
+
+
+_ATOMS = ["a", "b", "x", "K", "ab", "xyz", r"\n", r"\s", ".", "[ab]", _C, "[a-c]", "[^a]", r"\d", r"\w",
+          "(?=a)", "(?<=b)", "(?!x)", r"\b", "$", "^", "-", r"\.", "[_-]"]
+
+
+def _regex() -> st.SearchStrategy[str]:
+    def grow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.lists(inner, min_size=2, max_size=4).map("".join),
+            st.tuples(inner, inner).map(lambda p: f"(?:{p[0]}|{p[1]})"),
+            inner.map(lambda p: f"({p})"),
+            st.tuples(inner, st.sampled_from(["?", "*", "+", "{2}", "{1,3}", "{0,2}", "*+", "??"])).map(
+                lambda p: f"(?:{p[0]}){p[1]}"),
+            inner.map(lambda p: f"(?i:{p})"), inner.map(lambda p: f"(?>{p})"),
+            inner.map(lambda p: f"(?s:{p})"))
+    return st.recursive(st.sampled_from(_ATOMS), grow, max_leaves=10)
+
+
+@settings(max_examples=int(os.environ.get("SCRUB_GATE_EXAMPLES", "300")), deadline=None)
+@given(_regex(), st.lists(st.sampled_from(["a", "b", "x", "y", "z", "K", "k", "\u212a", "\u0131", "A", "1",
+                                           "_", "-", ".", " ", "\n", "\r", "\u0661"]), max_size=24).map("".join),
+       st.sampled_from([0, re.IGNORECASE]))
+def test_what_a_gate_says_holds_for_every_match_of_any_regex(pattern, text, flags):
+    """The gate of a generated regex against every match it has in a generated text: the
+    match holds one of the literals, and a one-line regex matches the same with its line's
+    end as the text's end."""
+    try:
+        compiled = re.compile(pattern, flags)
+    except re.error:
+        return
+    g = scrub_gate.gate(pattern, flags)
+    for s in range(len(text) + 1):
+        m = compiled.match(text, s)
+        if m is None:
+            continue
+        if g.literals:
+            hay = scrub_gate.fold(m.group(0)) if g.folded else m.group(0)
+            assert hay is None or any(lit in hay for lit in g.literals), (g, m)
+        if g.one_line:
+            nl = text.find("\n", s)
+            cut = compiled.match(text, s, len(text) if nl < 0 else nl + 1)
+            assert "\n" not in m.group(0) and cut is not None and cut.span() == m.span(), (g, m)
