@@ -263,9 +263,9 @@ def test_a_match_always_holds_a_literal(pattern, match):
 
 
 def test_the_stored_gates_are_what_the_rules_say():
-    """policy/scrub_gates.py (read at run time instead of parsing every rule) is what
+    """policy/scrub_gates.json (read at run time instead of parsing every rule) is what
     `gate` reads from the rules now: `python -m dsh_recall.policy.scrub` rewrites it."""
-    from dsh_recall.policy.scrub_gates import GATES
+    GATES = scrub_gate.stored()
 
     keys = [(r.pattern.pattern, r.pattern.flags) for r in scrub.rules()]
     assert {k: GATES.get(k) for k in keys} == {k: scrub_gate.gate(*k) for k in keys}

@@ -379,10 +379,11 @@ def rules() -> tuple[Rule, ...]:
 @functools.cache
 def gates() -> tuple[Gate, ...]:
     """What each rule's regex says about where it can match (in `rules()`'s order): as
-    policy/scrub_gates.py holds it, read now for a rule it does not hold."""
-    from .scrub_gates import GATES
+    policy/scrub_gates.json holds it, read now for a rule it does not hold."""
+    from .scrub_gate import stored
 
-    return tuple(GATES.get((r.pattern.pattern, r.pattern.flags)) or gate(r.pattern.pattern, r.pattern.flags)
+    gates_ = stored()
+    return tuple(gates_.get((r.pattern.pattern, r.pattern.flags)) or gate(r.pattern.pattern, r.pattern.flags)
                  for r in rules())
 
 
@@ -467,10 +468,10 @@ def scrub_text(text: str, settings: ScrubConfig | None = None) -> str:
     return scrub(text, settings.keep) if settings.enabled else text
 
 
-if __name__ == "__main__":  # rewrite policy/scrub_gates.py from the rules as they are
+if __name__ == "__main__":  # rewrite policy/scrub_gates.json from the rules as they are
     from pathlib import Path
 
-    from .scrub_gate import table
+    from .scrub_gate import GATES_FILE, table
 
-    Path(__file__).with_name("scrub_gates.py").write_text(
+    Path(__file__).with_name(GATES_FILE).write_text(
         table([(r.pattern.pattern, r.pattern.flags) for r in rules()]), encoding="utf-8")

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _parser: Any = importlib.import_module("re._parser")
@@ -240,15 +242,27 @@ def gate(pattern: str, flags: int) -> Gate:
     return Gate(tuple(sorted(lits[0])), lits[1], one_line, superset)
 
 
+GATES_FILE = "scrub_gates.json"  # beside this module: the stored gates, data not code
+
+
 def table(patterns: list[tuple[str, int]]) -> str:
-    """The source of policy/scrub_gates.py: the gate of each (pattern, flags), read once
+    """The text of policy/scrub_gates.json: the gate of each (pattern, flags), read once
     here so that a process scrubbing one text does not parse 47 regexes (~10 ms).
     tests/test_scrub_gate.py keeps it equal to what `gate` reads now."""
-    rows = "".join(f"    ({p!r}, {f}):\n        {gate(p, f)!r},\n" for p, f in patterns)
-    return ('"""The gate of each scrub rule (policy/scrub_gate.py), written by\n'
-            "`python -m dsh_recall.policy.scrub`; do not edit by hand.\"\"\"\n\n"
-            "from .scrub_gate import Gate\n\n"
-            "GATES: dict[tuple[str, int], Gate] = {\n" + rows + "}\n")
+    rows = []
+    for p, f in patterns:
+        g = gate(p, f)
+        rows.append({"pattern": p, "flags": f, "literals": list(g.literals), "folded": g.folded,
+                     "one_line": g.one_line, "superset": g.superset})
+    return json.dumps({"written_by": "python -m dsh_recall.policy.scrub (do not edit by hand)",
+                       "gates": rows}, indent=1, ensure_ascii=False) + "\n"
+
+
+def stored() -> dict[tuple[str, int], Gate]:
+    """The gates policy/scrub_gates.json holds, by (pattern, flags)."""
+    data = json.loads(Path(__file__).with_name(GATES_FILE).read_text(encoding="utf-8"))
+    return {(r["pattern"], r["flags"]): Gate(tuple(r["literals"]), r["folded"], r["one_line"],
+                                             r["superset"]) for r in data["gates"]}
 
 
 def fold(text: str) -> str | None:
