@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ...core.lazy import np
 from ...core.paths import ensure_dir
@@ -269,17 +270,26 @@ def write_file(folder: Path, dim: int, batches: Iterable[tuple[np.ndarray, np.nd
             os.fdopen(os.open(btmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as b:
         f.write(MAGIC + dim.to_bytes(4, "little") + b"\0" * (HEADER - 12))
         b.write(_bits_header(dim))
-        for ids, vecs in batches:
-            rec, bits = _records(dim, ids, vecs)
-            f.write(rec)
-            b.write(bits)
-            rows += len(ids)
-        for out in (f, b):
-            out.flush()
-            os.fsync(out.fileno())
+        rows += _write_records(f, b, dim, batches)
     os.replace(btmp, folder / (name + BITS_SUFFIX))
     os.replace(tmp, folder / name)
     return name, rows
+
+
+def _write_records(f: BinaryIO, b: BinaryIO, dim: int,
+                   batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> int:
+    """Write each batch's records and sign bits where `f` and `b` stand, then flush both to
+    the disk; returns how many rows it wrote."""
+    rows = 0
+    for ids, vecs in batches:
+        rec, bits = _records(dim, ids, vecs)
+        f.write(rec)
+        b.write(bits)
+        rows += len(ids)
+    for out in (f, b):
+        out.flush()
+        os.fsync(out.fileno())
+    return rows
 
 
 def append_file(path: Path, state: FileState, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> int:
@@ -294,14 +304,7 @@ def append_file(path: Path, state: FileState, batches: Iterable[tuple[np.ndarray
         b.truncate(HEADER + rows * width)
         f.seek(0, os.SEEK_END)
         b.seek(0, os.SEEK_END)
-        for ids, vecs in batches:
-            rec, bits = _records(state.dim, ids, vecs)
-            f.write(rec)
-            b.write(bits)
-            rows += len(ids)
-        for out in (f, b):
-            out.flush()
-            os.fsync(out.fileno())
+        rows += _write_records(f, b, state.dim, batches)
     return rows
 
 
