@@ -17,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from ...core.errors import StoreError
 from . import lexical
 
 Step = str | Callable[[sqlite3.Connection], None]
@@ -58,6 +59,12 @@ def apply(conn: sqlite3.Connection, steps: Migrations, create: Step) -> bool:
     last = latest(steps)
     if version == last:
         return False
+    if version is not None and version > last:
+        # A later release's layout (deflated texts, columns read through its own functions):
+        # reading on would give wrong answers, and recording our number would lose its.
+        raise StoreError(f"this index was written by a later dsh-recall (schema {version}; this "
+                         f"one knows up to {last}): upgrade dsh-recall, or remove the index "
+                         f"(`dsh-recall index --drop PATH`) and index again")
     todo = [create] if version is None else [step for number, step in steps if number > version]
     for step in todo:
         if isinstance(step, str):
