@@ -324,3 +324,49 @@ def test_the_socket_path_is_held_by_one_daemon_for_its_life(tmp_path, monkeypatc
     second = warm.Daemon(60.0)
     second.bind().close()  # the first is gone: the path is free
     os.close(second._lock_fd)
+
+
+def test_a_handed_over_call_imports_no_more_than_the_client(setup):
+    # The client speaks JSON through CPython's C codec and connects through `_socket`:
+    # `json`, `re`, `socket` (with `enum` and `selectors`) would cost a handed-over call
+    # about 20 ms, more than the daemon's own search.
+    repo, home, env, procs = setup
+    d = start(env, procs, "--idle-minutes", "5")
+    # As the installed `dsh-recall` script runs it (`-m` would add runpy's own imports).
+    script = "import sys; from dsh_recall.frontends.entry import main; sys.exit(main())"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", script, "search", "retry", "--json"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert answer(proc.stdout)
+    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and line.count("|") == 2}
+    heavy = sorted(names & {"json", "re", "socket", "selectors", "enum", "typing", "warnings",
+                            "importlib", "pathlib", "click", "numpy", "hashlib"})
+    assert not heavy, heavy
+    own = sorted(n for n in names if n.startswith("dsh_recall"))
+    assert own and set(own) <= {"dsh_recall", "dsh_recall.frontends",
+                                "dsh_recall.frontends.entry", "dsh_recall.frontends.warm",
+                                "dsh_recall.frontends.argv", "dsh_recall.frontends.hooks"}, own
+    assert "served search" in stop(d)
+
+
+@pytest.mark.parametrize("value", [
+    {"v": 1, "argv": ["search", "caf\u00e9 \"q\"", "\udcff lone", "\\ back"], "env": "ab", "cwd": "/x",
+     "stdin": None, "flag": True, "off": False, "n": -3},
+    [[1, "line\n\t"], [2, ""]], "plain", 0, None,
+])
+def test_the_clients_json_is_the_json_modules(value):
+    from dsh_recall.frontends import warm as client
+
+    assert client.dumps(value) == json.dumps(value)
+    text = json.dumps(value)
+    assert client.loads(text) == json.loads(text)
+    assert client.loads("  " + text + "\n") == json.loads(text)
+
+
+@pytest.mark.parametrize("bad", ["", "{", "{}x", "[1,]", "NaN", "Infinity", '{"a" 1}', "tru"])
+def test_the_client_refuses_what_is_not_one_json_value(bad):
+    from dsh_recall.frontends import warm as client
+
+    with pytest.raises(ValueError):
+        client.loads(bad)

@@ -14,8 +14,6 @@ a `Viewer` is the caller's identity (channel) a source filters by.
 
 from __future__ import annotations
 
-import importlib
-
 TYPE_CHECKING = False  # typing itself costs a cold CLI about 10 ms to import
 if TYPE_CHECKING:
     from typing import Any
@@ -45,5 +43,7 @@ def __getattr__(name: str) -> Any:
         module, attr = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'dsh_recall' has no attribute {name!r}") from None
+    import importlib  # here: its import pulls `warnings` into every handed-over call
+
     mod = importlib.import_module(module)
     return mod if attr is None else getattr(mod, attr)

@@ -14,22 +14,25 @@ when one runs, and start one in the background when none does.
 The protocol's shared names (socket_path, env_key, command_of, FORWARDED, ...) live here;
 the server imports them. Off switches: `DSH_RECALL_DAEMON=0` (neither hand over nor start), and
 `DSH_RECALL_DAEMON=manual` or `[daemon] autostart = false` in the user's own config (hand
-over to a daemon the user runs, never start one). Standard library only until a start is decided.
+over to a daemon the user runs, never start one). Standard library only until a start is decided,
+and of it only what a bare interpreter has loaded or costs nothing: `json`, `re` and `socket`
+would add about 20 ms to a handed-over call (with their `enum`, `selectors` and regex
+compiler), more than the daemon's own search, so the client speaks JSON through CPython's C
+codec (`_json`) and its socket is `_socket`'s.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
+from _socket import AF_UNIX, SOCK_STREAM
+from _socket import socket as _socket
 
 from .argv import command_words
 from .hooks import MAX_PAYLOAD_BYTES
 
 TYPE_CHECKING = False  # typing itself costs every handed-over call a few ms to import
 if TYPE_CHECKING:
-    import socket
     from pathlib import Path
     from typing import Any
 
@@ -42,6 +45,65 @@ try:
         from _sha256 import sha256
 except ImportError:
     from hashlib import sha256
+
+try:  # the C halves of `json` and `socket`, which import neither `re` nor `enum`
+    from _json import encode_basestring_ascii as _json_str
+    from _json import make_scanner as _make_scanner
+except ImportError:  # an interpreter without CPython's accelerator: json's own
+    from json.encoder import encode_basestring_ascii as _json_str
+    from json.scanner import make_scanner as _make_scanner
+
+
+def _bad_constant(name: str) -> Any:
+    raise ValueError(f"not JSON: {name}")
+
+
+class _Strict:
+    """What json's scanner reads from its decoder: the defaults of json.loads, except that
+    NaN and Infinity, which no daemon sends, are refused."""
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(_bad_constant)
+    memo: dict = {}
+
+
+_SCAN = _make_scanner(_Strict())  # type: ignore[arg-type]  # a decoder's attributes, duck-typed
+
+
+def loads(text: str) -> Any:
+    """json.loads(text) for one JSON value, without importing json; ValueError if it is not."""
+    body = text.strip(" \t\r\n")
+    try:
+        value, end = _SCAN(body, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    finally:
+        _Strict.memo.clear()
+    if end != len(body):
+        raise ValueError("not JSON: extra data")
+    return value
+
+
+def dumps(value: Any) -> str:
+    """json.dumps(value) for the request's shapes (str, int, bool, None, lists and dicts of
+    them), ASCII only (a lone surrogate as \\udcxx), without importing json."""
+    if isinstance(value, str):
+        return _json_str(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(dumps(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_json_str(str(k))}: {dumps(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"not a request value: {type(value).__name__}")
+
 
 PROTOCOL = 1
 # A hook's payload crosses the socket (base64) up to HOOK_STDIN_MAX; a bigger one (a huge
@@ -92,7 +154,12 @@ def socket_path(home: Path | None = None) -> Path:
 # Credentials an http embedder or reranker reads from a variable the config names
 # (`api_key_env`): the name is anyone's choice, so every variable that looks like a
 # credential counts. Only a hash of the values crosses the socket.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+_SECRET_NAME = ("KEY", "TOKEN", "SECRET", "PASSW", "CREDENTIAL")
+
+
+def _secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(part in upper for part in _SECRET_NAME)
 
 
 def env_key(environ: dict[str, str] | None = None) -> str:
@@ -100,9 +167,9 @@ def env_key(environ: dict[str, str] | None = None) -> str:
     every credential-like variable (see _SECRET_NAME)."""
     env = os.environ if environ is None else environ
     items = sorted((k, v) for k, v in env.items()
-                   if (k.startswith("DSH_") or k == "HOME" or _SECRET_NAME.search(k))
+                   if (k.startswith("DSH_") or k == "HOME" or _secret_name(k))
                    and k != "DSH_RECALL_DAEMON")
-    return sha256(json.dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256(dumps(items).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def command_of(args: list[str]) -> str | None:
@@ -115,7 +182,7 @@ def command_of(args: list[str]) -> str | None:
     return None
 
 
-def recv_line(sock: socket.socket, limit: int) -> bytes | None:
+def recv_line(sock: Any, limit: int) -> bytes | None:
     """One line, heartbeat spaces before it dropped; each recv waits at most the socket's
     timeout (a silent peer raises socket.timeout)."""
     buf = bytearray()
@@ -192,23 +259,24 @@ def forward(args: list[str]) -> int | None:
         request["stdin"] = base64.b64encode(data).decode("ascii")
     try:
         request["cwd"] = os.getcwd()
-        line = (json.dumps(request) + "\n").encode("ascii")  # lone surrogates as \udcxx
-        import socket  # here: a call that finds no socket file never needs it
-
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        line = (dumps(request) + "\n").encode("ascii")  # lone surrogates as \udcxx
+        sock = _socket(AF_UNIX, SOCK_STREAM)
+        try:
             sock.settimeout(CONNECT_TIMEOUT_S)
             sock.connect(path)
             sock.settimeout(SILENCE_S)
             sock.sendall(line)
             got = recv_line(sock, 256 << 20)
+        finally:
+            sock.close()
     except (OSError, ValueError):
         return None  # none listening, a stale socket, a silent daemon: run it here
     except KeyboardInterrupt:
         sys.stderr.write("\nAborted!\n")  # what click prints on Ctrl-C, with its exit code
         return 1
     try:
-        reply = json.loads(got) if got else None
-    except ValueError:
+        reply = loads(got.decode("utf-8", "surrogateescape")) if got else None
+    except (ValueError, RecursionError):
         return None
     if not isinstance(reply, dict) or not reply.get("ok"):
         return None
