@@ -10,11 +10,11 @@ from dsh_recall.core.config import ObjectsConfig
 from dsh_recall.policy.offload import (
     NOTE_MARKER,
     Candidate,
-    clamp_range,
     make_id,
     plan_offloads,
     render_inline,
 )
+from dsh_recall.policy.ranges import clamp_range
 from dsh_recall.rank.line_index import count_breaks
 from dsh_recall.rank.line_search import search_lines
 

@@ -84,7 +84,7 @@ def test_identical_payloads_are_stored_once(tmp_path):
 
 
 def test_id_collision_takes_next_attempt(tmp_path, monkeypatch):
-    import dsh_recall.services.objects.service as mod
+    import dsh_recall.policy.offload as mod  # the service takes it from there at each put
 
     monkeypatch.setattr(mod, "make_id", lambda s, q, n, attempt: f"{attempt:08x}")
     with ObjectService(path=tmp_path / "o.sqlite") as svc:

@@ -1,4 +1,4 @@
-"""The chunk-store contract (stores/contracts.py), run on every backend: the embedded SQLite
+"""The chunk-store contract (stores/contracts/), run on every backend: the embedded SQLite
 store always, PostgreSQL + pgvector when a server is there (CI starts one; see
 tests/pg_fixture.py). Lexical scores are checked against FTS5's bm25 formula written out
 here, vector search against exact brute force, and both backends against each other."""

@@ -1,5 +1,5 @@
 """The two store backends never import each other: what they share lives in
-stores/contracts.py (and stores/fts5.py). Read from the source with ast, so a lazy import
+stores/contracts/ (and stores/fts5.py). Read from the source with ast, so a lazy import
 inside a function counts too."""
 
 from __future__ import annotations
@@ -54,5 +54,25 @@ def test_a_backend_imports_nothing_of_the_other(backend):
 
 
 def test_contracts_import_no_backend():
-    mods = imported_modules(STORES / "contracts.py", "dsh_recall.stores")
-    assert not [m for m in mods for b in BACKENDS if m.startswith(f"dsh_recall.stores.{b}")]
+    files = sorted((STORES / "contracts").glob("*.py"))
+    assert len(files) >= 6
+    for f in files:
+        mods = imported_modules(f, "dsh_recall.stores.contracts")
+        assert not [m for m in mods for b in BACKENDS if m.startswith(f"dsh_recall.stores.{b}")], f.name
+
+
+def test_every_contract_name_loads_and_alone():
+    import subprocess
+    import sys
+
+    from dsh_recall.stores import contracts
+
+    assert sorted(contracts.__all__) == sorted(contracts._WHERE)
+    for name in contracts.__all__:
+        assert getattr(contracts, name) is not None
+    # An object read's rows load without the chunk, history and lineage ones.
+    code = ("import sys\nfrom dsh_recall.stores.contracts import ObjectRow, BlobParts\n"
+            "print(sorted(m for m in sys.modules if m.startswith('dsh_recall.stores.contracts')"
+            " or m == 'dsh_recall.core.types'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['dsh_recall.stores.contracts', 'dsh_recall.stores.contracts.objects']"

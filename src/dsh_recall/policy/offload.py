@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from ..core.codepoints import joins_previous
 from ..rank import logrank
 from ..rank.line_index import ANSI, LineIndex, build_index, count_breaks, line_starts
-from .forms import registry as form_registry
 from .forms.base import GAP_LINE, WIDE_MAX
 from .forms.base import shown as form_line
 from .forms.render import layout as form_layout
@@ -25,8 +24,6 @@ if TYPE_CHECKING:  # annotations only: object get/search never import the config
     from ..core.config import ObjectsConfig
 
 NOTE_MARKER = "[dsh-recall: "
-RECALL_DEFAULT_CHARS = 8000
-RECALL_MAX_CHARS = 24000
 # The inline form: a cut inside a line is marked with CUT; a failure-region line over
 # REGION_LINE_MAX chars is shown cut; the finder is asked for at most REGION_LIMIT lines.
 CUT = "\u2026"
@@ -249,6 +246,10 @@ def plan_form(text: str, cfg: ObjectsConfig, idx: LineIndex,
     line left out is counted in its run's name. When they do not all fit, the finder's first
     hit goes in first, then every failure's first line before any failure's second, a log's
     failures above its last success line (`logrank.last_success`) after the others'."""
+    # Here, not at import: every form's rules load only for a put (an object read or
+    # search, a cold process, never needs them).
+    from .forms import registry as form_registry
+
     view = idx.view
     lines = view.split("\n")
     if view.endswith("\n"):
@@ -470,8 +471,3 @@ def reclaim_pays(chosen: Sequence[Candidate], cfg: ObjectsConfig,
     return saved * cfg.reclaim_horizon > after
 
 
-def clamp_range(total: int, start: int | None, count: int | None) -> tuple[int, int]:
-    """(start, end) of a recall range: default the first 8,000 chars, never over 24,000."""
-    s = min(max(0, start or 0), total)
-    n = RECALL_DEFAULT_CHARS if count is None else max(0, count)
-    return s, min(total, s + min(n, RECALL_MAX_CHARS))

@@ -95,13 +95,20 @@ def effective(flag: int) -> int:
 
 
 def _weight_table() -> list[float]:
+    # Many flag values share an effective flag: each weight is computed once (a cold
+    # object search pays this table at import).
+    memo: dict[tuple[int, bool], float] = {}
     out = []
     for f in range(1 << BITS):
         e = effective(f)
-        ws = sorted((w for bit, w in _WEIGHTS.items() if e & bit), reverse=True)
-        w = ws[0] + 0.25 * sum(ws[1:]) if ws else 0.0
-        if f & WARN and not e & _STRONG:
-            w *= 0.3
+        key = (e, bool(f & WARN and not e & _STRONG))
+        w = memo.get(key)
+        if w is None:
+            ws = sorted((w for bit, w in _WEIGHTS.items() if e & bit), reverse=True)
+            w = ws[0] + 0.25 * sum(ws[1:]) if ws else 0.0
+            if key[1]:
+                w *= 0.3
+            memo[key] = w
         out.append(w)
     return out
 

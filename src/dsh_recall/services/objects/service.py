@@ -20,8 +20,7 @@ from ...core.codepoints import join_surrogates, scrub_surrogates
 from ...core.errors import InputError
 from ...core.paths import recall_home
 from ...core.text import estimate_tokens
-from ...policy.offload import Candidate, clamp_range, make_id, plan_inline, plan_offloads, reclaim_pays, render_inline
-from ...policy.scrub import scrub_text
+from ...policy.ranges import clamp_range
 from ...rank import logrank
 from ...rank.line_index import INDEX_VERSION, LineIndex, build_index
 from ...rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
@@ -32,6 +31,8 @@ from ..access.channel import Viewer
 from .search import OBJECTS_SCANNED, rank_config, rank_objects
 from .types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
 
+# policy.offload (the inline forms, the offload plan) is imported by put and reclaim
+# only: an object read or search, a cold process each, never loads it.
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ...core.config import ObjectsConfig, ScrubConfig
 
@@ -159,6 +160,9 @@ class ObjectService:
         chars = len(text)
         if chars <= self.cfg.threshold_chars:
             return PutResult(None, text, chars, False)
+        from ...policy.offload import make_id, plan_inline, render_inline
+        from ...policy.scrub import scrub_text  # a put's only: a read never loads the rules
+
         text = scrub_text(text, self._scrub)  # secrets never stored, indexed or shown inline
         chars = len(text)
         if self.over_cap(text):
@@ -226,6 +230,8 @@ class ObjectService:
         channels the viewer may see). With `surface` ((seq, chars) of every message, in
         order), nothing is rewritten unless the rewrite pays for its cache miss
         (`reclaim_pays`). Returns the rewritten results by seq."""
+        from ...policy.offload import Candidate, plan_offloads, reclaim_pays
+
         session = _clean(session) or DEFAULT_SESSION
         done = self.store.offloaded_seqs(session, self._channels(_sees(viewer)))
         items = [Candidate(r.seq, len(r.text or ""), estimate_tokens(r.text or ""), r.text is not None)

@@ -1,5 +1,5 @@
 """The chunk store on PostgreSQL + pgvector, for an index shared by a team (see
-docs/postgres.md). Same contract as stores/sqlite/chunks.py (stores/contracts.py), plus vector search
+docs/postgres.md). Same contract as stores/sqlite/chunks.py (stores/contracts/), plus vector search
 as a store operation: top-k by inner product on unit vectors, HNSW once the namespace holds
 ANN_MIN_ROWS vectors, exact below that and for small scopes.
 
