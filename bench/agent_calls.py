@@ -191,6 +191,12 @@ def calls(n: int, questions: list[str], notes: Path, ids: list[str]) -> list[tup
     return out
 
 
+def own_ids(argv: list[str], ids: list[str], theirs: list[str]) -> list[str]:
+    """argv with this arm's object ids: a release may name the same log otherwise."""
+    swap = dict(zip(ids, theirs))
+    return [swap.get(a, a) for a in argv]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=50)
@@ -220,8 +226,11 @@ def main() -> None:
     print(f"world: {tree.name[:18]}, {len(questions)} LoCoMo questions, notes {notes}, {len(logs)} CI logs; "
           f"embedder {args.embedder}; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     ids = build(arms[0], tree, history, notes, logs)
+    arm_ids = {a.name: ids for a in arms}
     if args.baseline_src:
-        build(arms[2], tree, history, notes, logs)
+        arm_ids["previous"] = build(arms[2], tree, history, notes, logs)
+        if len(arm_ids["previous"]) != len(ids):
+            raise SystemExit("the previous release offloaded another set of the logs")
     plan = calls(args.calls, questions, notes, ids)
     got: dict[tuple[str, str], list[tuple[float, float]]] = {}
     first: dict[str, tuple[float, float]] = {}
@@ -229,7 +238,7 @@ def main() -> None:
         for i, (kind, argv) in enumerate(plan):
             order = arms if i % 2 == 0 else arms[::-1]
             for arm in order:
-                wall, cpu, _ = arm.run(argv, tree)
+                wall, cpu, _ = arm.run(own_ids(argv, ids, arm_ids[arm.name]), tree)
                 if arm.name == "warm" and "warm" not in first:
                     first["warm"] = (wall, cpu)  # answered alone; it starts the daemon
                     continue
