@@ -37,7 +37,7 @@ from dsh_recall.stores.sqlite.lexical import unpack_text  # noqa: E402  (chunks.
 
 EVAL = ROOT.parent / "shared" / "eval"
 TMP = Path(tempfile.gettempdir())
-SHARES = (1 / 32, 1 / 64, 1 / 128, 1 / 256, 1 / 512)
+SHARES = (1 / 16, 1 / 24, 1 / 32, 1 / 64, 1 / 128, 1 / 256, 1 / 512)
 
 
 def real_vectors(limit: int, code_home: Path) -> tuple[np.ndarray, np.ndarray]:
