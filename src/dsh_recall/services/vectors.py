@@ -37,14 +37,10 @@ RESCORE = 3  # the file's first pass keeps RESCORE x k candidates for exact resc
 EXACT_TOP = 64
 SMALL_SCOPE = 2000  # a scope this small is ranked exactly from SQLite, no file pass
 # From this many rows of the file on, its sign bits are the first pass: the BITS_SHARE of
-# the rows nearest by Hamming distance (at least BITS_MIN) go on to the int8 pass. At 1M rows
-# that reads 48 MB instead of 400 MB a query. On the shipped model's vectors of real code and
-# conversations (bench/vector_first_pass.py) 1/128 of the rows keeps 0.98 of the exact top 10
-# and 0.86 of the top 64 (1/256: 0.95 and 0.74), a lower bound for a larger index.
-# From 64k rows the pass costs less than the int8 scan it replaces (98k rows: 2.8 ms with
-# the int8 pass on the 4,096 kept, against 6.7 ms for every row), and the share it keeps is
-# 1/16 to 1/49 below 200k rows, never less than at 200k, where it was first measured and
-# kept (1/32 of the rows: 0.997 of the exact top 10, 0.966 of the top 64).
+# the rows nearest by Hamming distance (at least BITS_MIN) go on to the int8 pass: 48 MB read
+# instead of 400 at 1M rows, 2.8 ms instead of 6.7 at 98k. On the shipped model's vectors of
+# real code and conversations (bench/vector_first_pass.py) 1/128 of the rows keeps 0.98 of
+# the exact top 10 and 0.86 of the top 64, 1/24 (98k rows' 4,096) 0.998 and 0.981.
 BITS_FROM = 65_536
 BITS_SHARE = 1 / 128
 BITS_MIN = 4096

@@ -31,20 +31,16 @@ from ..access.channel import Viewer
 from .search import OBJECTS_SCANNED, rank_config, rank_objects
 from .types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
 
-# policy.offload (the inline forms, the offload plan) is imported by put and reclaim
-# only: an object read or search, a cold process each, never loads it.
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ...core.config import ObjectsConfig, ScrubConfig
 
 DB_NAME = "objects.sqlite"
 DEFAULT_SESSION = "cli"
 RECENT = 12
-# Over this a result is not stored (objects.max_object_bytes once the config has the key):
-# its head and tail stay inline and the note says the middle was too big to keep.
+# Over this a result is not stored (objects.max_object_bytes): head and tail stay inline.
 DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024
 
-# Whether the caller may see objects stored by a channel (None: stored without one). An
-# object it may not see is answered exactly like an unknown id.
+# Whether the caller may see objects of a channel (None: none); others are unknown ids to it.
 CanSee = Callable[[str | None], bool]
 
 
@@ -160,9 +156,9 @@ class ObjectService:
         chars = len(text)
         if chars <= self.cfg.threshold_chars:
             return PutResult(None, text, chars, False)
+        # Here: an object read or search (a cold process each) loads neither the forms nor the rules.
         from ...policy.offload import make_id, plan_inline, render_inline
-        from ...policy.scrub import scrub_text  # a put's only: a read never loads the rules
-
+        from ...policy.scrub import scrub_text
         text = scrub_text(text, self._scrub)  # secrets never stored, indexed or shown inline
         chars = len(text)
         if self.over_cap(text):
@@ -231,7 +227,6 @@ class ObjectService:
         order), nothing is rewritten unless the rewrite pays for its cache miss
         (`reclaim_pays`). Returns the rewritten results by seq."""
         from ...policy.offload import Candidate, plan_offloads, reclaim_pays
-
         session = _clean(session) or DEFAULT_SESSION
         done = self.store.offloaded_seqs(session, self._channels(_sees(viewer)))
         items = [Candidate(r.seq, len(r.text or ""), estimate_tokens(r.text or ""), r.text is not None)
