@@ -5,17 +5,16 @@ bench/scrub_corpus.py leaves no planted secret and touches no ordinary string.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import string
-import sys
 from pathlib import Path
 
 from dsh_recall.core.config import load_config
 from dsh_recall.policy.scrub import scrub
 from dsh_recall.services import history as svc
 from dsh_recall.services.objects import ObjectService
+from fixtures import bench_module
 from test_scrub import _transcript
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,12 +146,7 @@ def test_repros_never_reach_history(tmp_path):
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("scrub_corpus", ROOT / "bench" / "scrub_corpus.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["scrub_corpus"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("scrub_corpus")
 
 
 def test_a_seeded_corpus_slice_loses_every_secret_and_no_ordinary_string():

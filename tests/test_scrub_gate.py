@@ -1,18 +1,16 @@
 """The scrubber's gates (policy/scrub_gate.py) change where each rule runs, never what
 `scrub.find` returns: the gated `find` against the algorithm before the gates (every rule
-over the whole text, kept here as the reference) on generated texts, the seeded corpus of
+over the whole text: bench/scrub_speed.py's `whole_find`) on generated texts, the seeded corpus of
 bench/scrub_corpus.py, the dev CI logs with secrets planted in them, and hostile texts
 (secrets at window edges and on lines next to each other, CRLF, escaped newlines, a very
 long line, a megabyte of one character, characters a case-blind regex folds to ASCII)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import re
 import string
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,47 +18,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsh_recall.policy import scrub, scrub_gate
+from fixtures import bench_module
 
 ROOT = Path(__file__).resolve().parents[1]
 _EVAL = os.environ.get("RECALL_EVAL_DIR")
 CASES = Path(_EVAL) / "ci-logs-dev" / "cases" if _EVAL else None
 
 
-def reference_find(text: str, keep: tuple[str, ...] = ()) -> list[tuple[int, int, str]]:
-    """`scrub.find` as it was before the gates: every rule searched over the whole text."""
-    found: list[tuple[int, int, str]] = []
-    for rule in scrub.rules():
-        if rule.kind in keep:
-            continue
-        pos = 0
-        memo = [0, 0]
-        while (m := rule.pattern.search(text, pos)) is not None:
-            span = scrub._span(rule, m, memo)
-            pos = max(m.end(), m.start() + 1)
-            if span is not None and not scrub.PLACEHOLDER.fullmatch(text[span[0]:span[1]]):
-                found.append((span[0], span[1], rule.kind))
-                pos = max(pos, span[1])
-    found.sort(key=lambda f: (f[0], -f[1]))
-    out: list[tuple[int, int, str]] = []
-    for f in found:
-        if out and f[0] < out[-1][1]:
-            if f[1] > out[-1][1]:
-                out[-1] = (out[-1][0], f[1], out[-1][2])
-            continue
-        out.append(f)
-    return out
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("scrub_corpus", ROOT / "bench" / "scrub_corpus.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["scrub_corpus"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-BENCH = _bench()
+# The algorithm before the gates (every rule over the whole text), as the speed bench runs it.
+reference_find = bench_module("scrub_speed").whole_find
+BENCH = bench_module("scrub_corpus")
 _RNG = random.Random(40)
 _A = string.ascii_letters + string.digits
 
