@@ -102,6 +102,15 @@ def test_each_failure_shows_its_first_line_before_any_shows_a_second():
             assert set(heads) <= shown, (budget, sorted(set(heads) - shown))
 
 
+def _shown_at_every_budget(text: str, marker: str, budgets: tuple[int, ...]) -> None:
+    """The Maven form keeps the line holding `marker` inline at each budget."""
+    decisive = next(li for li, x in enumerate(_lines(text)) if marker in x)
+    for budget in budgets:
+        plan = plan_inline(text, ObjectsConfig(inline_chars=budget))
+        assert isinstance(plan, FormPlan) and plan.kind == "junit"
+        assert decisive in _seen(text, plan)[0], budget
+
+
 def test_the_failing_step_shows_before_steps_a_later_success_followed():
     """Earlier steps printed the same message many times (their errors were tolerated):
     the failing step's own is no repeat of theirs, and goes in first."""
@@ -114,12 +123,7 @@ def test_the_failing_step_shows_before_steps_a_later_success_followed():
         step("core", 0, "SUCCESS").replace("[INFO] BUILD SUCCESS\n", "") + \
         "[ERROR] /src/core/ImportScanner.java:[9,1] cannot find symbol\n" \
         "[INFO] BUILD FAILURE\nFinished: FAILURE\n"
-    lines = _lines(text)
-    decisive = next(li for li, x in enumerate(lines) if "ImportScanner" in x)
-    for budget in (600, 1000, 2000):
-        plan = plan_inline(text, ObjectsConfig(inline_chars=budget))
-        assert isinstance(plan, FormPlan) and plan.kind == "junit"
-        assert decisive in _seen(text, plan)[0], budget
+    _shown_at_every_budget(text, "ImportScanner", (600, 1000, 2000))
 
 
 def test_a_reactor_module_that_built_waits_for_the_one_that_failed():
@@ -145,9 +149,4 @@ def test_a_reactor_module_that_built_waits_for_the_one_that_failed():
             "[INFO] BUILD FAILURE\n"
             "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-compiler-plugin:3.8.0"
             ":compile (default-compile) on project core: Compilation failure\n")
-    lines = _lines(text)
-    decisive = next(li for li, x in enumerate(lines) if "ImportScanner" in x)
-    for budget in (800, 1200, 2000):
-        plan = plan_inline(text, ObjectsConfig(inline_chars=budget))
-        assert isinstance(plan, FormPlan) and plan.kind == "junit"
-        assert decisive in _seen(text, plan)[0], budget
+    _shown_at_every_budget(text, "ImportScanner", (800, 1200, 2000))
