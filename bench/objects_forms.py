@@ -87,6 +87,8 @@ def kept(groups: list[set[int]], shown: set[int],
 
 
 def gt_groups(case: Path, text: str) -> list[set[int]]:
+    """The case's `E` ranges as 0-based newline lines (ground truth counts a bare \\r as a
+    line break too); tests/test_forms.py reads them through this too."""
     starts = [0] + [m.end() for m in re.finditer("\r\n|\r|\n", text)]
     at, pos = [], 0
     for piece in text.split("\n"):

@@ -4,7 +4,6 @@ form keeps its budget except for failure lines; restore takes it back; `put` use
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from dsh_recall.policy.offload import (
 from dsh_recall.policy.restore import restore_notes
 from dsh_recall.rank.line_index import build_index
 from dsh_recall.services.objects import ObjectService
+from fixtures import bench_module
 
 FIX = Path(__file__).parent / "fixtures" / "forms"
 CFG = ObjectsConfig()
@@ -118,24 +118,9 @@ def test_a_real_output_gets_its_form_and_keeps_every_failure(name, crlf):
         assert restore_notes(bad, {"ab12cd34": text}.get).ids == ()
 
 
-def _gt_ranges(case: Path, text: str) -> list[set[int]]:
-    """The case's `E` ranges as 0-based newline lines (ground truth counts a bare \\r as a
-    line break too)."""
-    starts = [0] + [m.end() for m in re.finditer("\r\n|\r|\n", text)]
-    at = []  # newline line -> 1-based ground-truth lines it spans
-    pos = 0
-    for piece in text.split("\n"):
-        end = max(pos, pos + len(piece) - 1)
-        at.append(set(range(bisect.bisect_right(starts, pos), bisect.bisect_right(starts, end) + 1)))
-        pos += len(piece) + 1
-    out = []
-    for raw in (case / "groundtruth").read_text().splitlines():
-        parts = raw.split()
-        if len(parts) == 2 and parts[0] == "E":
-            a, _, b = parts[1].partition("-")
-            want = set(range(int(a), int(b or a) + 1))
-            out.append({li for li, r in enumerate(at) if want & r})
-    return out
+# The case's `E` ranges as 0-based newline lines (ground truth counts a bare \r as a line
+# break too), read as the forms bench reads them.
+_gt_ranges = bench_module("objects_forms").gt_groups
 
 
 @pytest.mark.skipif(CI_CASES is None or not CI_CASES.is_dir(),
