@@ -129,9 +129,9 @@ def test_bm25_order_matches_reference_implementation():
 
 
 def test_identifiers_in_the_query_count_twice():
-    from dsh_recall.rank.lexical import identifier_terms
+    from dsh_recall.rank.query import Query
 
-    ids = identifier_terms("Session.resolve_redirects copies; parseHTTPResponse fails in MyClass")
+    ids = Query.parse("Session.resolve_redirects copies; parseHTTPResponse fails in MyClass").identifiers
     assert {"session", "resolve_redirects", "parsehttpresponse", "myclass"} <= ids
     assert "copies" not in ids and "fails" not in ids
     conn = sqlite3.connect(":memory:")

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_recall.core import text as T
-from dsh_recall.rank import lexical as lex
+from dsh_recall.rank.query import Query
 from fixtures import EVAL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,9 +160,9 @@ def test_a_20k_character_query_is_answered(monkeypatch):
     monkeypatch.setattr(T, "_IDENT", Counting())
     for q in ("x" * 20_000, "X" * 20_000, "aB" * 10_000, "a_" * 10_000, "x." * 10_000,
               "foo_bar " + "y" * 19_000 + " parseHTTP"):
-        assert lex.identifier_terms(q) <= {"foo_bar", "parsehttp"}
-        assert isinstance(lex.named_symbols(q), frozenset)
+        assert Query.parse(q).identifiers <= {"foo_bar", "parsehttp"}
+        assert isinstance(Query.parse(q).named, frozenset)
         toks = T.code_tokens(q)
         assert toks and all(len(t) <= len(q) for t in toks)
     assert seen and max(seen) <= T.MAX_IDENT_CHARS
-    assert lex.identifier_terms("foo_bar " + "y" * 19_000 + " parseHTTP") == {"foo_bar", "parsehttp"}
+    assert Query.parse("foo_bar " + "y" * 19_000 + " parseHTTP").identifiers == {"foo_bar", "parsehttp"}

@@ -253,7 +253,7 @@ class Config(Section):
     doc_weight: float = Field(0.7, ge=0, le=1)  # prose docs (.md, .rst, docs/) likewise
     identifier_boost: bool = True  # identifiers written in the query count twice in BM25
     # A long query (an issue, a pasted log) keeps at most 48 terms: its title's and its prose's
-    # before a pasted log's (rank/lexical.focus_tiers); off = rarest first wherever written.
+    # before a pasted log's (rank/query.Query.tiers); off = rarest first wherever written.
     query_focus: bool = True
     # ... lifting (and the title ranking using) only terms in at most this share of chunks:
     # a common word ranks little and its rows are the query's cost

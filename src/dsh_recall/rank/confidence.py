@@ -45,7 +45,7 @@ def term_weights(terms: Sequence[str], df: Mapping[str, int], n: int,
                  long: bool, title: Collection[str] = ()) -> dict[str, float]:
     """Each query term's weight: its idf here; an unknown term the idf of a term in no chunk.
     `long`: a pasted text, whose unknown words are dropped (they are incidental there) and
-    whose `title` terms alone count when it has a title (its first line, lexical.focus_tiers)."""
+    whose `title` terms alone count when it has a title (its first line, Query.tiers)."""
     out: dict[str, float] = {}
     for t in dict.fromkeys(terms):
         d = int(df.get(t, 0))

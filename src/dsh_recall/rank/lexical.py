@@ -11,10 +11,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from ..core.text import code_tokens, fts_quote
-from .query import MAX_QUERY_CHARS, STOPWORDS, Query, search_terms
+from .query import MAX_QUERY_CHARS, STOPWORDS, search_terms
 
-__all__ = ["MAX_QUERY_CHARS", "STOPWORDS", "focus_tiers", "identifier_terms",
-           "match_expression", "named_symbols", "promote_limit", "query_terms", "select_terms"]
+__all__ = ["MAX_QUERY_CHARS", "STOPWORDS", "match_expression", "promote_limit", "query_terms",
+           "select_terms"]
 
 MAX_TERMS = 48
 PROMOTE_MIN = 50  # select_terms: a tier lifts a term in this many chunks whatever the share
@@ -68,27 +68,12 @@ def select_terms(
     return chosen or ranked[:max_terms]
 
 
-def focus_tiers(text: str) -> dict[str, int]:
-    """Query.tiers of `text` (rank/query.py): for a caller with the text alone."""
-    return dict(Query.parse(text).tiers)
-
-
 def match_expression(terms: Sequence[str], boost: frozenset[str] | set[str] = frozenset()) -> str:
     """An FTS5 MATCH string: OR of quoted terms (BM25 rewards chunks matching more of them).
 
     A boosted term is repeated: FTS5's bm25() sums over the query's phrases, so it counts
     twice."""
     return " OR ".join(fts_quote(t) for term in terms for t in [term] * (2 if term in boost else 1))
-
-
-def named_symbols(text: str) -> frozenset[str]:
-    """Query.named of `text` (rank/query.py): for a caller with the text alone."""
-    return Query.parse(text).named
-
-
-def identifier_terms(text: str) -> frozenset[str]:
-    """Query.identifiers of `text` (rank/query.py): for a caller with the text alone."""
-    return Query.parse(text).identifiers
 
 
 def idf(df: int, n: int) -> float:

@@ -353,7 +353,7 @@ def render_text(r: dict[str, Any]) -> str:
     pr = r.get("per_request") or {}
     if pr.get("requests"):
         saving = f" ({pr['saving']:.1%} of what plain dsh would have sent)" if pr.get("saving") else ""
-        floor = "about " if pr.get("plain_compactions") else "at least " if pr.get("plain_prunes") else ""
+        floor = f"{b} " if (b := ledger.bound(pr)) else ""
         lines += ["", f"dsh requests: {pr['requests']:,}; {floor}{pr['tokens_kept_out']:,} tokens kept out "
                   f"of them in all{saving}: each request counts every change it still carried, "
                   "against plain dsh (request JSON chars / 4)"]
