@@ -110,6 +110,10 @@ def code_tokens(text: str) -> list[str]:
     Every identifier is kept whole (lower-cased) and also split at camelCase and snake_case
     boundaries; CJK runs become overlapping bigrams. Order is preserved.
     """
+    return _tokens(text)
+
+
+def _tokens(text: str) -> list[str]:
     return list(chain.from_iterable(_per_word(_WORD.findall(text), _TOKENS, _memo)))
 
 
@@ -117,7 +121,7 @@ def code_tokens_each(texts: Iterable[str]) -> list[list[str]]:
     """code_tokens of each of `texts`, in one call: a query's lines read once
     (rank/query.Query). A word never spans a line break (each str.splitlines separator is
     whitespace or an ASCII non-word character), so the tokens of a text are its lines'."""
-    return [list(chain.from_iterable(_per_word(_WORD.findall(t), _TOKENS, _memo))) for t in texts]
+    return [_tokens(t) for t in texts]
 
 
 def code_identifiers(text: str) -> list[str]:

@@ -314,8 +314,9 @@ class Worker:
                            surface=surface)
         out = {str(seq): {"text": res.inline, "id": res.id} for seq, res in done.items()}
         for seq, res in done.items():
-            key, had, cut = plain.get(seq, (f"seq-{seq}", json_chars(res.inline), json_chars(res.inline)))
-            self._changes.append((session, key, "reclaim", had, json_chars(res.inline), cut))
+            now = json_chars(res.inline)
+            key, had, cut = plain.get(seq, (f"seq-{seq}", now, now))
+            self._changes.append((session, key, "reclaim", had, now, cut))
         if out:
             self.counts["reclaimed"] += len(out)
         return {"replace": out}
