@@ -47,7 +47,7 @@ from ...services.access.channel import Viewer, channel_key_from_env
 from ...services.objects import ObjectService, ResultText
 from ...services.recall import RecallService
 from ...services.report import usage
-from ...services.report.ledger import Ledger, dsh_pruned_chars, dsh_sent_chars, json_chars
+from ...services.report.ledger import Ledger, dsh_plain_chars, dsh_pruned_chars, json_chars
 from .spill import read_spill, restore_spilled
 from .status import last_status as last_status
 from .status import status_path
@@ -261,8 +261,8 @@ class Worker:
             if res.offloaded and len(res.inline) < len(block):
                 out.append(res.inline)
                 ids.append(res.id)
-                plain, sent = plain + dsh_sent_chars(block), sent + json_chars(res.inline)
-                pruned += dsh_pruned_chars(block)
+                was, was_pruned = dsh_plain_chars(block)
+                plain, sent, pruned = plain + was, sent + json_chars(res.inline), pruned + was_pruned
                 self.counts["offloads"] += 1
                 self.counts["chars_in"] += len(full)
                 self.counts["chars_inline"] += len(res.inline)

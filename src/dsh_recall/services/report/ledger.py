@@ -109,7 +109,10 @@ def dsh_sent_chars(text: str, cap: int | None = None) -> int:
     budget each plus a notice naming the spill file, after the plugin's turn in the same
     waterfall: what plain dsh sends is that, not the whole text (a 64 KB bash output went
     out as 50 KB). `read` results are exempt (callers measure those with `json_chars`)."""
-    spilled = _spilled(text, cap)
+    return _sent(text, _spilled(text, cap))
+
+
+def _sent(text: str, spilled: str | None) -> int:
     return json_chars(text) if spilled is None else json_chars(spilled) + SPILL_NOTICE
 
 
@@ -128,11 +131,20 @@ def dsh_pruned_chars(text: str, spill: bool = True, cap: int | None = None) -> i
     """JSON chars of the same result once dsh's tool-result pruner has cut it (what plain
     dsh's requests carry after its first compaction pass): head + marker + tail of what
     plain dsh sent (after its spill policy when `spill`), or all of it when it is short."""
-    spilled = _spilled(text, cap) if spill else None
+    return _pruned(text, _spilled(text, cap) if spill else None)
+
+
+def _pruned(text: str, spilled: str | None) -> int:
     t = text if spilled is None else spilled + " " * SPILL_NOTICE
     if len(t) <= PRUNE_AT:
-        return json_chars(text) if spilled is None else json_chars(spilled) + SPILL_NOTICE
+        return _sent(text, spilled)
     return json_chars(t[:PRUNE_HEAD] + PRUNE_MARKER + t[len(t) - PRUNE_TAIL:])
+
+
+def dsh_plain_chars(text: str, cap: int | None = None) -> tuple[int, int]:
+    """(dsh_sent_chars, dsh_pruned_chars) of one tool result, its spill cut once."""
+    spilled = _spilled(text, cap)
+    return _sent(text, spilled), _pruned(text, spilled)
 
 
 def tokens(chars: int) -> int:
