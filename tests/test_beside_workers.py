@@ -1,4 +1,4 @@
-"""The threads start_beside runs a search's vector layer on (services/hybrid._Workers): an
+"""The threads start_beside runs a search's vector layer on (core/workers.py): an
 idle one of an earlier search takes the next one's work instead of a new thread, named
 VECTOR_THREAD while it works (the CLI and the MCP server look for that name) and
 IDLE_THREAD while it waits; a late one leaves the next search a thread of its own."""

@@ -81,6 +81,17 @@ def test_an_error_got_over_before_the_last_success_is_left_out():
     assert any("retryPolicy" in m.text for m in without)
 
 
+def test_last_success_above_a_line_reads_the_flags_it_is_given():
+    done, error = logrank.DONE, logrank.ERROR
+    flags = [done, 0, done | error, done, 0, done]
+    assert logrank.last_success(flags) == 5
+    assert logrank.last_success(flags, before=5) == 3
+    assert logrank.last_success(flags, before=3) == 0  # an error line is no success
+    assert logrank.last_success(flags, before=0) == -1
+    assert logrank.last_success(flags, before=99) == 5
+    assert logrank.last_success(flags, before=3) == logrank.last_success(flags[:3])
+
+
 def test_a_passing_test_after_a_failing_one_does_not_hide_it():
     # go test keeps running after a failure; "--- PASS" is a test, not a step that succeeded
     text, _ = BUILDERS["go"]()

@@ -265,7 +265,7 @@ def plan_form(text: str, cfg: ObjectsConfig, idx: LineIndex,
         settled = logrank.last_success(idx.flags)
         while settled >= 0 and form_registry.module_line(lines[settled]):
             # a Maven reactor's summary line (`core .... SUCCESS`) ends no step
-            settled = logrank.last_success(idx.flags[:settled])
+            settled = logrank.last_success(idx.flags, before=settled)
     sel = form_registry.select(lines, kind, budget, int(FORM_HARD * budget), hints, settled)
     starts = line_starts(text)
     lay = form_layout(text, lines, starts, sel)

@@ -178,10 +178,10 @@ def _under(view: str, starts: Sequence[int], li: int) -> bool:
         and line[j - 3:j - 1] == "  "
 
 
-def last_success(flags: Sequence[int]) -> int:
+def last_success(flags: Sequence[int], before: int | None = None) -> int:
     """Index of the log's last success line (a step: `BUILD SUCCESS`, `Successfully
-    installed`; not a passing test), or -1."""
-    for i in range(len(flags) - 1, -1, -1):
+    installed`; not a passing test), or -1; with `before`, the last one above that line."""
+    for i in range(min(len(flags), len(flags) if before is None else before) - 1, -1, -1):
         f = flags[i]
         if f & DONE and not f & _STRONG:
             return i

@@ -71,20 +71,12 @@ _PINNED = re.compile(r"[A-Za-z][\w.-]*(?:==|[ \t:=-]+v?)\d+\.\d+")
 _CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]|\w\.\w|\(\)|::|->|[{};=<>]|/\w")
 
 
-def query_shape(query: str) -> tuple[int, float]:
-    """(number of words, share of words that look like code: snake_case, camelCase, a.b, ())."""
-    words = query.split()
-    if not words:
-        return 0, 0.0
-    code = sum(1 for w in words if _CODE_LIKE.search(w))
-    return len(words), code / len(words)
-
-
 def plain_question(query: str) -> bool:
     """A question in plain words: 4-16 words, none of them code (rank/fuse.layer_weights
     tilts it)."""
-    n, code = query_shape(query)
-    return 4 <= n <= 16 and code == 0
+    words = query.split()
+    # every word is tested only for a query of the right length (a pasted issue has thousands)
+    return 4 <= len(words) <= 16 and not any(_CODE_LIKE.search(w) for w in words)
 
 
 # A source file's path as a query writes it: `src/app/models.py`, a traceback's

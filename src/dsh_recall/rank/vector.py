@@ -12,13 +12,13 @@ large index: Hamming distances of packed sign bits, an eighth of the bytes.
 from __future__ import annotations
 
 import importlib
-import os
 import queue
 import threading
 from collections.abc import Callable
 from types import ModuleType
 
 from ..core.lazy import np
+from ..core.workers import Workers
 from ..stores.sqlite.vector_file import SignPlanes, quantize
 
 
@@ -55,7 +55,14 @@ def top_of(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float
         return []
     k = min(k, len(ids))
     order = _best(scores, k)
-    return [(int(ids[i]), float(scores[i])) for i in order]
+    return list(zip(ids[order].tolist(), scores[order].tolist()))
+
+
+def top_ids(ids: np.ndarray, scores: np.ndarray, k: int) -> list[int]:
+    """The ids of top_of(ids, scores, k), in its order."""
+    if len(ids) == 0 or k <= 0:
+        return []
+    return ids[_best(scores, min(k, len(ids)))].tolist()
 
 
 def _best(scores: np.ndarray, k: int) -> np.ndarray:
@@ -109,32 +116,33 @@ SPLIT_FROM = 32_768
 
 
 class _HalfScorer:
-    """One daemon thread that scores a second half; busy (another search's), the caller
-    scores it all itself."""
+    """A worker thread (core/workers.py) that scores a second half; while it is busy
+    (another search's), the caller scores it all itself."""
 
     def __init__(self) -> None:
         self._free = threading.Lock()
-        self._jobs: queue.SimpleQueue[tuple[np.ndarray, np.ndarray]] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[np.ndarray | BaseException] = queue.SimpleQueue()
-        self._pid = 0
+        self._workers = Workers("vector-scan", "vector-scan-idle", 60.0, 1)
 
     def start(self, rows: np.ndarray, q8: np.ndarray) -> Callable[[], np.ndarray] | None:
         if not self._free.acquire(blocking=False):
             return None
+        done: queue.SimpleQueue[np.ndarray | BaseException] = queue.SimpleQueue()
+
+        def work() -> None:
+            try:
+                done.put(_dots(rows, q8))
+            except BaseException as e:  # handed to the caller
+                done.put(e)
+
         try:
-            if self._pid != os.getpid():  # first use, or a forked child: a thread of its own
-                self._jobs, self._done = queue.SimpleQueue(), queue.SimpleQueue()
-                threading.Thread(target=self._serve, args=(self._jobs, self._done),
-                                 name="vector-scan", daemon=True).start()
-                self._pid = os.getpid()
-            self._jobs.put((rows, q8))
+            self._workers.run(work)
         except BaseException:
             self._free.release()
             raise
 
         def result() -> np.ndarray:
             try:
-                out = self._done.get()
+                out = done.get()
             finally:
                 self._free.release()
             if isinstance(out, BaseException):
@@ -142,16 +150,6 @@ class _HalfScorer:
             return out
 
         return result
-
-    @staticmethod
-    def _serve(jobs: queue.SimpleQueue[tuple[np.ndarray, np.ndarray]],
-               done: queue.SimpleQueue[np.ndarray | BaseException]) -> None:
-        while True:
-            rows, q8 = jobs.get()
-            try:
-                done.put(_dots(rows, q8))
-            except BaseException as e:  # handed to the caller
-                done.put(e)
 
 
 _HALF = _HalfScorer()

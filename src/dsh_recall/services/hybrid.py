@@ -15,8 +15,6 @@ longer outrank lexical hits they were never compared against.
 
 from __future__ import annotations
 
-import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import RecallError
+from ..core.workers import Workers
 from ..embedders import Embedder
 from ..rank.confidence import NONE_COSINE
 from ..rank.fuse import fuse_layers
@@ -36,7 +35,7 @@ from .vectors import fill_what_fits
 
 # The vector-ranking thread: the CLI leaves without finalizing while it runs.
 VECTOR_THREAD = "vector-ranking"
-IDLE_THREAD = "vector-ranking-idle"  # the same thread between searches (_Workers)
+IDLE_THREAD = "vector-ranking-idle"  # the same thread between searches (core/workers.py)
 IDLE_S = 60.0
 IDLE_WORKERS = 2  # a search's vector layer and its title ranking
 # Of a search's deadline, what a cold start's embedding leaves for the query's own embedding
@@ -116,49 +115,7 @@ class Ranked:
     coverage: float = 1.0  # the share of the lexical head the vector layer scored
 
 
-class _Workers:
-    """Daemon threads that run start_beside's work, kept IDLE_S once idle for the next
-    search's. Thread.start waits until the new thread runs: on a busy 2-core machine about
-    3 ms of a hybrid search at 98k chunks, twice the scheduling delay. A worker is named
-    VECTOR_THREAD while it runs work (the CLI and the MCP server leave without finalizing
-    under one) and IDLE_THREAD while it waits."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
-        self._pid = os.getpid()
-
-    def run(self, work: Callable[[], None]) -> None:
-        with self._lock:
-            if self._pid != os.getpid():  # a forked child has none of its parent's threads
-                self._idle, self._pid = [], os.getpid()
-            jobs = self._idle.pop() if self._idle else None
-        if jobs is None:
-            jobs = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(jobs,), name=VECTOR_THREAD, daemon=True).start()
-        jobs.put(work)
-
-    def _serve(self, jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
-        me = threading.current_thread()
-        while True:
-            try:
-                work = jobs.get(timeout=IDLE_S)
-            except queue.Empty:
-                with self._lock:
-                    if jobs in self._idle:  # else handed work just now: take it
-                        self._idle.remove(jobs)
-                        return
-                continue
-            me.name = VECTOR_THREAD
-            work()  # start_beside's run: never raises
-            me.name = IDLE_THREAD
-            with self._lock:
-                if len(self._idle) >= IDLE_WORKERS:
-                    return
-                self._idle.append(jobs)
-
-
-_WORKERS = _Workers()
+_WORKERS = Workers(VECTOR_THREAD, IDLE_THREAD, IDLE_S, IDLE_WORKERS)
 
 
 def start_beside(store: ChunkStore, work: Callable[[ChunkStore], Scored],
@@ -167,10 +124,8 @@ def start_beside(store: ChunkStore, work: Callable[[ChunkStore], Scored],
     call waits for it until a deadline and gives None when it failed or is late (with a
     note naming `label`). The thread may outlive the answer: it owns its connection.
 
-    A daemon thread, not an executor: concurrent.futures joins its workers at interpreter
-    exit, so a CLI search would wait for an answer it already dropped (and importing it costs
-    a cold CLI about 8 ms). An idle one of an earlier search runs it where there is one
-    (`_Workers`)."""
+    A daemon thread, not an executor (core/workers.py says why); an idle one of an earlier
+    search runs it where there is one."""
     done = threading.Event()
     box: list[tuple[bool, object]] = []
 

@@ -21,7 +21,7 @@ from ..core.lazy import np
 from ..core.process import long_lived
 from ..embedders import Embedder
 from ..embedders import create as create_embedder
-from ..rank.vector import int8_scores, nearest_by_bits, top_k, top_of
+from ..rank.vector import int8_scores, nearest_by_bits, top_ids, top_k, top_of
 from ..stores.contracts import ChunkRow, ChunkStore, EmbedCacheStore, VectorTable
 from ..stores.sqlite.embed_cache import EmbedCache
 from ..stores.sqlite.vector_file import FileState, MappedVectors, append_file, ensure_bits, remove_stale, write_file
@@ -352,7 +352,7 @@ class VectorIndex:
         if near is not None:
             # gathered from the records: the contiguous scales would read every page
             approx = int8_scores(mapped.rows[near], mapped.records["scale"][near], q)
-            return [i for i, _ in top_of(ids[near], approx, want)]
+            return top_ids(ids[near], approx, want)
         approx = int8_scores(mapped.rows, mapped.scales, q)
         if inside is not None:
             approx = np.where(inside, approx, -np.inf)

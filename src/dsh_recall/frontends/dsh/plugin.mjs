@@ -365,6 +365,16 @@ class Worker {
     } catch { return false }
   }
 
+  // The user's restart (the card's button): the running worker stops, and a new one starts
+  // with a fresh start budget.
+  restart (reason) {
+    this.stop()
+    this.starts = 0
+    this.state = 'new'
+    this.health('starting', reason)
+    this.start()
+  }
+
   stop () {
     const proc = this.proc
     this.state = 'disabled'
@@ -887,11 +897,7 @@ export function apply (ctx, config) {
         methods: ['POST'],
         requestBody: 'buffered',
         fetch: () => {
-          worker.stop()
-          worker.starts = 0
-          worker.state = 'new'
-          setHealth('starting', 'restarted from the web UI')
-          worker.start()
+          worker.restart('restarted from the web UI')
           return Promise.resolve(Response.json({ ok: worker.state === 'running', health: health.state },
             { headers: { 'cache-control': 'no-store' } }))
         }

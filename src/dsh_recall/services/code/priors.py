@@ -19,6 +19,12 @@ from ...stores.contracts import ChunkRow, ChunkStore
 Fused = list[tuple[int, float, dict[str, int]]]  # (chunk id, score, {layer: rank}) best first
 
 
+def pool_size(cfg: Config, limit: int) -> int:
+    """How many candidates each layer ranks for an answer of `limit` hits (the priors and
+    the fusion reorder them)."""
+    return max(cfg.candidate_pool, limit * 4)
+
+
 def apply_priors(store: ChunkStore, cfg: Config, query: Query, fused: Fused,
                  limit: int | None) -> tuple[Fused, dict[int, ChunkRow]]:
     """Re-weigh fused chunks by where they live (tests, docs, build files) and by whether

@@ -265,7 +265,7 @@ class CodeService:
             limit = max(limit, cfg.rerank.top_n) if reranking else limit
             # The vector layer first (a hybrid search's longest stage), beside the parse and lexical.
             early = ((h := hybrid.Head()), self._start_vector_ranking(
-                query, max(cfg.candidate_pool, limit * 4), prefix, notes, deadline, h)
+                query, priors.pool_size(cfg, limit), prefix, notes, deadline, h)
             ) if hybrid.vector_asked(query, layers, cfg.vector_weight) else None
             q = Query.parse(query)  # the one parse: every stage below reads `q`
             chosen = lex.select_terms(q.terms, self.store.doc_freqs, self.store.chunk_count(),
@@ -351,7 +351,7 @@ class CodeService:
         bound the excerpts. `early`: (head, wait) of a vector layer started for this scope."""
         cfg = self.cfg
         terms = q.terms
-        pool = max(cfg.candidate_pool, limit * 4)
+        pool = priors.pool_size(cfg, limit)
 
         def lexical() -> list[tuple[int, float]]:
             boost = q.identifiers if cfg.identifier_boost else frozenset()
