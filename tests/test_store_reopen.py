@@ -62,3 +62,22 @@ def test_a_kept_copy_takes_the_store_flags_of_now(tmp_path):
         b.close()
     finally:
         s.close()
+
+
+def test_stores_read_through_a_bounded_memory_map_and_see_each_others_writes(tmp_path):
+    from dsh_recall.stores.sqlite.history import HistoryStore
+    from dsh_recall.stores.sqlite.util import MMAP_BYTES
+
+    s = SqliteChunkStore(tmp_path / "x.sqlite")
+    copy = registry.reopen(s)
+    h = HistoryStore(tmp_path / "h.sqlite")
+    try:
+        for conn in (s.conn, copy.conn, h.conn):
+            assert conn.execute("PRAGMA mmap_size").fetchone() == (MMAP_BYTES,)
+        assert 0 < MMAP_BYTES <= 1 << 30  # bounded: mapped pages count in a process's RSS
+        s.set_meta("probe", "written by one connection")
+        assert copy.get_meta("probe") == "written by one connection"
+    finally:
+        copy.close()
+        s.close()
+        h.close()
