@@ -64,17 +64,17 @@ def test_a_kept_copy_takes_the_store_flags_of_now(tmp_path):
         s.close()
 
 
-def test_stores_read_through_a_bounded_memory_map_and_see_each_others_writes(tmp_path):
+def test_stores_keep_a_bounded_page_cache_and_see_each_others_writes(tmp_path):
     from dsh_recall.stores.sqlite.history import HistoryStore
-    from dsh_recall.stores.sqlite.util import MMAP_BYTES
+    from dsh_recall.stores.sqlite.util import CACHE_KIB
 
     s = SqliteChunkStore(tmp_path / "x.sqlite")
     copy = registry.reopen(s)
     h = HistoryStore(tmp_path / "h.sqlite")
     try:
         for conn in (s.conn, copy.conn, h.conn):
-            assert conn.execute("PRAGMA mmap_size").fetchone() == (MMAP_BYTES,)
-        assert 0 < MMAP_BYTES <= 1 << 30  # bounded: mapped pages count in a process's RSS
+            assert conn.execute("PRAGMA cache_size").fetchone() == (-CACHE_KIB,)
+        assert 2_000 < CACHE_KIB <= 65_536  # above SQLite's default, bounded per connection
         s.set_meta("probe", "written by one connection")
         assert copy.get_meta("probe") == "written by one connection"
     finally:

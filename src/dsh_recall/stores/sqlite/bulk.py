@@ -16,12 +16,14 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
+from .util import CACHE_KIB
+
 BULK_KEY = "bulk_load"
 # chunks_vec_seq stays: queries name it (INDEXED BY), and a search may run during the load.
 SECONDARY = (("chunks_file", "chunks(file_id)"), ("chunks_embed", "chunks(embed_hash)"))
 LOAD_AUTOMERGE = 16  # FTS5 merges 16 segments of a level at once while loading (default 4)
 AUTOMERGE = 4
-LOAD_CACHE_KB = 262_144  # page cache of the loading connection (SQLite's default: 2 MB)
+LOAD_CACHE_KB = 262_144  # page cache of the loading connection (util.CACHE_KIB otherwise)
 
 
 class SqliteBulkLoad:
@@ -83,7 +85,7 @@ class SqliteBulkLoad:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("PRAGMA cache_size = -2000")
+        self.conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         self._bulk = False
 
     def bulk_discard(self) -> None:
