@@ -41,10 +41,10 @@ NOT_SCRUB = {"dsh_recall.policy.scrub_rules"}
 CASES = {
     "search lexical-only, shipped model configured": (
         ["search", "retry", "backoff", "--lexical-only"], None,
-        NOT_HISTORY | NOT_MODEL | NOT_SCRUB | {"dsh_recall.services.objects", "dsh_recall.services.notes"}, 75),
+        NOT_HISTORY | NOT_MODEL | NOT_SCRUB | {"dsh_recall.services.objects", "dsh_recall.services.notes"}, 76),
     "search": (
         ["search", "retry", "backoff"], None,
-        NOT_HISTORY | NOT_SCRUB | {"dsh_recall.services.objects", "dsh_recall.services.notes"}, 76),
+        NOT_HISTORY | NOT_SCRUB | {"dsh_recall.services.objects", "dsh_recall.services.notes"}, 77),
     "history search": (
         ["history", "search", "retry backoff", "--all"], None,
         NOT_CODE | NOT_MODEL | NOT_SCRUB | {"dsh_recall.services.objects"}, 68),
