@@ -345,3 +345,17 @@ def test_mcp_object_recall_failures(tmp_path):
     assert "likely failure region" in region.content[0].text
     assert any(m.get("context") for m in query.structured_content["matches"])
     assert "text" in sliced.structured_content  # id alone: a text slice, as before
+
+
+def test_the_weight_table_computes_a_flag_when_first_asked_and_agrees_with_line_weight():
+    cfg = logrank.RankConfig(error_shape=2.5)
+    table = logrank.weights(cfg)
+    assert logrank.weights(cfg) is table  # one table per config
+    flag = logrank.ERROR | logrank.WARN
+    assert flag not in table
+    assert table[flag] == logrank.line_weight(flag, cfg) > 0
+    assert flag in table
+    assert all(table[f] == logrank.line_weight(f, cfg) for f in range(1 << logrank.BITS))
+    # a warning that holds no strong kind weighs 0.3 of the same line without it
+    phrase = logrank.PHRASE
+    assert logrank.line_weight(phrase | logrank.WARN) == 0.3 * logrank.line_weight(phrase) > 0

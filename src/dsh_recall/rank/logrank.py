@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .logflags import (
@@ -94,26 +94,28 @@ def effective(flag: int) -> int:
     return f & _FLAGGED
 
 
-def _weight_table() -> list[float]:
-    # Many flag values share an effective flag: each weight is computed once (a cold
-    # object search pays this table at import).
-    memo: dict[tuple[int, bool], float] = {}
-    out = []
-    for f in range(1 << BITS):
-        e = effective(f)
-        key = (e, bool(f & WARN and not e & _STRONG))
-        w = memo.get(key)
-        if w is None:
-            ws = sorted((w for bit, w in _WEIGHTS.items() if e & bit), reverse=True)
-            w = ws[0] + 0.25 * sum(ws[1:]) if ws else 0.0
-            if key[1]:
-                w *= 0.3
-            memo[key] = w
-        out.append(w)
-    return out
+def _base_weight(flag: int) -> float:
+    """How error-shaped a line of this (masked) flag is, before RankConfig.error_shape."""
+    e = effective(flag)
+    ws = sorted((w for bit, w in _WEIGHTS.items() if e & bit), reverse=True)
+    w = ws[0] + 0.25 * sum(ws[1:]) if ws else 0.0
+    return w * 0.3 if flag & WARN and not e & _STRONG else w
 
 
-_TABLE = _weight_table()
+class _Table(dict[int, float]):
+    """flag (masked) -> weight, each computed on first use: a log holds a few dozen of the
+    4,096 flag values, and computing all of them cost a cold object search about 8 ms."""
+
+    def __init__(self, of: Callable[[int], float]) -> None:
+        super().__init__()
+        self._of = of
+
+    def __missing__(self, flag: int) -> float:
+        w = self[flag] = self._of(flag)
+        return w
+
+
+_TABLE = _Table(_base_weight)
 
 
 def line_weight(flag: int, cfg: RankConfig = DEFAULT) -> float:
@@ -125,9 +127,10 @@ def line_weight(flag: int, cfg: RankConfig = DEFAULT) -> float:
 
 
 @functools.lru_cache(maxsize=8)
-def weights(cfg: RankConfig = DEFAULT) -> tuple[float, ...]:
-    """`line_weight` of every flag value under `cfg` (index by `flag & MASK`)."""
-    return tuple(line_weight(f, cfg) for f in range(1 << BITS))
+def weights(cfg: RankConfig = DEFAULT) -> Mapping[int, float]:
+    """`line_weight` of each flag value under `cfg` (index by `flag & MASK`), computed as
+    each value is first asked for."""
+    return _Table(lambda f: line_weight(f, cfg))
 
 
 
