@@ -51,6 +51,13 @@ CASES = {
     "object search": (
         ["object", "search", "{object}", "build"], None,
         NOT_CODE | NOT_HISTORY | NOT_MODEL | {"numpy"}, 58),
+    # A range read loads no line search, log ranking or line index (rank/line_limits.py).
+    "object get": (
+        ["object", "get", "{object}", "--start", "100", "--count", "500"], None,
+        NOT_CODE | NOT_HISTORY | NOT_MODEL | NOT_SCRUB | {
+            "numpy", "dsh_recall.rank.logrank", "dsh_recall.rank.line_search",
+            "dsh_recall.rank.line_index", "dsh_recall.rank.logflags",
+            "dsh_recall.services.objects.search"}, 44),
     "hook user-prompt-submit": (
         ["hook", "claude-code", "user-prompt-submit"],
         {"session_id": "s1", "prompt": "what did we decide about the retry loop",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dsh_recall.core import codepoints
 from dsh_recall.rank import line_index, line_search
 from dsh_recall.services.objects import ObjectService
-from dsh_recall.services.objects import service as objects_mod
+from dsh_recall.services.objects import search as objects_search
 
 ESC = "\x1b[1;31m"
 RESET = "\x1b[0m"
@@ -36,7 +36,8 @@ def test_search_reads_the_index_stored_at_put_and_never_rebuilds_it(tmp_path, mo
         def no_rebuild(_text):
             raise AssertionError("search rebuilt the index")
 
-        monkeypatch.setattr(objects_mod, "build_index", no_rebuild)
+        # the service reads the search side's names when it runs (an object read loads none)
+        monkeypatch.setattr(objects_search, "build_index", no_rebuild)
         (m,) = svc.search_in(put.id, "error] build failure").matches
         assert m.line == 1501 and m.text == "[ERROR] BUILD FAILURE in module_1500"
         # the offset points into the stored text, escapes included
@@ -51,9 +52,10 @@ def test_an_index_of_another_version_is_rebuilt_and_kept(tmp_path, monkeypatch):
         put = svc.put(text, session="s")
         sha = svc.store.get(put.id).sha
         before = svc.store.totals()["blob_stored_bytes"]
-        monkeypatch.setattr(objects_mod, "INDEX_VERSION", line_index.INDEX_VERSION + 1)
+        version = line_index.INDEX_VERSION
+        monkeypatch.setattr(objects_search, "INDEX_VERSION", version + 1)
         assert svc.search_in(put.id, "build failure").matches[0].line == 251
-        assert svc.store.search_parts(sha).version == line_index.INDEX_VERSION + 1
+        assert svc.store.search_parts(sha).version == version + 1
         # stored_bytes counts the index once, not twice
         assert abs(svc.store.totals()["blob_stored_bytes"] - before) < 64
 

@@ -19,8 +19,8 @@ from operator import itemgetter
 from ..core.codepoints import fold_case, join_surrogates, scrub_surrogates
 from . import logrank
 from .line_index import LineIndex, build_index
+from .line_limits import SEARCH_LIMIT
 
-SEARCH_LIMIT = 20
 LINE_TEXT_MAX = 400
 
 # Queries are cut to this many chars: a line search needs a phrase, not a pasted log, and the

@@ -1,9 +1,11 @@
-"""Searching offloaded objects: the log prior's rules from the config (`rank_config`) and
-the ranking of a search across every object a caller may see (`rank_objects`, behind
-`ObjectService.search`).
+"""Searching offloaded objects: the log prior's rules from the config (`rank_config`), the
+ranking of a search across every object a caller may see (`rank_objects`, behind
+`ObjectService.search`), and a blob's search index as stored (`blob_search_parts`).
 
 Pure over rows and line indexes: the service (service.py) reads the store, decides
-who sees what and counts recalls; this module only orders what it is given.
+who sees what and counts recalls; this module only orders what it is given. The service
+loads it (and with it the line search, the log ranking and the line index) only where it
+builds or reads an index: a range read never does.
 """
 
 from __future__ import annotations
@@ -13,9 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.codepoints import fold_case, scrub_surrogates
 from ...rank import logrank
-from ...rank.line_index import LineIndex
-from ...rank.line_search import clean_query, near_lines, search_index
-from ...stores.sqlite.objects import ObjectRow
+from ...rank.line_index import INDEX_VERSION, LineIndex, build_index
+from ...rank.line_search import MAX_QUERY_CHARS, LineMatch, clean_query, failure_lines, near_lines, search_index
+from ...stores.sqlite.objects import BlobParts, ObjectRow, blob_parts
+
+# What the service reads from here when it runs (line index and search names included).
+__all__ = ["INDEX_VERSION", "MAX_QUERY_CHARS", "OBJECTS_SCANNED", "LineIndex", "LineMatch",
+           "blob_search_parts", "build_index", "clean_query", "failure_lines", "logrank",
+           "rank_config", "rank_objects", "search_index"]
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ...core.config import ObjectsConfig
@@ -24,6 +31,13 @@ if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do w
 # the object to open, it does not replace a search inside it.
 OBJECTS_SCANNED = 30
 OBJECT_LINES = 3
+
+
+def blob_search_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> BlobParts:
+    """`text`'s payload (when `data` is given) and search index, compressed."""
+    idx = idx or build_index(text)
+    return blob_parts(data, None if idx.view is text else idx.view, INDEX_VERSION,
+                      [idx.starts, idx.shapes, idx.flags], idx.esc_at, idx.esc_cum)
 
 
 def rank_config(cfg: ObjectsConfig | None) -> logrank.RankConfig | None:

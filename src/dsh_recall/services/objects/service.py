@@ -21,18 +21,16 @@ from ...core.errors import InputError
 from ...core.paths import recall_home
 from ...core.text import estimate_tokens
 from ...policy.ranges import clamp_range
-from ...rank import logrank
-from ...rank.line_index import INDEX_VERSION, LineIndex, build_index
-from ...rank.line_search import MAX_QUERY_CHARS, SEARCH_LIMIT, LineMatch, clean_query, failure_lines, search_index
-from ...stores.sqlite.objects import BlobParts, ObjectRow, ObjectStore, blob_parts, encode_text, text_sha
+from ...rank.line_limits import SEARCH_LIMIT
+from ...stores.sqlite.objects import ObjectRow, ObjectStore, encode_text, text_sha
 from .. import report
 from ..access import forgotten
 from ..access.channel import Viewer
-from .search import OBJECTS_SCANNED, rank_config, rank_objects
 from .types import GetResult, ObjectsAnswer, PutResult, ResultText, SearchResult
 
 if TYPE_CHECKING:  # the config module pulls in pydantic: object get/search do without it
     from ...core.config import ObjectsConfig, ScrubConfig
+    from ...rank.line_index import LineIndex
 
 DB_NAME = "objects.sqlite"
 DEFAULT_SESSION = "cli"
@@ -52,13 +50,6 @@ def _sees(viewer: Viewer | None) -> CanSee | None:
 def default_path() -> Path:
     """The one object store of this user: `<recall home>/objects.sqlite`."""
     return recall_home() / DB_NAME
-
-
-def _blob_parts(data: bytes | None, text: str, idx: LineIndex | None = None) -> BlobParts:
-    """`text`'s payload (when `data` is given) and search index, compressed."""
-    idx = idx or build_index(text)
-    return blob_parts(data, None if idx.view is text else idx.view, INDEX_VERSION,
-                      [idx.starts, idx.shapes, idx.flags], idx.esc_at, idx.esc_cum)
 
 
 def _clean(value: str | None) -> str | None:
@@ -177,6 +168,7 @@ class ObjectService:
         # One index serves the failure region of the inline form and the search index
         # stored with the text (compressed outside the write lock; read back when the
         # text is stored already).
+        from .search import blob_search_parts, build_index, logrank, rank_config
         stored_parts = self.store.has_blob(sha)
         idx = self._stored_index(sha, text) if stored_parts else None
         if idx is None:
@@ -188,7 +180,7 @@ class ObjectService:
         probe = plan.render("0" * 8, tool) if plan is not None else None
         if plan is None or probe is None:
             return PutResult(None, text, chars, False)
-        parts = None if stored_parts else _blob_parts(data, text, idx)
+        parts = None if stored_parts else blob_search_parts(data, text, idx)
         row = ObjectRow(
             id="", session=session, seq=-1 if seq is None else seq, tool=tool, chars=chars,
             tokens=estimate_tokens(text), inline_chars=len(probe.text),
@@ -274,6 +266,7 @@ class ObjectService:
     def _stored_index(self, sha: str, text: str | None = None) -> LineIndex | None:
         """The search index stored with blob `sha`, or None when it has none of this
         version. `text`: the blob's text when the caller has it (else read)."""
+        from .search import INDEX_VERSION, LineIndex
         parts = self.store.search_parts(sha)
         if parts is None or parts.version != INDEX_VERSION:
             return None
@@ -292,11 +285,12 @@ class ObjectService:
     def _index(self, row: ObjectRow) -> LineIndex:
         """The stored search index of a live object (built and stored on first search for a
         payload written by an older version)."""
+        from .search import blob_search_parts, build_index
         idx = self._stored_index(row.sha or "")
         if idx is None:
             text = self._text(row)
             idx = build_index(text)
-            self.store.set_search_parts(row.sha or "", _blob_parts(None, text, idx))
+            self.store.set_search_parts(row.sha or "", blob_search_parts(None, text, idx))
         return idx
 
     @cleaned(obj_id=as_name)
@@ -342,6 +336,7 @@ class ObjectService:
         text = self._text(row)
         # The stored index with the text already read (no second payload read); a payload
         # of an older version without one gets a fresh index, not stored on this read path.
+        from .search import build_index
         idx = self._stored_index(row.sha or "", text) or build_index(text)
         s, e, n = idx.line_span(first, last)
         if first > n:
@@ -361,6 +356,7 @@ class ObjectService:
         the viewer may see, best first (search.rank_objects): a few lines each, to
         point at the object to open. Reads stored indexes and counts no recall (it is not
         the agent going back for one object). `limit` None: all; `offset` pages."""
+        from .search import MAX_QUERY_CHARS, OBJECTS_SCANNED, clean_query, rank_objects
         t0 = time.monotonic()
         offset = max(0, int(offset or 0))
         q, cut = clean_query(query)
@@ -387,6 +383,7 @@ class ObjectService:
         matches (`context`, `objects.rank_failure_fill`). The query is cut to its first
         1,000 chars (the answer's `note` says so). `count=False`: not a recall (an
         evaluation reads it); `fill` overrides `objects.rank_failure_fill`."""
+        from .search import MAX_QUERY_CHARS, LineMatch, clean_query, rank_config, search_index
         q, cut = clean_query(query)
         if not q:
             raise InputError("empty query; give words to look for, ask for the failure region "
@@ -413,6 +410,7 @@ class ObjectService:
         lines, their stack traces and assertion diffs, the outcome lines, near the end and
         after the last success). A result without error-shaped lines answers with its last
         lines."""
+        from .search import LineMatch, failure_lines, logrank, rank_config
         row = self._row(obj_id, _sees(viewer))
         lines = failure_lines(self._index(row), max(1, min(limit, SEARCH_LIMIT)),
                               rank=rank_config(self._cfg) or logrank.DEFAULT)

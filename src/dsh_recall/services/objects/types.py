@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError
-from ...rank.line_search import LineMatch
 from ..base import Answer
+
+if TYPE_CHECKING:  # an object read loads no line search (rank/line_limits.py)
+    from ...rank.line_search import LineMatch
 
 LINES = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*")
 
